@@ -1,0 +1,55 @@
+"""trajschema: typed schemas and contracts for LLM reinforcement-learning trajectories.
+
+A YAML schema per model family declares every field of a rollout sample (symbolic
+shape, dtype, value checks, padding rule). From it, trajschema validates samples and
+TransferQueue-shaped batches (reporting every violation at once), and derives padding
+samples for growing a batch to the multiple a PPO/GRPO step needs.
+
+    >>> import trajschema as ts
+    >>> schema = ts.load_schema("vlm_mrope_moe")
+    >>> pad = schema.padding(7, eos_token_id=2, dims={"layers": 48, "topk": 8})
+    >>> schema.validate_batch(pad.fields, tags=pad.tags)
+
+Importing this package imports torch, tensordict and pydantic, but never Ray,
+TransferQueue, hypothesis or rich.
+"""
+
+from ._dims import DerivedDim, Expr, FixedDim, FreeDim
+from ._errors import SchemaDefinitionError, SchemaError, SchemaNotFoundError, Violation
+from ._loading import load_schema, schema_for_architecture, schema_from_dict, schema_names, schema_search_path
+from ._padding import PaddingBatch, new_padding_uid
+from ._planning import padding_needed, required_multiple
+from ._schema import Field, PadRule, Schema, Tag
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DerivedDim",
+    "Expr",
+    "Field",
+    "FixedDim",
+    "FreeDim",
+    "PadRule",
+    "PaddingBatch",
+    "Schema",
+    "SchemaDefinitionError",
+    "SchemaError",
+    "SchemaNotFoundError",
+    "Tag",
+    "Violation",
+    "load_schema",
+    "new_padding_uid",
+    "padding_needed",
+    "required_multiple",
+    "schema_for_architecture",
+    "schema_from_dict",
+    "schema_names",
+    "schema_search_path",
+]
+
+# Public classes report themselves under the package, not the private module.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = __name__
+del _name, _obj

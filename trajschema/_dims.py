@@ -1,0 +1,257 @@
+"""Symbolic dimensions: the dim expression grammar and the three kinds of dim.
+
+Expressions are parsed by a tiny whitelisted recursive-descent parser (integers,
+names, ``+ - *`` and parentheses), never ``eval``::
+
+    expr := term (("+" | "-") term)*
+    term := unary ("*" unary)*
+    unary := "-" unary | INT | NAME | "(" expr ")"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+__all__ = [
+    "DerivedDim",
+    "Expr",
+    "FixedDim",
+    "FreeDim",
+    "ExprError",
+    "parse_expr",
+    "solve_for",
+]
+
+
+class ExprError(ValueError):
+    """A dim expression does not parse; the caller adds file and key path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Expr:
+    """A parsed dim expression: a small tree of (op, args) nodes.
+
+    ``op`` is ``"int"`` (args: the value), ``"name"`` (args: the name) or one of
+    ``+ - * neg`` (args: sub-expressions).
+    """
+
+    op: str
+    args: tuple
+    text: str = dataclasses.field(default="", compare=False)
+
+    @property
+    def is_name(self) -> bool:
+        return self.op == "name"
+
+    @property
+    def is_int(self) -> bool:
+        return self.op == "int"
+
+    def names(self) -> tuple[str, ...]:
+        """The dim names used, in order of first appearance."""
+        if self.op == "name":
+            return (self.args[0],)
+        if self.op == "int":
+            return ()
+        out: dict[str, None] = {}
+        for a in self.args:
+            out.update(dict.fromkeys(a.names()))
+        return tuple(out)
+
+    def evaluate(self, env: Mapping[str, int]) -> int | None:
+        """The value under ``env``, or ``None`` when a name is unbound."""
+        op = self.op
+        if op == "int":
+            return self.args[0]
+        if op == "name":
+            return env.get(self.args[0])
+        vals = [a.evaluate(env) for a in self.args]
+        if any(v is None for v in vals):
+            return None
+        if op == "+":
+            return vals[0] + vals[1]
+        if op == "-":
+            return vals[0] - vals[1]
+        if op == "*":
+            return vals[0] * vals[1]
+        return -vals[0]  # neg
+
+    def __str__(self) -> str:
+        return self.text or _render(self)
+
+
+def _render(e: Expr) -> str:
+    if e.op in ("int", "name"):
+        return str(e.args[0])
+    if e.op == "neg":
+        return f"-{_render(e.args[0])}"
+    return f"({_render(e.args[0])} {e.op} {_render(e.args[1])})"
+
+
+_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(\S))")
+
+
+def parse_expr(text: str | int) -> Expr:
+    """Parse a dim expression such as ``"prompt + response"`` or ``4``.
+
+    Raises:
+        ExprError: with a hint for the usual mistakes (a comma, ``/``, ``**``).
+    """
+    if isinstance(text, bool):
+        raise ExprError(f"expected a dim name, expression or integer, found {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise ExprError(f"a dim size cannot be negative, found {text}")
+        return Expr("int", (text,), str(text))
+    if not isinstance(text, str):
+        raise ExprError(
+            f"expected a dim name, expression or integer, found {type(text).__name__} {text!r}"
+        )
+    if "," in text:
+        parts = ", ".join(p.strip() for p in text.split(","))
+        raise ExprError(
+            f"dim expression {text!r} contains a comma; list each dim as its own item: [{parts}]"
+        )
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    stripped = text.rstrip()
+    while pos < len(stripped):
+        m = _TOKEN.match(stripped, pos)
+        if m is None:  # only trailing whitespace can fail to match
+            break
+        num, name, sym = m.groups()
+        if num is not None:
+            tokens.append(("int", num))
+        elif name is not None:
+            tokens.append(("name", name))
+        else:
+            if sym not in "+-*()":
+                hint = ""
+                if sym == "/":
+                    hint = "; division is not supported (declare the quotient as a free dim)"
+                raise ExprError(f"unexpected {sym!r} in dim expression {text!r}{hint}")
+            tokens.append(("sym", sym))
+        pos = m.end()
+    if not tokens:
+        raise ExprError("empty dim expression")
+    for i in range(len(tokens) - 1):
+        if tokens[i] == ("sym", "*") and tokens[i + 1] == ("sym", "*"):
+            raise ExprError(f"'**' is not supported in dim expression {text!r}")
+    parser = _Parser(tokens, text)
+    expr = parser.expr()
+    if parser.i != len(tokens):
+        raise ExprError(f"unexpected {tokens[parser.i][1]!r} in dim expression {text!r}")
+    return dataclasses.replace(expr, text=text.strip())
+
+
+class _Parser:
+    def __init__(self, tokens: list[tuple[str, str]], text: str) -> None:
+        self.tokens = tokens
+        self.text = text
+        self.i = 0
+
+    def _peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.i] if self.i < len(self.tokens) else None
+
+    def expr(self) -> Expr:
+        left = self.term()
+        while (t := self._peek()) in (("sym", "+"), ("sym", "-")):
+            self.i += 1
+            left = Expr(t[1], (left, self.term()))
+        return left
+
+    def term(self) -> Expr:
+        left = self.unary()
+        while self._peek() == ("sym", "*"):
+            self.i += 1
+            left = Expr("*", (left, self.unary()))
+        return left
+
+    def unary(self) -> Expr:
+        t = self._peek()
+        if t is None:
+            raise ExprError(f"dim expression {self.text!r} ends too early")
+        self.i += 1
+        if t == ("sym", "-"):
+            return Expr("neg", (self.unary(),))
+        if t[0] == "int":
+            return Expr("int", (int(t[1]),))
+        if t[0] == "name":
+            return Expr("name", (t[1],))
+        if t == ("sym", "("):
+            inner = self.expr()
+            if self._peek() != ("sym", ")"):
+                raise ExprError(f"missing ')' in dim expression {self.text!r}")
+            self.i += 1
+            return inner
+        raise ExprError(f"unexpected {t[1]!r} in dim expression {self.text!r}")
+
+
+def solve_for(expr: Expr, name: str, target: int, env: Mapping[str, int]) -> int | None:
+    """Solve ``expr == target`` for the one unbound ``name``, if expr is linear in it.
+
+    Returns ``None`` when there is no integer solution or expr is not linear in name
+    (e.g. ``n * n``).
+    """
+    probe = dict(env)
+    values = []
+    for x in (0, 1, 2):
+        probe[name] = x
+        v = expr.evaluate(probe)
+        if v is None:
+            return None
+        values.append(v)
+    a, b = values[0], values[1] - values[0]
+    if values[2] - values[1] != b or b == 0:
+        return None
+    q, r = divmod(target - a, b)
+    return q if r == 0 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedDim:
+    """A dim with one fixed size, e.g. ``rope_rows: 4``."""
+
+    name: str
+    size: int
+
+    def describe(self) -> str:
+        return str(self.size)
+
+
+@dataclasses.dataclass(frozen=True)
+class FreeDim:
+    """A dim bound from data, optionally bounded (``min``, ``max``, ``multiple_of``)."""
+
+    name: str
+    min: int = 0
+    max: int | None = None
+    multiple_of: int | None = None
+
+    def describe(self) -> str:
+        parts = [f">= {self.min}"] if self.min else []
+        if self.max is not None:
+            parts.append(f"<= {self.max}")
+        if self.multiple_of is not None:
+            parts.append(f"a multiple of {self.multiple_of}")
+        return " and ".join(parts) if parts else "any size"
+
+    def allows(self, size: int) -> bool:
+        if size < self.min:
+            return False
+        if self.max is not None and size > self.max:
+            return False
+        return self.multiple_of is None or size % self.multiple_of == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class DerivedDim:
+    """A dim defined by an expression over other dims, e.g. ``seq: prompt + response``."""
+
+    name: str
+    expr: Expr
+
+    def describe(self) -> str:
+        return str(self.expr)
