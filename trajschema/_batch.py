@@ -281,5 +281,4 @@ class RowSource:
     def __call__(self, i: int) -> dict[str, Any]:
         if self.columns is not None:
             return {k: v[i] for k, v in self.columns.items()}
-        row = self.batch[i]
-        return {k: row[k] for k in row.keys()}
+        return self.batch[i]  # check_sample unwraps the row's non-tensor entries

@@ -163,15 +163,25 @@ def _kind_ok(kind: str, v: Any) -> bool:
 
 
 def _as_mapping(sample: Any) -> Mapping[str, Any]:
+    if _is_tensordict(sample):  # before Mapping: a TensorDict may register as one
+        return {k: _unwrap(sample.get(k)) for k in sample.keys()}
     if isinstance(sample, Mapping):
         return sample
-    if _is_tensordict(sample):
-        # A TensorDict row: `row[key]` unwraps non-tensor data to the Python value.
-        return {k: sample[k] for k in sample.keys()}
     raise TypeError(
         f"a sample must be a mapping of field name to value (a dict or a TensorDict row), "
         f"found {type(sample).__name__}"
     )
+
+
+def _unwrap(v: Any) -> Any:
+    """A TensorDict row's non-tensor entry as the plain Python value."""
+    from tensordict import NonTensorData, NonTensorStack
+
+    if isinstance(v, NonTensorData):
+        return v.data
+    if isinstance(v, NonTensorStack):
+        return v.tolist()
+    return v
 
 
 def _is_tensordict(x: Any) -> bool:

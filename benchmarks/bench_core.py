@@ -1,0 +1,697 @@
+#!/usr/bin/env python
+"""Benchmark trajschema's core operations against what a trainer would write instead.
+
+Run from the repository root, inside the project's venv:
+
+    python benchmarks/bench_core.py             # full run (a few minutes)
+    python benchmarks/bench_core.py --quick     # smoke run (seconds)
+    python benchmarks/bench_core.py --markdown  # print the table as markdown
+
+Every comparison runs in one process on the same samples, and every validator is first
+shown to accept the good data and reject bad data (asserted), so the timings compare
+checks that do the same job. See benchmarks/README.md for what each row compares.
+
+Timing: ``time.perf_counter_ns`` around blocks of ``number`` calls, the block size chosen
+so one block lasts at least ``--min-block`` seconds; ``--repeats`` blocks per
+measurement, ``gc.collect()`` before and the garbage collector disabled during each
+block; the reported figure is the median per-call time over the blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import dataclasses
+import datetime
+import gc
+import io
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import beartype
+import jaxtyping
+import tensordict
+import torch
+from beartype import beartype as beartype_checker
+from jaxtyping import Float32, Int16, Int64, jaxtyped
+from tensordict import NonTensorStack, TensorDict
+from torch import Tensor
+
+import trajschema as ts
+
+EOS = 2
+VOCAB = 151_936
+IMAGE_TOKEN = 151_655
+NUM_EXPERTS = 128
+#: What trajschema's packaged text schema pads with (``padding:`` in schemas/text.yaml);
+#: the hand-written padding baseline hard-codes them, as a trainer would.
+PAD_PROMPT, PAD_RESPONSE = 127, 1
+
+TENSOR_FIELDS = (
+    "prompts",
+    "responses",
+    "input_ids",
+    "position_ids",
+    "response_mask",
+    "loss_mask",
+    "attention_mask",
+    "rollout_log_probs",
+    "routed_experts",
+)
+NONTENSOR_FIELDS = ("num_turns", "uid", "multi_modal_inputs")
+
+
+# ---------------------------------------------------------------------------
+# Realistic samples (verl's TransferQueue layout: one unpadded sample per key)
+
+
+def make_sample(prompt: int, response: int, *, layers: int, topk: int, gen: torch.Generator, index: int = 0) -> dict[str, Any]:
+    """One ``vlm_mrope_moe`` rollout sample as verl writes it to TransferQueue.
+
+    The prompt holds an image block (grid 1 x h x w) after a short text prefix, so
+    rows 1-3 of the mrope ``position_ids`` are genuine t/h/w positions.
+    ``multi_modal_inputs`` carries only ``image_grid_thw``: real samples also carry
+    ``pixel_values`` (megabytes per image), which would dominate the memory of a
+    4096-sample batch and the deepcopy in the padding baseline.
+    """
+    seq = prompt + response
+    prompts = torch.randint(10, VOCAB, (prompt,), generator=gen)
+    # An image block of up to 64 tokens (an 8 x 8 merged-patch grid) after 2 text tokens.
+    img_start = 2
+    side = min(8, int(max(prompt - img_start - 1, 0) ** 0.5))  # leave >= 1 text token after it
+    n_img = side * side
+    if n_img:
+        prompts[img_start : img_start + n_img] = IMAGE_TOKEN
+    responses = torch.randint(10, VOCAB, (response,), generator=gen)
+    responses[-1] = EOS
+    input_ids = torch.cat([prompts, responses])
+
+    text_pos = torch.arange(seq)
+    thw = text_pos.expand(3, seq).clone()
+    if n_img:
+        i = torch.arange(n_img)
+        thw[0, img_start : img_start + n_img] = img_start
+        thw[1, img_start : img_start + n_img] = img_start + i // side
+        thw[2, img_start : img_start + n_img] = img_start + i % side
+        after = img_start + side  # text resumes after the largest image position
+        thw[:, img_start + n_img :] = torch.arange(after, after + seq - img_start - n_img)
+    position_ids = torch.cat([text_pos[None], thw])  # (4, S): text row, then t/h/w
+
+    # Multi-turn responses: tool outputs inside the response are masked out.
+    response_mask = torch.ones(response, dtype=torch.int64)
+    if response >= 8:
+        a = int(torch.randint(1, response // 2, (1,), generator=gen))
+        b = min(response - 1, a + int(torch.randint(1, response // 4 + 2, (1,), generator=gen)))
+        response_mask[a:b] = 0
+    return {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": input_ids,
+        "position_ids": position_ids,
+        "response_mask": response_mask,
+        "loss_mask": response_mask.clone(),
+        "attention_mask": torch.ones(seq, dtype=torch.int64),
+        "rollout_log_probs": -torch.rand(response, generator=gen, dtype=torch.float32) * 5,
+        "routed_experts": torch.randint(0, NUM_EXPERTS, (seq, layers, topk), generator=gen, dtype=torch.int16),
+        "num_turns": 1 + index % 3,
+        "uid": str(uuid.UUID(int=index // 8 + 1)),  # GRPO groups of 8
+        "multi_modal_inputs": {"image_grid_thw": torch.tensor([[1, 2 * side, 2 * side]])},
+    }
+
+
+def bad_variants(sample: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Broken copies of ``sample`` that every validator must reject."""
+    s = sample["input_ids"].shape[0]
+    short_seq = dict(sample)
+    # S consistent across every seq-shaped field, but S != P + R: only the explicit
+    # relation check catches this one in the jaxtyping and assert versions.
+    for k in ("input_ids", "attention_mask", "routed_experts"):
+        short_seq[k] = sample[k][: s - 1]
+    short_seq["position_ids"] = sample["position_ids"][:, : s - 1]
+    return {
+        "routed_experts one row short": {**sample, "routed_experts": sample["routed_experts"][:-1]},
+        "every seq field one short (S != P + R)": short_seq,
+        "routed_experts int8": {**sample, "routed_experts": sample["routed_experts"].to(torch.int8)},
+        "position_ids 3 rows": {**sample, "position_ids": sample["position_ids"][1:]},
+        "uid not a str": {**sample, "uid": 17},
+    }
+
+
+# ---------------------------------------------------------------------------
+# The alternatives
+
+
+@jaxtyped(typechecker=beartype_checker)
+def check_jaxtyping(
+    prompts: Int64[Tensor, "P"],
+    responses: Int64[Tensor, "R"],
+    input_ids: Int64[Tensor, "S"],
+    position_ids: Int64[Tensor, "4 S"],
+    response_mask: Int64[Tensor, "R"],
+    loss_mask: Int64[Tensor, "R"],
+    attention_mask: Int64[Tensor, "S"],
+    rollout_log_probs: Float32[Tensor, "R"],
+    routed_experts: Int16[Tensor, "S layers topk"],
+    num_turns: int,
+    uid: str,
+    multi_modal_inputs: dict,
+) -> None:
+    """The same checks as trajschema ``depth="shapes"``, as jaxtyping + beartype annotations."""
+    # jaxtyping cannot say S = P + R, nor the dims' lower bounds (prompt >= 1, ...).
+    p, r = prompts.shape[0], responses.shape[0]
+    assert input_ids.shape[0] == p + r, "S != P + R"
+    assert p >= 1 and routed_experts.shape[1] >= 1 and routed_experts.shape[2] >= 1
+
+
+_INT16_32_64 = (torch.int16, torch.int32, torch.int64)
+
+
+def check_asserts(s: Mapping[str, Any]) -> None:
+    """The same checks written out by hand, the way a trainer guards its inputs."""
+    prompts, responses = s["prompts"], s["responses"]
+    assert isinstance(prompts, Tensor) and prompts.dtype == torch.int64 and prompts.dim() == 1
+    assert isinstance(responses, Tensor) and responses.dtype == torch.int64 and responses.dim() == 1
+    p, r = prompts.shape[0], responses.shape[0]
+    seq = p + r
+    assert p >= 1
+    input_ids = s["input_ids"]
+    assert isinstance(input_ids, Tensor) and input_ids.dtype == torch.int64 and input_ids.shape == (seq,)
+    position_ids = s["position_ids"]
+    assert isinstance(position_ids, Tensor) and position_ids.dtype == torch.int64 and position_ids.shape == (4, seq)
+    for k in ("response_mask", "loss_mask"):
+        v = s[k]
+        assert isinstance(v, Tensor) and v.dtype == torch.int64 and v.shape == (r,)
+    attention_mask = s["attention_mask"]
+    assert isinstance(attention_mask, Tensor) and attention_mask.dtype == torch.int64 and attention_mask.shape == (seq,)
+    lp = s["rollout_log_probs"]
+    assert isinstance(lp, Tensor) and lp.dtype == torch.float32 and lp.shape == (r,)
+    re_ = s["routed_experts"]
+    assert isinstance(re_, Tensor) and re_.dtype in _INT16_32_64 and re_.dim() == 3
+    assert re_.shape[0] == seq and re_.shape[1] >= 1 and re_.shape[2] >= 1
+    nt = s["num_turns"]
+    assert isinstance(nt, int) and not isinstance(nt, bool)
+    assert isinstance(s["uid"], str)
+    assert isinstance(s["multi_modal_inputs"], Mapping)
+
+
+def _clone_at(ref: Tensor, shape: Sequence[int]) -> Tensor:
+    """A fresh tensor of ``shape`` cloned from (the top-left corner of) ``ref``."""
+    if len(shape) == ref.dim() and all(a >= b for a, b in zip(ref.shape, shape)):
+        return ref[tuple(slice(0, n) for n in shape)].clone()
+    return ref.new_empty(shape)
+
+
+def padding_baseline(ref: Mapping[str, Any], count: int, eos: int) -> tuple[list[str], list[dict[str, Any]], TensorDict]:
+    """Hand-written padding: one padding sample at a time, cloned from ``ref``, then stacked.
+
+    Produces the same keys, tags and TensorDict as ``schema.padding(count, eos_token_id=eos,
+    like=ref)`` (sizes prompt 127 / response 1, layers and topk from ``ref``; EOS ids,
+    zero masks, arange positions, attention 1, log-probs 0, experts 0; one fresh uid
+    shared by the group; ``num_turns`` 0 and empty ``multi_modal_inputs``).
+    """
+    uid = "pad" + uuid.uuid4().hex
+    p, r = PAD_PROMPT, PAD_RESPONSE
+    seq = p + r
+    layers, topk = ref["routed_experts"].shape[1:]
+    positions = torch.arange(seq)
+    rows = []
+    for _ in range(count):
+        row: dict[str, Any] = {}
+        row["prompts"] = _clone_at(ref["prompts"], (p,)).fill_(eos)
+        row["responses"] = _clone_at(ref["responses"], (r,)).fill_(eos)
+        row["input_ids"] = _clone_at(ref["input_ids"], (seq,)).fill_(eos)
+        row["position_ids"] = _clone_at(ref["position_ids"], (4, seq)).copy_(positions.expand(4, seq))
+        row["response_mask"] = _clone_at(ref["response_mask"], (r,)).zero_()
+        row["loss_mask"] = _clone_at(ref["loss_mask"], (r,)).zero_()
+        row["attention_mask"] = _clone_at(ref["attention_mask"], (seq,)).fill_(1)
+        row["rollout_log_probs"] = _clone_at(ref["rollout_log_probs"], (r,)).zero_()
+        row["routed_experts"] = _clone_at(ref["routed_experts"], (seq, layers, topk)).zero_()
+        extra = copy.deepcopy({k: ref[k] for k in NONTENSOR_FIELDS})
+        extra["uid"] = uid
+        extra["num_turns"] = 0
+        extra["multi_modal_inputs"] = {}
+        row.update(extra)
+        rows.append(row)
+    td = TensorDict({k: torch.stack([row[k] for row in rows]) for k in TENSOR_FIELDS}, batch_size=[count])
+    for k in NONTENSOR_FIELDS:
+        td[k] = NonTensorStack.from_list([row[k] for row in rows])
+    keys = [f"{uid}_{i}_0" for i in range(count)]
+    tags = [{"is_padding": True, "prompt_len": p, "response_len": r, "seq_len": seq} for _ in range(count)]
+    return keys, tags, td
+
+
+# ---------------------------------------------------------------------------
+# TransferQueue layout
+
+
+def tq_batch(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
+    """The TensorDict ``kv_batch_get`` returns for ``samples`` (jagged tensor columns)."""
+    try:
+        from trajschema._tq_layout import tq_layout
+    except ImportError:
+        tq_layout = None
+    if tq_layout is not None:
+        return tq_layout(samples)
+    columns: dict[str, Any] = {}
+    for k in sorted(samples[0]):
+        values = [s[k] for s in samples]
+        if isinstance(values[0], Tensor):
+            columns[k] = torch.nested.nested_tensor(values, layout=torch.jagged)
+        else:
+            columns[k] = NonTensorStack.from_list(values)
+    return TensorDict(columns, batch_size=[len(samples)])
+
+
+def tq_layout_source() -> str:
+    try:
+        from trajschema._tq_layout import tq_layout  # noqa: F401
+    except ImportError:
+        return "bench_core.tq_batch (torch.nested.nested_tensor(..., layout=torch.jagged), NonTensorStack.from_list)"
+    return "trajschema._tq_layout.tq_layout"
+
+
+# ---------------------------------------------------------------------------
+# Timing
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    median_ns: float
+    min_ns: float
+    max_ns: float
+    number: int  # calls per block
+    repeats: int  # blocks
+
+    def spread(self) -> str:
+        return f"{self.repeats}x{self.number} calls, min {fmt_ns(self.min_ns)}, max {fmt_ns(self.max_ns)}"
+
+
+def _block(fn: Callable[[], Any], number: int) -> int:
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        return time.perf_counter_ns() - t0
+    finally:
+        gc.enable()
+
+
+def measure(fn: Callable[[], Any], *, min_block_s: float, repeats: int, warmup_s: float) -> Timing:
+    """Median per-call time of ``fn`` over ``repeats`` blocks of at least ``min_block_s`` each."""
+    # Warm up: at least two calls, and at least warmup_s of calling.
+    t_end = time.perf_counter() + warmup_s
+    fn()
+    fn()
+    while time.perf_counter() < t_end:
+        fn()
+    # Calibrate the block size (this is warm-up too).
+    number = 1
+    target_ns = min_block_s * 1e9
+    while True:
+        took = _block(fn, number)
+        if took >= target_ns:
+            break
+        grow = target_ns / max(took, 1) * 1.1
+        number = max(number + 1, min(int(number * grow) + 1, number * 100))
+    per_call = [_block(fn, number) / number for _ in range(repeats)]
+    return Timing(statistics.median(per_call), min(per_call), max(per_call), number, repeats)
+
+
+def fmt_ns(ns: float) -> str:
+    if ns < 10_000:
+        return f"{ns / 1e3:.2f} µs"
+    if ns < 10_000_000:
+        return f"{ns / 1e3:.0f} µs"
+    if ns < 10_000_000_000:
+        return f"{ns / 1e6:.1f} ms"
+    return f"{ns / 1e9:.2f} s"
+
+
+# ---------------------------------------------------------------------------
+# Correctness before timing
+
+
+def _rejects(fn: Callable[[], Any], expected: tuple[type[BaseException], ...]) -> str:
+    try:
+        fn()
+    except expected as e:
+        return type(e).__name__
+    raise AssertionError(f"{getattr(fn, '__name__', fn)} accepted bad data")
+
+
+def verify_single(schema: ts.Schema, sample: dict[str, Any]) -> None:
+    schema.validate(sample, depth="shapes")
+    schema.validate(sample, depth="values")
+    check_jaxtyping(**sample)
+    check_asserts(sample)
+    jt_errors = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError)
+    for what, bad in bad_variants(sample).items():
+        for depth in ("shapes", "values"):
+            _rejects(lambda bad=bad, depth=depth: schema.validate(bad, depth=depth), (ts.SchemaError,))
+        try:
+            _rejects(lambda bad=bad: check_jaxtyping(**bad), jt_errors)
+            _rejects(lambda bad=bad: check_asserts(bad), (AssertionError,))
+        except AssertionError as e:
+            raise AssertionError(f"{what}: {e}") from None
+
+
+def verify_batch(schema: ts.Schema, samples: list[dict[str, Any]], td: TensorDict) -> None:
+    schema.validate_batch(td, depth="shapes")
+    schema.validate_batch(td, depth="values")
+    for s in samples:
+        check_jaxtyping(**s)
+        check_asserts(s)
+    # A small batch of the same samples with one broken sample in the middle.
+    small = samples[:64]
+    for what, bad in bad_variants(small[3]).items():
+        broken = [*small[:3], bad, *small[4:]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "nested tensors are a prototype"
+            try:
+                bad_td = tq_batch(broken)
+            except (RuntimeError, TypeError, ValueError):  # a column our fallback layout cannot pack
+                bad_td = None
+        if bad_td is not None and bad_td.get("routed_experts").dtype != bad["routed_experts"].dtype:
+            # Mixed dtypes: TransferQueue falls back to a strided nested tensor that casts
+            # every row to the first row's dtype, so the batch it returns is valid.
+            bad_td = None
+        if bad_td is not None:
+            for depth in ("shapes", "values"):
+                try:
+                    schema.validate_batch(bad_td, depth=depth)
+                except ts.SchemaError as e:
+                    assert any(v.sample == 3 for v in e.violations), f"{what}: {e}"
+                else:
+                    raise AssertionError(f"validate_batch accepted a batch with {what}")
+
+        def jt_loop(broken=broken) -> None:
+            for s in broken:
+                check_jaxtyping(**s)
+
+        def assert_loop(broken=broken) -> None:
+            for s in broken:
+                check_asserts(s)
+
+        _rejects(jt_loop, (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError))
+        _rejects(assert_loop, (AssertionError,))
+
+
+def verify_padding(schema: ts.Schema, ref: dict[str, Any], count: int) -> None:
+    pad = schema.padding(count, eos_token_id=EOS, like=ref)
+    keys, tags, td = padding_baseline(ref, count, EOS)
+    ours = pad.fields
+    assert set(ours.keys()) == set(td.keys()), (sorted(ours.keys()), sorted(td.keys()))
+    assert ours.batch_size == td.batch_size == torch.Size([count])
+    for k in ours.keys():
+        a, b = ours.get(k), td.get(k)
+        assert type(a) is type(b), (k, type(a), type(b))
+        if isinstance(a, Tensor):
+            assert a.shape == b.shape and a.dtype == b.dtype, (k, a.shape, b.shape, a.dtype, b.dtype)
+            assert torch.equal(a, b), k
+        else:
+            la, lb = a.tolist(), b.tolist()
+            if k == "uid":
+                assert la == [pad.uid] * count and lb == [keys[0].split("_")[0]] * count
+            else:
+                assert la == lb, (k, la[:3], lb[:3])
+    assert len(pad.keys) == len(keys) == count and all(k.endswith(f"_{i}_0") for i, k in enumerate(keys))
+    assert [dict(t) for t in pad.tags] == tags, (pad.tags[:1], tags[:1])
+    # Both sets of padding samples are valid samples of the schema.
+    schema.validate_batch(td, tags=tags)
+    schema.validate_batch(ours, tags=pad.tags)
+
+
+# ---------------------------------------------------------------------------
+# The run
+
+
+@dataclasses.dataclass
+class Row:
+    operation: str
+    ours: Timing | None
+    baseline: str
+    theirs: Timing | None
+    target: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.ours is None or self.theirs is None:
+            return None
+        return self.theirs.median_ns / self.ours.median_ns
+
+    @property
+    def result(self) -> str:
+        if self.target is None or self.ratio is None:
+            return "info"
+        return "PASS" if self.ratio >= self.target else "FAIL"
+
+
+HEADER = ("operation", "trajschema", "baseline", "baseline median", "ratio (baseline / trajschema)", "target", "result")
+
+
+def _cells(row: Row) -> tuple[str, ...]:
+    ratio = row.ratio
+    return (
+        row.operation,
+        fmt_ns(row.ours.median_ns) if row.ours else "—",
+        row.baseline or "—",
+        fmt_ns(row.theirs.median_ns) if row.theirs else "—",
+        "—" if ratio is None else (f"{ratio:.1f}×" if ratio >= 1 else f"{ratio:.2f}×"),
+        "—" if row.target is None else f"≥{row.target:g}×",
+        row.result,
+    )
+
+
+def render(rows: list[Row], markdown: bool) -> str:
+    table = [HEADER, *(_cells(r) for r in rows)]
+    if markdown:
+        out = ["| " + " | ".join(HEADER) + " |", "|" + "|".join(["---", "---:", "---", "---:", "---:", "---:", "---"]) + "|"]
+        out += ["| " + " | ".join(c) + " |" for c in table[1:]]
+        return "\n".join(out)
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    right = {1, 3, 4, 5}
+    lines = []
+    for j, r in enumerate(table):
+        lines.append("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_rev() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "trajschema"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        return rev + (" (trajschema/ has uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine_info() -> list[str]:
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return [
+        f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"machine: {_cpu_model()}, os.cpu_count()={os.cpu_count()}, usable cpus={affinity}, {platform.platform()}",
+        f"python {platform.python_version()}, torch {torch.__version__} (intra-op threads: {torch.get_num_threads()}), "
+        f"tensordict {tensordict.__version__}, jaxtyping {jaxtyping.__version__}, beartype {beartype.__version__}, "
+        f"trajschema {ts.__version__} @ {_git_rev()}",
+    ]
+
+
+def _range(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition(":")
+    a, b = int(lo), int(hi or lo)
+    if not 0 <= a <= b:
+        raise argparse.ArgumentTypeError(f"expected LO:HI with 0 <= LO <= HI, found {text!r}")
+    return a, b
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: small batch, short blocks, 3 repeats")
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    ap.add_argument("--prompt", type=int, default=512, help="P of the single sample (row 1, and the padding reference)")
+    ap.add_argument("--response", type=int, default=1024, help="R of the single sample")
+    ap.add_argument("--layers", type=int, default=48)
+    ap.add_argument("--topk", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=None, help="samples in the batch (default 4096, --quick 256)")
+    ap.add_argument("--batch-prompt", type=_range, default=(8, 128), metavar="LO:HI", help="uniform range of P in the batch")
+    ap.add_argument("--batch-response", type=_range, default=(1, 256), metavar="LO:HI", help="uniform range of R in the batch")
+    ap.add_argument("--pad-counts", default="255,15,1023", help="padding counts; the first one has the target")
+    ap.add_argument("--repeats", type=int, default=None, help="timed blocks per measurement (default 9, --quick 3)")
+    ap.add_argument("--min-block", type=float, default=None, help="seconds per timed block (default 0.25, --quick 0.02)")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 keeps a shared machine's noise down)")
+    ap.add_argument("--max-gb", type=float, default=3.0, help="refuse batch sizes whose tensors would exceed this")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", action="store_true", help="also print cProfile tables of the trajschema calls")
+    ap.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
+    args = ap.parse_args(argv)
+    args.batch = args.batch if args.batch is not None else (256 if args.quick else 4096)
+    args.repeats = args.repeats if args.repeats is not None else (3 if args.quick else 9)
+    args.min_block = args.min_block if args.min_block is not None else (0.02 if args.quick else 0.25)
+    args.warmup = 0.02 if args.quick else 0.2
+    args.pad_counts = [int(c) for c in args.pad_counts.split(",") if c]
+    if args.prompt < 1 or args.response < 1:
+        ap.error("--prompt and --response must be >= 1")
+    if args.batch_prompt[0] < 1 or args.batch_response[0] < 1:
+        ap.error("batch P and R ranges must start at >= 1")
+    return args
+
+
+def profile_call(label: str, fn: Callable[[], Any], calls: int) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+    return f"=== cProfile: {label} ({calls} calls) ===\n{buf.getvalue()}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    if not __debug__:
+        sys.exit("bench_core.py needs assertions (the hand-written baseline is asserts): run without -O")
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    schema = ts.load_schema("vlm_mrope_moe")
+    timing = dict(min_block_s=args.min_block, repeats=args.repeats, warmup_s=args.warmup)
+    load_before = os.getloadavg()
+    log = sys.stderr
+
+    def say(msg: str) -> None:
+        print(msg, file=log, flush=True)
+
+    rows: list[Row] = []
+
+    # 1. One sample ------------------------------------------------------------
+    P, R = args.prompt, args.response
+    sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
+    verify_single(schema, sample)
+    say(f"[1/3] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+    shapes = measure(lambda: schema.validate(sample, depth="shapes"), **timing)
+    values = measure(lambda: schema.validate(sample, depth="values"), **timing)
+    jt = measure(lambda: check_jaxtyping(**sample), **timing)
+    asserts = measure(lambda: check_asserts(sample), **timing)
+    op = f"validate 1 sample (P={P}, R={R})"
+    rows += [
+        Row(f'{op}, depth="shapes"', shapes, "jaxtyping+beartype", jt, 10),
+        Row(f'{op}, depth="shapes"', shapes, "hand-written asserts", asserts, None),
+        Row(f'{op}, depth="values"', values, "", None, None),
+    ]
+
+    # 2. A TransferQueue batch ---------------------------------------------------
+    n = args.batch
+    plo, phi = args.batch_prompt
+    rlo, rhi = args.batch_response
+    ps = torch.randint(plo, phi + 1, (n,), generator=gen).tolist()
+    rs = torch.randint(rlo, rhi + 1, (n,), generator=gen).tolist()
+    total_seq = sum(ps) + sum(rs)
+    # routed_experts dominates; the samples and the TensorDict each hold one copy.
+    est_gb = 2 * (total_seq * (args.layers * args.topk * 2 + 5 * 8 + 8) + (sum(rs)) * (3 * 8 + 4) + sum(ps) * 8) / 1e9
+    if est_gb > args.max_gb:
+        sys.exit(f"batch would hold ~{est_gb:.1f} GB of tensors (> --max-gb {args.max_gb}); use smaller --batch/--batch-prompt/--batch-response")
+    say(f"[2/3] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+    samples = [make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i) for i, (p, r) in enumerate(zip(ps, rs))]
+    td = tq_batch(samples)
+    assert td["position_ids"].layout == torch.jagged and td["position_ids"]._ragged_idx == 2
+    assert td["routed_experts"].layout == torch.jagged and td["routed_experts"]._ragged_idx == 1
+    verify_batch(schema, samples, td)
+    say("      validators agree on good and bad batches; timing...")
+
+    def jt_loop() -> None:
+        for s in samples:
+            check_jaxtyping(**s)
+
+    def assert_loop() -> None:
+        for s in samples:
+            check_asserts(s)
+
+    def ts_loop() -> None:
+        for s in samples:
+            schema.validate(s, depth="shapes")
+
+    b_shapes = measure(lambda: schema.validate_batch(td, depth="shapes"), **timing)
+    b_values = measure(lambda: schema.validate_batch(td, depth="values"), **timing)
+    b_jt = measure(jt_loop, **timing)
+    b_asserts = measure(assert_loop, **timing)
+    b_loop = measure(ts_loop, **timing)
+    op = f"validate_batch {n} samples (jagged TensorDict)"
+    rows += [
+        Row(f'{op}, depth="shapes"', b_shapes, "jaxtyping+beartype, loop over samples", b_jt, 50),
+        Row(f'{op}, depth="shapes"', b_shapes, "hand-written asserts, loop over samples", b_asserts, None),
+        Row(f'{op}, depth="shapes"', b_shapes, 'schema.validate(depth="shapes"), loop over samples', b_loop, None),
+        Row(f'{op}, depth="values"', b_values, "", None, None),
+    ]
+
+    # 3. Padding ------------------------------------------------------------------
+    say(f"[3/3] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+    for j, count in enumerate(args.pad_counts):
+        verify_padding(schema, sample, count)
+        ours = measure(lambda count=count: schema.padding(count, eos_token_id=EOS, like=sample), **timing)
+        theirs = measure(lambda count=count: padding_baseline(sample, count, EOS), **timing)
+        rows.append(Row(f"padding({count}, like=sample)", ours, "clone-and-deepcopy loop + stack", theirs, 10 if j == 0 else None))
+
+    load_after = os.getloadavg()
+    lines = machine_info()
+    lines.append(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f}")
+    lines.append(
+        f"sizes: single sample P={P}, R={R}, layers={args.layers}, topk={args.topk}; batch of {n} with P uniform in "
+        f"{plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}"
+    )
+    lines.append(
+        f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
+        f"{'quick run' if args.quick else 'full run'}"
+    )
+    sep = "\n" if not args.markdown else "\n\n"
+    print(sep.join(lines) if not args.markdown else "\n".join(f"- {line}" for line in lines))
+    print()
+    print(render(rows, args.markdown))
+    print()
+    print("spread per measurement:" if not args.markdown else "Spread per measurement:\n")
+    seen: set[int] = set()
+    for r in rows:
+        for who, t in (("trajschema", r.ours), (r.baseline, r.theirs)):
+            if t is not None and id(t) not in seen:
+                seen.add(id(t))
+                item = f"{r.operation} / {who}: {t.spread()}" if who != "trajschema" else f"{r.operation} / trajschema: {t.spread()}"
+                print(f"- {item}" if args.markdown else f"  {item}")
+
+    if args.profile:
+        print()
+        print(profile_call('schema.validate(sample, depth="shapes")', lambda: schema.validate(sample, depth="shapes"), 2000))
+        print(profile_call('schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20))
+        c0 = args.pad_counts[0]
+        print(profile_call(f"schema.padding({c0}, like=sample)", lambda: schema.padding(c0, eos_token_id=EOS, like=sample), 20))
+    failed = [r for r in rows if r.result == "FAIL"]
+    return 1 if failed and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Batch validation: lists of samples and TransferQueue-shaped TensorDicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensordict import NonTensorStack, TensorDict
+
+import trajschema as ts
+from trajschema import _validate
+from trajschema.testing import tq_batch, verl_sample
+
+VLM_MOE = ts.load_schema("vlm_mrope_moe")
+VLM = ts.load_schema("vlm_mrope")
+TEXT = ts.load_schema("text")
+
+LENGTHS = [(5, 3), (9, 1), (4, 12), (30, 7), (1, 0)]
+
+
+def realistic(schema, lengths=LENGTHS, **kw):
+    return [verl_sample(schema, p, r, uid=f"q{i // 2}", seed=i, **kw) for i, (p, r) in enumerate(lengths)]
+
+
+def test_jagged_batch_of_every_schema_validates(schema):
+    samples = realistic(schema)
+    batch = tq_batch(samples)
+    assert batch["input_ids"].layout == torch.jagged
+    schema.validate_batch(batch)
+    schema.validate_batch(samples)
+    tags = [{"is_padding": False, "seq_len": p + r} for p, r in LENGTHS]
+    schema.validate_batch(batch, tags=tags)
+
+
+def test_ragged_dim_need_not_be_the_first():
+    batch = tq_batch(realistic(VLM_MOE))
+    assert batch["position_ids"]._ragged_idx == 2  # (B, 4, S): S is ragged
+    VLM_MOE.validate_batch(batch)
+
+
+def test_equal_lengths_still_jagged():
+    batch = tq_batch(realistic(VLM_MOE, [(6, 2)] * 4))
+    assert batch["routed_experts"].is_nested
+    VLM_MOE.validate_batch(batch)
+
+
+def test_dense_columns_are_accepted():
+    samples = realistic(TEXT, [(6, 2)] * 3, optional=False)
+    dense = TensorDict({k: torch.stack([s[k] for s in samples]) for k in samples[0] if isinstance(samples[0][k], torch.Tensor)},
+                       batch_size=[3])
+    dense["num_turns"] = torch.tensor([1, 2, 3])
+    dense["uid"] = NonTensorStack.from_list([s["uid"] for s in samples])
+    TEXT.validate_batch(dense)
+    dense["num_turns"] = torch.tensor([1, -2, 3])
+    with pytest.raises(ts.SchemaError) as info:
+        TEXT.validate_batch(dense)
+    assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(1, "num_turns", "value")]
+
+
+def test_strided_fallback_with_mixed_rope_rows():
+    samples = realistic(VLM)
+    samples[1]["position_ids"] = samples[1]["position_ids"][1:]
+    samples[3]["position_ids"] = samples[3]["position_ids"][1:]
+    batch = tq_batch(samples)
+    assert batch["position_ids"].layout == torch.strided and batch["position_ids"].is_nested
+    with pytest.raises(ts.SchemaError) as info:
+        VLM.validate_batch(batch)
+    assert [(v.sample, v.field, v.code) for v in info.value.violations] == [
+        (1, "position_ids", "shape"), (3, "position_ids", "shape"),
+    ]
+
+
+def test_every_bad_sample_is_reported_with_its_index():
+    samples = realistic(VLM_MOE)
+    samples[0]["response_mask"] = torch.ones(4, dtype=torch.int64)
+    samples[2]["routed_experts"] = samples[2]["routed_experts"][:-1]
+    samples[3]["loss_mask"][5] = 3
+    samples[4]["uid"] = 5
+    expected = [
+        (0, "response_mask", "dim_mismatch"),
+        (2, "routed_experts", "dim_mismatch"),
+        (3, "loss_mask", "value"),
+        (4, "uid", "kind"),
+    ]
+    for batch in (samples, tq_batch(samples)):
+        with pytest.raises(ts.SchemaError) as info:
+            VLM_MOE.validate_batch(batch)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == expected
+        assert VLM_MOE.batch_violations(batch, depth="shapes") == [
+            v for v in info.value.violations if v.code != "value"
+        ]
+
+
+def test_tags_are_checked_per_sample():
+    samples = realistic(TEXT)
+    tags = [{"seq_len": p + r} for p, r in LENGTHS]
+    tags[3]["seq_len"] += 1
+    for batch in (samples, tq_batch(samples)):
+        with pytest.raises(ts.SchemaError) as info:
+            TEXT.validate_batch(batch, tags=tags)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(3, "seq_len", "tag")]
+
+
+def test_tags_of_the_wrong_length():
+    samples = realistic(TEXT)
+    (v,) = TEXT.batch_violations(tq_batch(samples), tags=[{}])
+    assert (v.sample, v.field, v.code) == (None, "<tags>", "batch")
+    assert "expected 5, found 1" in v.message
+
+
+def test_column_wide_problems_reach_every_sample():
+    samples = realistic(VLM_MOE)
+    batch = tq_batch(samples)
+    batch["routed_experts"] = torch.nested.nested_tensor(
+        [s["routed_experts"].float() for s in samples], layout=torch.jagged
+    )
+    del batch["uid"]
+    found = VLM_MOE.batch_violations(batch)
+    assert sorted({(v.field, v.code) for v in found}) == [("routed_experts", "dtype"), ("uid", "missing")]
+    assert sorted({v.sample for v in found}) == list(range(len(samples)))
+
+
+def test_a_clean_jagged_batch_is_never_unbound_per_sample(monkeypatch):
+    calls = []
+    real = _validate.check_sample
+    monkeypatch.setattr(_validate, "check_sample", lambda *a, **k: calls.append(1) or real(*a, **k))
+    batch = tq_batch(realistic(VLM_MOE, [(p, r) for p in range(1, 9) for r in range(0, 8)]))
+    VLM_MOE.validate_batch(batch)
+    assert calls == []
+    bad = realistic(VLM_MOE)
+    bad[1]["loss_mask"][0] = 7
+    assert len(VLM_MOE.batch_violations(tq_batch(bad))) == 1
+    assert len(calls) == 1  # only the suspicious row gets a closer look
+
+
+def test_not_a_batch():
+    with pytest.raises(TypeError, match="list of sample mappings or a TensorDict"):
+        TEXT.validate_batch(42)
+    with pytest.raises(TypeError, match="mapping"):
+        TEXT.validate_batch([verl_sample(TEXT, 3, 2), "not a sample"])
+
+
+def test_empty_batches_are_fine():
+    TEXT.validate_batch([])
+    TEXT.validate_batch(TensorDict({}, batch_size=[0]))
+
+
+def test_a_two_dim_batch_size_is_a_batch_violation():
+    (v,) = TEXT.batch_violations(TensorDict({}, batch_size=[2, 3]))
+    assert (v.field, v.code) == ("<batch>", "batch")
+
+
+# The vectorized screen and the per-sample check must agree on every batch: the batch
+# report equals the per-sample reports with their indices.
+
+MUTATIONS = {
+    "mask_len": lambda s: s.update(response_mask=torch.ones(s["response_mask"].numel() + 1, dtype=torch.int64)),
+    "rope_rows": lambda s: s.update(position_ids=s["position_ids"][:3]),
+    "experts_short": lambda s: s.update(routed_experts=s["routed_experts"][:-1]),
+    "mask_value": lambda s: s["loss_mask"].__setitem__(0, 2) if s["loss_mask"].numel() else None,
+    "seq_all": lambda s: [s.update({k: torch.cat([s[k], s[k][..., -1:]], dim=-1)}) for k in ("input_ids", "position_ids", "attention_mask")],
+    "nan_logprob": lambda s: s["rollout_log_probs"].__setitem__(0, float("nan")) if s["rollout_log_probs"].numel() else None,
+    "uid_int": lambda s: s.update(uid=1),
+    "turns_negative": lambda s: s.update(num_turns=-1),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 6)), min_size=1, max_size=8),
+    mutations=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(sorted(MUTATIONS))), max_size=4),
+    depth=st.sampled_from(["shapes", "values"]),
+)
+def test_batch_report_equals_per_sample_reports(lengths, mutations, depth):
+    samples = realistic(VLM_MOE, lengths)
+    for index, name in mutations:
+        MUTATIONS[name](samples[index % len(samples)])
+    per_sample = []
+    for i, s in enumerate(samples):
+        per_sample += [
+            ts.Violation(i, v.field, v.code, v.expected, v.actual, v.message)
+            for v in VLM_MOE.violations(s, depth=depth)
+        ]
+    assert VLM_MOE.batch_violations(samples, depth=depth) == per_sample
+    try:
+        batch = tq_batch(samples)
+    except (RuntimeError, ValueError):
+        return  # shapes no nested tensor can hold together; TransferQueue could not return them either
+    assert VLM_MOE.batch_violations(batch, depth=depth) == per_sample

@@ -1,0 +1,150 @@
+"""Build, without Ray or TransferQueue, the TensorDicts TransferQueue 0.1.11 reads and writes.
+
+TransferQueue's ``SimpleStorage`` backend keeps every field of every sample as its own
+value. ``kv_batch_get`` gathers the requested samples' values per field and packs
+each column from those values alone, whatever layout the writer used:
+
+* every value a 0-dim tensor  -> dense ``torch.stack`` of them, shape ``(B,)``
+  (mixed dtypes are type-promoted);
+* every value a tensor        -> jagged nested tensor built by
+  ``torch.nested.as_nested_tensor(values, layout=torch.jagged)``; its ragged dim is
+  the single per-sample dim whose size varies (so ``(4, S)`` mrope position ids of
+  varying ``S`` come back with ``_ragged_idx == 2``) and dim 1 when no dim varies
+  (so equal-length ``(4, S)`` rows come back as ``(B, j, S)`` with the *4* as the
+  "ragged" dim, and even dense ``(B, L)`` columns come back jagged);
+* if that fails (more than one dim varies, or dtypes differ) -> strided nested
+  tensor, which silently casts every sample to the first sample's dtype;
+* if that fails too (ranks differ) -> ``NonTensorStack`` of the tensors;
+* anything else (str, int, dict, None, a mix of tensors and None, ...) ->
+  ``NonTensorStack(*values)``.
+
+A field that some of the requested samples never had is dropped from the result.
+
+:func:`tq_layout` reproduces exactly that, so tests and benchmarks can validate the
+batches a trainer will see without starting Ray. :func:`to_tq_fields` packs samples
+the same way for writing (``kv_batch_put`` stores the per-sample values unchanged, so
+reading them back gives the same TensorDict), but refuses inputs TransferQueue would
+silently change on the way back: a field missing from some samples, mixed dtypes, or
+tensors mixed with non-tensor values in one field.
+
+This module imports only torch and tensordict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import NonTensorStack, TensorDict
+
+__all__ = ["to_tq_fields", "tq_layout"]
+
+
+def _pack_column(values: list[Any]) -> torch.Tensor | NonTensorStack:
+    """Pack one field's per-sample values the way TransferQueue 0.1.11 does on read."""
+    if all(isinstance(v, torch.Tensor) for v in values):
+        if all(v.dim() == 0 for v in values):
+            return torch.stack(values)
+        try:
+            return torch.nested.as_nested_tensor(values, layout=torch.jagged)
+        except (RuntimeError, TypeError):
+            try:
+                return torch.nested.as_nested_tensor(values, layout=torch.strided)
+            except (RuntimeError, TypeError):
+                return NonTensorStack(*values)
+    return NonTensorStack(*values)
+
+
+def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
+    """Lay out samples exactly as ``transfer_queue.kv_batch_get`` returns them.
+
+    Each sample is a mapping of field name to value, as it was written to
+    TransferQueue (tensors per sample, without a batch dim; Python objects for
+    non-tensor fields). Fields are ordered by name, like TransferQueue orders them.
+
+    Example:
+        >>> import torch
+        >>> td = tq_layout([{"responses": torch.arange(3)}, {"responses": torch.arange(5)}])
+        >>> td["responses"].layout, td["responses"].offsets().tolist()
+        (torch.jagged, [0, 3, 8])
+
+    Args:
+        samples: the samples, in the order of the keys passed to ``kv_batch_get``.
+
+    Returns:
+        A ``TensorDict`` of batch size ``len(samples)`` with one column per field
+        that every sample has. Like TransferQueue, a field missing from some samples
+        is left out silently, and mixed dtypes in one field are promoted (0-dim
+        values) or cast to the first sample's dtype (strided fallback).
+
+    Raises:
+        ValueError: if ``samples`` is empty (``kv_batch_get`` raises for no keys too).
+    """
+    if len(samples) == 0:
+        raise ValueError("tq_layout needs at least one sample; kv_batch_get finds nothing for no keys")
+    common = set(samples[0]).intersection(*samples[1:])
+    columns = {name: _pack_column([s[name] for s in samples]) for name in sorted(common)}
+    return TensorDict(columns, batch_size=[len(samples)])
+
+
+def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
+    """Build the ``fields`` TensorDict to pass to ``transfer_queue.kv_batch_put``.
+
+    The columns are packed as :func:`tq_layout` packs them (jagged nested tensors,
+    a strided nested fallback, dense for 0-dim tensors, ``NonTensorStack`` for
+    Python values), so a later ``kv_batch_get`` of these keys returns a TensorDict
+    equal to this one. Unlike :func:`tq_layout` it refuses samples whose data
+    TransferQueue would return changed or incomplete.
+
+    Example:
+        >>> import torch
+        >>> samples = [{"responses": torch.arange(3), "uid": "a"}, {"responses": torch.arange(5), "uid": "b"}]
+        >>> fields = to_tq_fields(samples)
+        >>> # tq.kv_batch_put(["k0", "k1"], "train", fields=fields)
+        >>> fields["uid"].tolist()
+        ['a', 'b']
+
+    Args:
+        samples: one mapping of field name to value per key, in key order.
+
+    Returns:
+        A ``TensorDict`` of batch size ``len(samples)``, columns ordered by name.
+
+    Raises:
+        ValueError: if ``samples`` is empty; if a field is missing from some samples
+            (TransferQueue would drop it from any read that includes them); if a
+            tensor field mixes dtypes (it would be promoted or cast on read); or if
+            a field mixes tensors with other values such as ``None`` (it would be
+            read back as a ``NonTensorStack`` instead of a tensor).
+    """
+    if len(samples) == 0:
+        raise ValueError("to_tq_fields needs at least one sample")
+    names = set().union(*samples)
+    problems = []
+    for name in sorted(names):
+        lacking = [i for i, s in enumerate(samples) if name not in s]
+        if lacking:
+            problems.append(f"field {name!r} is missing from samples {_short(lacking)}")
+            continue
+        values = [s[name] for s in samples]
+        is_tensor = [isinstance(v, torch.Tensor) for v in values]
+        if any(is_tensor) and not all(is_tensor):
+            others = [i for i, t in enumerate(is_tensor) if not t]
+            problems.append(
+                f"field {name!r} mixes tensors with non-tensor values (samples {_short(others)}); "
+                "it would be read back as a NonTensorStack"
+            )
+        elif all(is_tensor):
+            dtypes = {v.dtype for v in values}
+            if len(dtypes) > 1:
+                listed = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+                problems.append(f"field {name!r} mixes dtypes ({listed}); TransferQueue would cast them on read")
+    if problems:
+        raise ValueError("samples cannot be written to TransferQueue unchanged: " + "; ".join(problems))
+    return tq_layout(samples)
+
+
+def _short(indexes: list[int], limit: int = 8) -> str:
+    shown = ", ".join(map(str, indexes[:limit]))
+    return f"[{shown}, ... ({len(indexes)} in all)]" if len(indexes) > limit else f"[{shown}]"
