@@ -62,8 +62,8 @@ def _majority(obs: torch.Tensor, preferred: torch.Tensor | None) -> torch.Tensor
     """
     if preferred is not None:
         obs = torch.cat([preferred.expand(1, obs.shape[1]), obs])
-    if obs.shape[0] == 1:
-        return obs[0]
+    if obs.shape[0] == 1 or bool((obs == obs[0]).all()):
+        return obs[0]  # the usual case: every observer agrees
     counts = (obs[:, None, :] == obs[None, :, :]).sum(1)
     return obs.gather(0, counts.argmax(0, keepdim=True))[0]
 
@@ -82,7 +82,7 @@ def suspicious_rows(
     depth: str,
 ) -> list[int]:
     """Rows of ``batch`` that may break ``schema``; a clean row is never listed."""
-    from ._validate import _check_tag, _kind_ok
+    from ._validate import _check_tag, _kind_ok, kinds_ok
 
     n = batch.batch_size[0]
     if n == 0:
@@ -124,12 +124,10 @@ def suspicious_rows(
                     bad |= _bad_scalar_rows(f, col)
                 continue
             return everyone
-        for i, v in enumerate(values):
-            if v is None:
-                if f.required:
-                    bad[i] = True
-            elif not _kind_ok(f.kind, v):
-                bad[i] = True
+        if f.required and None in values:
+            bad |= torch.tensor([v is None for v in values])
+        if not kinds_ok(f.kind, values):
+            bad |= torch.tensor([v is not None and not _kind_ok(f.kind, v) for v in values])
         if depth == "values" and f.has_value_checks:
             from ._validate import _check_values
 
@@ -217,15 +215,19 @@ def suspicious_rows(
 
 
 def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
-    from ._validate import _bad_elements
+    from ._validate import _bad_elements, values_clean
 
     if not col.is_nested:
+        if values_clean(f, col):
+            return torch.zeros(n, dtype=torch.bool)
         rows = torch.zeros(n, dtype=torch.bool)
         for _, mask in _bad_elements(f, col):
             rows |= mask.reshape(n, -1).any(1)
         return rows
     if col.layout == torch.jagged and col.lengths() is None:
         values = col.values()
+        if values_clean(f, values):
+            return torch.zeros(n, dtype=torch.bool)
         axis = col._ragged_idx - 1
         offsets = col.offsets()
         rows = torch.zeros(n, dtype=torch.bool)

@@ -85,6 +85,7 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
         raise ValueError("tq_layout needs at least one sample; kv_batch_get finds nothing for no keys")
     common = set(samples[0]).intersection(*samples[1:])
     columns = {name: _pack_column([s[name] for s in samples]) for name in sorted(common)}
+    columns = {k: (v.to(torch.float64) if isinstance(v, torch.Tensor) and v.dtype == torch.int16 else v) for k, v in columns.items()}
     return TensorDict(columns, batch_size=[len(samples)])
 
 

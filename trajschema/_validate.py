@@ -137,6 +137,18 @@ def _fmt_expected(f: Field, env: Mapping[str, int]) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
+# Exact types accepted without the (slower) abstract-class checks below.
+_PLAIN_TYPES = {"int": {int}, "float": {float, int}, "bool": {bool}, "str": {str}, "mapping": {dict}}
+
+
+def kinds_ok(kind: str, values: Sequence[Any]) -> bool:
+    """Whether every value is of ``kind`` (``None`` counts as absent), fast for plain types."""
+    plain = _PLAIN_TYPES.get(kind)
+    if kind == "any" or (plain is not None and set(map(type, values)) <= plain | {type(None)}):
+        return True
+    return all(v is None or _kind_ok(kind, v) for v in values)
+
+
 def _kind_ok(kind: str, v: Any) -> bool:
     if kind == "any":
         return True
@@ -502,8 +514,34 @@ def _fast_bindings(schema: Schema, sample: Mapping[str, Any], tag, dims, depth) 
     return {n: env[n] for n in plan.dims if n in env and n not in plan.hidden}
 
 
+def values_clean(f: Field, v: torch.Tensor) -> bool:
+    """A cheap sufficient test that a tensor passes its value checks: one min/max reduction.
+
+    ``False`` means "look closer" (``_bad_elements`` finds the elements), not "bad".
+    """
+    if v.numel() == 0:
+        return True
+    if v.dtype == torch.bool or v.is_complex():
+        return False
+    lo, hi = (x.item() for x in torch.aminmax(v))
+    if f.finite and not (math.isfinite(lo) and math.isfinite(hi)):
+        return False  # NaN propagates through aminmax, so NaNs land here too
+    if f.min is not None and not lo >= f.min:
+        return False
+    if f.max is not None and not hi <= f.max:
+        return False
+    if f.values is not None:
+        ints = sorted({int(x) for x in f.values if float(x).is_integer()})
+        contiguous = ints and len(ints) == len(f.values) and ints == list(range(ints[0], ints[-1] + 1))
+        if v.is_floating_point() or not contiguous or lo < ints[0] or hi > ints[-1]:
+            return False
+    return True
+
+
 def _has_bad_values(f: Field, v: Any) -> bool:
     if f.is_tensor:
+        if values_clean(f, v):
+            return False
         return any(bool(bad.any()) for _, bad in _bad_elements(f, v))
     found: list[Violation] = []
     _check_values(f, v, lambda *a: found.append(a))  # type: ignore[arg-type]

@@ -1,0 +1,172 @@
+"""Metrics on real samples only: padding rows never dilute a metric.
+
+Padding is known from the ``is_padding`` tag alone (:func:`trajschema.is_padding`), so a
+real sample whose loss mask is all zero stays in the metrics, and a batch made only of
+padding yields no metrics (with a :class:`PaddingOnlyBatchWarning`) instead of numbers
+silently computed on synthetic samples.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from ._contract import real_mask
+
+__all__ = ["PaddingOnlyBatchWarning", "exclude_padding", "select_real"]
+
+_Fn = TypeVar("_Fn", bound=Callable[..., Mapping[str, float]])
+
+
+class PaddingOnlyBatchWarning(UserWarning):
+    """A batch has no real sample (it is empty or all padding), so no metrics were computed."""
+
+    __module__ = "trajschema"
+
+
+def select_real(batch: Any, tags: Sequence[Mapping[str, Any] | None]) -> Any:
+    """The batch restricted to its real samples, in order; ``None`` if it has none.
+
+    A sample is padding only when its tag says ``is_padding=True``; a real sample with an
+    all-zero loss mask is kept. When the batch has no padding it is returned as is.
+
+    Example:
+        >>> import trajschema as ts
+        >>> ts.select_real(["a", "pad", "b"], [{}, {"is_padding": True}, None])
+        ['a', 'b']
+
+    Args:
+        batch: a list of samples, or a TensorDict with one batch dim (jagged nested
+            columns included), e.g. as TransferQueue returns it.
+        tags: one tag dict (or ``None``) per sample.
+
+    Returns:
+        A list or TensorDict of the real samples, or ``None`` (with a
+        :class:`PaddingOnlyBatchWarning`) when the batch is empty or all padding.
+
+    Raises:
+        ValueError: ``batch`` and ``tags`` differ in length, or a TensorDict has more
+            than one batch dim.
+        TypeError: ``batch`` is neither a list nor a TensorDict, or a tag is malformed
+            (see :func:`trajschema.is_padding`).
+    """
+    return _select(batch, tags, stacklevel=3)[0]
+
+
+def exclude_padding(fn: _Fn) -> _Fn:
+    """Decorate a metric function so that it only ever sees real samples.
+
+    The metric is called as ``fn(batch, tags, *args, **kwargs)`` and returns a dict of
+    floats; the wrapper passes it only the real samples and their tags. For a batch with
+    no real sample it returns ``{}`` and warns instead of calling ``fn``.
+
+    Example:
+        >>> import trajschema as ts
+        >>> @ts.exclude_padding
+        ... def mean_reward(batch, tags):
+        ...     return {"reward/mean": sum(s["reward"] for s in batch) / len(batch)}
+        >>> mean_reward([{"reward": 1.0}, {"reward": 0.0}], [{}, {"is_padding": True}])
+        {'reward/mean': 1.0}
+
+    Args:
+        fn: the metric function.
+
+    Raises:
+        ValueError / TypeError: from the wrapped call, as for :func:`select_real`.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(batch: Any, tags: Sequence[Mapping[str, Any] | None], *args: Any, **kwargs: Any):
+        real, real_tags = _select(batch, tags, stacklevel=3)
+        if real is None:
+            return {}
+        return fn(real, real_tags, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _select(batch: Any, tags: Sequence[Mapping[str, Any] | None], *, stacklevel: int) -> tuple[Any, list[Any]]:
+    """(real samples, their tags); (None, []) with a warning when there are none."""
+    from ._validate import _is_tensordict
+
+    if _is_tensordict(batch):
+        if batch.batch_dims != 1:
+            raise ValueError(f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}")
+        n = batch.batch_size[0]
+    elif isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):
+        n = len(batch)
+    else:
+        raise TypeError(f"a batch must be a list of samples or a TensorDict, found {type(batch).__name__}")
+    if not isinstance(tags, Sequence) or isinstance(tags, (str, bytes)):
+        raise TypeError(f"tags must be a sequence of tag dicts, found {type(tags).__name__}")
+    if len(tags) != n:
+        raise ValueError(f"the batch has {n} samples but tags has {len(tags)} tag dicts; they must pair up")
+    keep = real_mask(tags)
+    k = int(keep.sum())
+    if k == 0:
+        what = "the batch is empty" if n == 0 else f"all {n} samples of the batch are padding"
+        warnings.warn(
+            f"{what}; no metrics computed (a metric of padding would be meaningless)",
+            PaddingOnlyBatchWarning,
+            stacklevel=stacklevel,
+        )
+        return None, []
+    if k == n:
+        return batch, list(tags)
+    rows = keep.nonzero().flatten()
+    real_tags = [tags[i] for i in rows.tolist()]
+    if _is_tensordict(batch):
+        return _index_rows(batch, rows), real_tags
+    return [batch[i] for i in rows.tolist()], real_tags
+
+
+def _index_rows(td: Any, rows: torch.Tensor) -> Any:
+    """``td[rows]``, also for columns that cannot be indexed by a tensor.
+
+    tensordict indexes jagged nested columns (and ``NonTensorStack``) by a LongTensor;
+    strided nested tensors (TransferQueue's fallback layout) do not support it, so such a
+    TensorDict is rebuilt column by column.
+    """
+    try:
+        return td[rows]
+    except (NotImplementedError, RuntimeError):
+        pass
+    from tensordict import TensorDict, TensorDictBase
+
+    picked = rows.tolist()
+    tensors: dict[str, Any] = {}
+    others: dict[str, Any] = {}
+    for key in list(td.keys()):  # iterating a TensorDict itself yields rows
+        col = td.get(key)
+        if isinstance(col, torch.Tensor):
+            tensors[key] = _index_column(col, rows, picked)
+        elif isinstance(col, TensorDictBase) and not _is_nontensor(col):
+            tensors[key] = _index_rows(col, rows)
+        else:
+            others[key] = col[rows]
+    out = TensorDict(tensors, batch_size=[len(picked)])
+    for key, col in others.items():
+        out[key] = col
+    return out
+
+
+def _index_column(col: torch.Tensor, rows: torch.Tensor, picked: list[int]) -> torch.Tensor:
+    try:
+        return col[rows]
+    except (NotImplementedError, RuntimeError):
+        if not col.is_nested:
+            raise
+    # A nested tensor without tensor indexing: rebuild it, in its own layout, from the
+    # picked rows (a copy, but only of the rows kept).
+    parts = col.unbind(0)
+    return torch.nested.nested_tensor([parts[i] for i in picked], layout=col.layout)
+
+
+def _is_nontensor(x: Any) -> bool:
+    from tensordict import NonTensorData, NonTensorStack
+
+    return isinstance(x, (NonTensorData, NonTensorStack))
