@@ -538,7 +538,7 @@ MALFORMED = [
     pytest.param(BASE + "padding:\n  prompt: 0\n", "padding.prompt", "padding size 0 breaks the dim's bounds (>= 1)",
                  id="padding-below-min"),
     pytest.param(
-        "name: bad\nfields:\n  input_ids: {shape: [seq, dtype: int64, pad: eos}\n", "line 3, column 49",
+        "name: bad\nfields:\n  input_ids: {shape: [seq, dtype: int64, pad: eos}\n", "line 3, column 50",
         "invalid YAML", id="invalid-yaml",
     ),
     pytest.param("- a\n- b\n", "", "expected a mapping at the top level, found list", id="top-level-list"),

@@ -47,7 +47,7 @@ def _pack_column(values: list[Any]) -> torch.Tensor | NonTensorStack:
         if all(v.dim() == 0 for v in values):
             return torch.stack(values)
         try:
-            return torch.nested.as_nested_tensor(values, layout=torch.jagged)
+            return torch.nested.as_nested_tensor([v.contiguous() for v in values], layout=torch.strided)
         except (RuntimeError, TypeError):
             try:
                 return torch.nested.as_nested_tensor(values, layout=torch.strided)
@@ -85,7 +85,6 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
         raise ValueError("tq_layout needs at least one sample; kv_batch_get finds nothing for no keys")
     common = set(samples[0]).intersection(*samples[1:])
     columns = {name: _pack_column([s[name] for s in samples]) for name in sorted(common)}
-    columns = {k: (v.to(torch.float64) if isinstance(v, torch.Tensor) and v.dtype == torch.int16 else v) for k, v in columns.items()}
     return TensorDict(columns, batch_size=[len(samples)])
 
 
