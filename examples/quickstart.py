@@ -39,7 +39,10 @@ def main() -> None:
 
     # A batch as TransferQueue returns it, padded to the multiple a PPO step needs.
     multiple = ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
-    real = [verl_sample(schema, 20 + i % 17, 1 + i % 29, uid=f"q{i // 8}", layers=48, topk=8, seed=i) for i in range(45 * 8 - 7)]
+    real = [
+        verl_sample(schema, 20 + i % 17, 1 + i % 29, uid=f"q{i // 8}", layers=48, topk=8, seed=i)
+        for i in range(45 * 8 - 7)
+    ]
     need = ts.padding_needed(len(real), multiple)
     pad = schema.padding(need, eos_token_id=151643, like=real[0])
     batch = tq_batch(real + pad.samples)

@@ -47,8 +47,10 @@ def test_equal_lengths_still_jagged():
 
 def test_dense_columns_are_accepted():
     samples = realistic(TEXT, [(6, 2)] * 3, optional=False)
-    dense = TensorDict({k: torch.stack([s[k] for s in samples]) for k in samples[0] if isinstance(samples[0][k], torch.Tensor)},
-                       batch_size=[3])
+    dense = TensorDict(
+        {k: torch.stack([s[k] for s in samples]) for k in samples[0] if isinstance(samples[0][k], torch.Tensor)},
+        batch_size=[3],
+    )
     dense["num_turns"] = torch.tensor([1, 2, 3])
     dense["uid"] = NonTensorStack.from_list([s["uid"] for s in samples])
     TEXT.validate_batch(dense)
@@ -67,7 +69,8 @@ def test_strided_fallback_with_mixed_rope_rows():
     with pytest.raises(ts.SchemaError) as info:
         VLM.validate_batch(batch)
     assert [(v.sample, v.field, v.code) for v in info.value.violations] == [
-        (1, "position_ids", "shape"), (3, "position_ids", "shape"),
+        (1, "position_ids", "shape"),
+        (3, "position_ids", "shape"),
     ]
 
 
@@ -125,7 +128,7 @@ def test_a_clean_jagged_batch_is_never_unbound_per_sample(monkeypatch):
     calls = []
     real = _validate.check_sample
     monkeypatch.setattr(_validate, "check_sample", lambda *a, **k: calls.append(1) or real(*a, **k))
-    batch = tq_batch(realistic(VLM_MOE, [(p, r) for p in range(1, 9) for r in range(0, 8)]))
+    batch = tq_batch(realistic(VLM_MOE, [(p, r) for p in range(1, 9) for r in range(8)]))
     VLM_MOE.validate_batch(batch)
     assert calls == []
     bad = realistic(VLM_MOE)
@@ -159,8 +162,13 @@ MUTATIONS = {
     "rope_rows": lambda s: s.update(position_ids=s["position_ids"][:3]),
     "experts_short": lambda s: s.update(routed_experts=s["routed_experts"][:-1]),
     "mask_value": lambda s: s["loss_mask"].__setitem__(0, 2) if s["loss_mask"].numel() else None,
-    "seq_all": lambda s: [s.update({k: torch.cat([s[k], s[k][..., -1:]], dim=-1)}) for k in ("input_ids", "position_ids", "attention_mask")],
-    "nan_logprob": lambda s: s["rollout_log_probs"].__setitem__(0, float("nan")) if s["rollout_log_probs"].numel() else None,
+    "seq_all": lambda s: [
+        s.update({k: torch.cat([s[k], s[k][..., -1:]], dim=-1)})
+        for k in ("input_ids", "position_ids", "attention_mask")
+    ],
+    "nan_logprob": lambda s: (
+        s["rollout_log_probs"].__setitem__(0, float("nan")) if s["rollout_log_probs"].numel() else None
+    ),
     "uid_int": lambda s: s.update(uid=1),
     "turns_negative": lambda s: s.update(num_turns=-1),
 }

@@ -96,19 +96,40 @@ def test_dims_override_the_padding_defaults():
 @pytest.mark.parametrize(
     ("call", "exc", "match"),
     [
-        pytest.param(lambda: MOE.padding(2, eos_token_id=2), ValueError,
-                     r"no padding size for dim 'layers'.*like=.*dims=", id="free-dim-without-size"),
+        pytest.param(
+            lambda: MOE.padding(2, eos_token_id=2),
+            ValueError,
+            r"no padding size for dim 'layers'.*like=.*dims=",
+            id="free-dim-without-size",
+        ),
         pytest.param(lambda: TEXT.padding(-1, eos_token_id=2), ValueError, "count must be", id="negative-count"),
         pytest.param(lambda: TEXT.padding(2.0, eos_token_id=2), ValueError, "count must be", id="float-count"),
         pytest.param(lambda: TEXT.padding(2, eos_token_id=-3), ValueError, "eos_token_id", id="negative-eos"),
         pytest.param(lambda: TEXT.padding(2, eos_token_id=2, dims={"seq": 4}), ValueError, "derived", id="derived-dim"),
-        pytest.param(lambda: VLM.padding(2, eos_token_id=2, dims={"rope_rows": 3}), ValueError, "fixed at 4", id="fixed-dim"),
+        pytest.param(
+            lambda: VLM.padding(2, eos_token_id=2, dims={"rope_rows": 3}), ValueError, "fixed at 4", id="fixed-dim"
+        ),
         pytest.param(lambda: TEXT.padding(2, eos_token_id=2, dims={"prompt": 0}), ValueError, "bounds", id="below-min"),
-        pytest.param(lambda: TEXT.padding(2, eos_token_id=2, dims={"promt": 1}), ValueError, "no dim 'promt'", id="unknown-dim"),
-        pytest.param(lambda: TEXT.padding(2, eos_token_id=2, include=["attn_mask"]), ValueError, "does not declare", id="unknown-include"),
-        pytest.param(lambda: TEXT.padding(2, eos_token_id=2, like=verl_sample(TEXT, 3, 2, optional=False), include=["attention_mask"]),
-                     ValueError, "lacks", id="include-beyond-like"),
-        pytest.param(lambda: TEXT.padding(2, eos_token_id=2, like={"uid": "x"}), ts.SchemaError, "missing", id="bad-like"),
+        pytest.param(
+            lambda: TEXT.padding(2, eos_token_id=2, dims={"promt": 1}), ValueError, "no dim 'promt'", id="unknown-dim"
+        ),
+        pytest.param(
+            lambda: TEXT.padding(2, eos_token_id=2, include=["attn_mask"]),
+            ValueError,
+            "does not declare",
+            id="unknown-include",
+        ),
+        pytest.param(
+            lambda: TEXT.padding(
+                2, eos_token_id=2, like=verl_sample(TEXT, 3, 2, optional=False), include=["attention_mask"]
+            ),
+            ValueError,
+            "lacks",
+            id="include-beyond-like",
+        ),
+        pytest.param(
+            lambda: TEXT.padding(2, eos_token_id=2, like={"uid": "x"}), ts.SchemaError, "missing", id="bad-like"
+        ),
     ],
 )
 def test_padding_misuse(call, exc, match):
@@ -145,7 +166,7 @@ def test_padding_always_validates(request):
     pad = schema.padding(count, eos_token_id=eos, dims=dims, include=include)
     assert len(pad.samples) == len(pad.tags) == len(pad.keys) == count
     for s, t in zip(pad.samples, pad.tags, strict=True):
-        schema.validate(s, tag=t, dims={k: v for k, v in dims.items()})
+        schema.validate(s, tag=t, dims=dict(dims))
         assert not s["loss_mask"].any()
         assert t["is_padding"] is True
     schema.validate_batch(pad.fields, tags=pad.tags)
@@ -154,8 +175,11 @@ def test_padding_always_validates(request):
 @settings(max_examples=40, deadline=None)
 @given(
     schema_name=st.sampled_from(ts.schema_names()),
-    p=st.integers(1, 40), r=st.integers(0, 20), count=st.integers(1, 6),
-    layers=st.integers(1, 4), topk=st.integers(1, 3),
+    p=st.integers(1, 40),
+    r=st.integers(0, 20),
+    count=st.integers(1, 6),
+    layers=st.integers(1, 4),
+    topk=st.integers(1, 3),
 )
 def test_padding_like_any_real_sample_validates(schema_name, p, r, count, layers, topk):
     schema = ts.load_schema(schema_name)

@@ -32,7 +32,12 @@ def test_every_packaged_schema_accepts_a_realistic_sample(schema):
 def test_validate_returns_free_fixed_and_derived_dims():
     sample = verl_sample(VLM_MOE, 5, 3, layers=48, topk=8)
     assert VLM_MOE.validate(sample) == {
-        "prompt": 5, "response": 3, "seq": 8, "layers": 48, "topk": 8, "rope_rows": 4,
+        "prompt": 5,
+        "response": 3,
+        "seq": 8,
+        "layers": 48,
+        "topk": 8,
+        "rope_rows": 4,
     }
 
 
@@ -130,13 +135,18 @@ def test_a_tie_is_broken_by_the_derived_size():
         pytest.param(lambda s: s.update(uid=7), [("uid", "kind")], id="uid-int"),
         pytest.param(lambda s: s.update(num_turns=True), [("num_turns", "kind")], id="bool-is-not-int"),
         pytest.param(lambda s: s.update(num_turns=1.0), [("num_turns", "kind")], id="float-is-not-int"),
-        pytest.param(lambda s: s.update(input_ids=s["input_ids"].tolist()), [("input_ids", "kind")], id="list-not-tensor"),
+        pytest.param(
+            lambda s: s.update(input_ids=s["input_ids"].tolist()), [("input_ids", "kind")], id="list-not-tensor"
+        ),
         pytest.param(lambda s: s.update(input_ids=s["input_ids"].int()), [("input_ids", "dtype")], id="int32-ids"),
         pytest.param(lambda s: s.update(loss_mask=s["loss_mask"].bool()), [("loss_mask", "dtype")], id="bool-mask"),
         pytest.param(lambda s: s.update(input_ids=s["input_ids"][None]), [("input_ids", "rank")], id="batched-ids"),
         pytest.param(lambda s: s.update(multi_modal_inputs=[]), [("multi_modal_inputs", "kind")], id="mm-list"),
-        pytest.param(lambda s: s.update(rollout_log_probs=s["rollout_log_probs"].double()),
-                     [("rollout_log_probs", "dtype")], id="float64-logprobs"),
+        pytest.param(
+            lambda s: s.update(rollout_log_probs=s["rollout_log_probs"].double()),
+            [("rollout_log_probs", "dtype")],
+            id="float64-logprobs",
+        ),
     ],
 )
 def test_presence_kind_dtype_rank(mutate, expected):
@@ -186,8 +196,13 @@ def test_pinned_dims():
     assert codes(MOE.violations(sample, dims={"layers": 48})) == [("routed_experts", "dim_mismatch")]
     # A pinned seq blames every field with a seq axis and the broken expression (on input_ids).
     assert codes(MOE.violations(sample, dims={"seq": 11})) == sorted(
-        [("input_ids", "dim_mismatch"), ("position_ids", "dim_mismatch"), ("routed_experts", "dim_mismatch"),
-         ("attention_mask", "dim_mismatch"), ("input_ids", "dim_mismatch")]
+        [
+            ("input_ids", "dim_mismatch"),
+            ("position_ids", "dim_mismatch"),
+            ("routed_experts", "dim_mismatch"),
+            ("attention_mask", "dim_mismatch"),
+            ("input_ids", "dim_mismatch"),
+        ]
     )
 
 

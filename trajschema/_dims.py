@@ -17,9 +17,9 @@ from collections.abc import Mapping
 __all__ = [
     "DerivedDim",
     "Expr",
+    "ExprError",
     "FixedDim",
     "FreeDim",
-    "ExprError",
     "parse_expr",
     "solve_for",
 ]
@@ -106,14 +106,10 @@ def parse_expr(text: str | int) -> Expr:
             raise ExprError(f"a dim size cannot be negative, found {text}")
         return Expr("int", (text,), str(text))
     if not isinstance(text, str):
-        raise ExprError(
-            f"expected a dim name, expression or integer, found {type(text).__name__} {text!r}"
-        )
+        raise ExprError(f"expected a dim name, expression or integer, found {type(text).__name__} {text!r}")
     if "," in text:
         parts = ", ".join(p.strip() for p in text.split(","))
-        raise ExprError(
-            f"dim expression {text!r} contains a comma; list each dim as its own item: [{parts}]"
-        )
+        raise ExprError(f"dim expression {text!r} contains a comma; list each dim as its own item: [{parts}]")
     tokens: list[tuple[str, str]] = []
     pos = 0
     stripped = text.rstrip()

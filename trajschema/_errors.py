@@ -116,9 +116,7 @@ class SchemaError(ValueError):
         head = f"{len(vs)} violation{'s' if len(vs) != 1 else ''} of {where}{in_what}:"
         rows = [("sample", "field", "code", "expected", "actual")]
         for v in vs[:_MAX_ROWS]:
-            rows.append(
-                ("-" if v.sample is None else str(v.sample), v.field, v.code, v.expected, v.actual)
-            )
+            rows.append(("-" if v.sample is None else str(v.sample), v.field, v.code, v.expected, v.actual))
         widths = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
         lines = [head]
         for r in rows:
@@ -126,7 +124,7 @@ class SchemaError(ValueError):
             lines.append("  " + "  ".join(cells) + "  " + _clip(r[4], 64))
         if len(vs) > _MAX_ROWS:
             lines.append(f"  ... and {len(vs) - _MAX_ROWS} more (see .violations)")
-        shown = [s for s in dict.fromkeys(v.sample for v in vs[:_MAX_ROWS])]
+        shown = list(dict.fromkeys(v.sample for v in vs[:_MAX_ROWS]))
         bound = [(s, self.bindings[s]) for s in shown if self.bindings.get(s)]
         if bound:
             lines.append("dims bound:")

@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import pydantic
 import torch
@@ -33,8 +33,16 @@ ENV_VAR = "TRAJSCHEMA_PATH"
 _DTYPES: dict[str, torch.dtype] = {
     dtype_name(d): d
     for d in (
-        torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-        torch.float16, torch.bfloat16, torch.float32, torch.float64,
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
     )
 }
 # torch's own aliases are traps: torch.int is int32 and torch.float is float32.
@@ -66,14 +74,14 @@ class _FreeDimDecl(_Strict):
 
 
 class _FieldDecl(_Strict):
-    shape: list[Union[pydantic.StrictInt, str]] | None = None
+    shape: list[pydantic.StrictInt | str] | None = None
     dtype: str | list[str] | None = None
     kind: str | None = None
     required: pydantic.StrictBool = True
-    pad: Union[pydantic.StrictBool, pydantic.StrictInt, pydantic.StrictFloat, str, None] = None
-    values: list[Union[pydantic.StrictBool, pydantic.StrictInt, pydantic.StrictFloat]] | None = None
-    min: Union[pydantic.StrictInt, pydantic.StrictFloat, None] = None
-    max: Union[pydantic.StrictInt, pydantic.StrictFloat, None] = None
+    pad: pydantic.StrictBool | pydantic.StrictInt | pydantic.StrictFloat | str | None = None
+    values: list[pydantic.StrictBool | pydantic.StrictInt | pydantic.StrictFloat] | None = None
+    min: pydantic.StrictInt | pydantic.StrictFloat | None = None
+    max: pydantic.StrictInt | pydantic.StrictFloat | None = None
     finite: pydantic.StrictBool = False
     description: str = ""
 
@@ -81,7 +89,7 @@ class _FieldDecl(_Strict):
 class _TagDecl(_Strict):
     kind: str | None = None
     default: Any = None
-    equals: Union[pydantic.StrictInt, str, None] = None
+    equals: pydantic.StrictInt | str | None = None
     description: str = ""
 
 
@@ -90,7 +98,7 @@ class _SchemaDecl(_Strict):
     description: str = ""
     architectures: list[str] = []
     extends: list[str] = []
-    dims: dict[str, Union[pydantic.StrictInt, str, _FreeDimDecl]] = {}
+    dims: dict[str, pydantic.StrictInt | str | _FreeDimDecl] = {}
     fields: dict[str, _FieldDecl] = {}
     tags: dict[str, _TagDecl] = {}
     padding: dict[str, pydantic.NonNegativeInt] = {}
@@ -208,9 +216,7 @@ def schema_for_architecture(architecture: str) -> Schema:
         if architecture in archs:
             hits.append(name)
     if len(hits) > 1:
-        raise SchemaNotFoundError(
-            f"architecture {architecture!r} is claimed by several schemas: {', '.join(hits)}"
-        )
+        raise SchemaNotFoundError(f"architecture {architecture!r} is claimed by several schemas: {', '.join(hits)}")
     if not hits:
         raise _not_found(architecture, sorted(set(known)), what="schema for architecture")
     return load_schema(hits[0])
@@ -251,9 +257,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise SchemaDefinitionError(str(path), "", f"cannot read: {exc}") from None
     if not isinstance(data, dict):
-        raise SchemaDefinitionError(
-            str(path), "", f"expected a mapping at the top level, found {type(data).__name__}"
-        )
+        raise SchemaDefinitionError(str(path), "", f"expected a mapping at the top level, found {type(data).__name__}")
     return data
 
 
@@ -267,7 +271,9 @@ def _decl(data: Mapping[str, Any], source: str) -> _SchemaDecl:
         keys = [p for p in loc if p not in _UNION_TAGS and not p.startswith(("function-", "list["))]
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            section = _SECTION_KEYS.get(keys[0] if len(keys) == 1 else "field" if len(keys) == 3 and keys[0] == "fields" else "", ())
+            section = _SECTION_KEYS.get(
+                keys[0] if len(keys) == 1 else "field" if len(keys) == 3 and keys[0] == "fields" else "", ()
+            )
             close = difflib.get_close_matches(keys[-1], section, n=1)
             msg = f"unknown key {keys[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
         elif err["type"] == "missing":
@@ -299,7 +305,7 @@ class _Chain:
 
     def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
         if name in self.loading:
-            cycle = " -> ".join([*self.loading[self.loading.index(name):], name])
+            cycle = " -> ".join([*self.loading[self.loading.index(name) :], name])
             _raise(child_source, "extends", f"cycle in extends: {cycle}")
         if name in self.decls:
             return self.decls[name]
@@ -359,6 +365,9 @@ def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:
     return out
 
 
+_WHAT = {"dims": "dim", "fields": "field", "tags": "tag", "padding": "padding size"}
+
+
 def _merge_section(section, mro, by_name, ancestors, source) -> dict[str, tuple[Any, str]]:
     """For each key, the declaration of the first schema in C3 order that declares it.
 
@@ -380,8 +389,8 @@ def _merge_section(section, mro, by_name, ancestors, source) -> dict[str, tuple[
                 _raise(
                     source,
                     f"{section}.{key}",
-                    f"parents {' and '.join(leaves)} declare {section[:-1] if section != 'padding' else 'padding size'} "
-                    f"{key!r} differently; declare it in {child!r} to choose",
+                    f"parents {' and '.join(leaves)} declare {_WHAT[section]} {key!r} differently; "
+                    f"declare it in {child!r} to choose",
                 )
         owner = declarers[0]
         out[key] = (getattr(by_name[owner][0], section)[key], by_name[owner][1])
@@ -441,7 +450,9 @@ def _compile(decl, source, mro, merged, extra) -> Schema:
         if name not in dims:
             _raise(src, f"padding.{name}", _unknown("dim", name, list(dims)))
         if not isinstance(dims[name], FreeDim):
-            _raise(src, f"padding.{name}", f"only free dims take a padding size; {name!r} is {type(dims[name]).__name__}")
+            _raise(
+                src, f"padding.{name}", f"only free dims take a padding size; {name!r} is {type(dims[name]).__name__}"
+            )
         if not dims[name].allows(size):
             _raise(src, f"padding.{name}", f"padding size {size} breaks the dim's bounds ({dims[name].describe()})")
         padding[name] = size
@@ -479,7 +490,7 @@ def _check_dim_cycles(dims: Mapping[str, Any], decls) -> None:
         if state.get(name) == 2:
             return
         if state.get(name) == 1:
-            cycle = " -> ".join([*trail[trail.index(name):], name])
+            cycle = " -> ".join([*trail[trail.index(name) :], name])
             _raise(decls[trail[0]][1], f"dims.{trail[0]}", f"dims depend on each other in a cycle: {cycle}")
         state[name] = 1
         d = dims[name]
@@ -508,9 +519,9 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
     path = f"fields.{name}"
     if f.pad is None:
         _raise(
-            src, f"{path}.pad",
-            f"field {name!r} has no pad rule; every field needs one "
-            f"(a number, or one of {', '.join(PAD_RULES)})",
+            src,
+            f"{path}.pad",
+            f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
         )
     if f.kind is not None and f.kind != "tensor":
         if f.kind not in KINDS:
@@ -521,8 +532,12 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
     else:
         if f.shape is None or f.dtype is None:
             missing = "shape" if f.shape is None else "dtype"
-            _raise(src, path, f"a tensor field needs both shape and dtype ({missing} is missing), "
-                   f"or a kind: one of {', '.join(KINDS)}")
+            _raise(
+                src,
+                path,
+                f"a tensor field needs both shape and dtype ({missing} is missing), "
+                f"or a kind: one of {', '.join(KINDS)}",
+            )
         kind = "tensor"
         shape = tuple(_expr(e, src, f"{path}.shape[{i}]") for i, e in enumerate(f.shape))
         for i, e in enumerate(shape):
@@ -561,7 +576,7 @@ _RULE_KINDS = {
     "uid": ("str",),
     "index": ("int", "any"),
     "empty": ("mapping", "any"),
-    "copy": ("tensor",) + KINDS,
+    "copy": ("tensor", *KINDS),
 }
 
 
@@ -578,7 +593,12 @@ def _compile_pad(pad: Any, kind: str, dtypes, src: str, path: str) -> PadRule:
         if isinstance(pad, float) and not all(d.is_floating_point for d in dtypes) and not pad.is_integer():
             _raise(src, path, f"fill {pad!r} is not an integer but the field allows integer dtypes")
     elif kind in ("str", "mapping"):
-        _raise(src, path, f"a {kind!r} field cannot be filled with the number {pad!r}; use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}")
+        _raise(
+            src,
+            path,
+            f"a {kind!r} field cannot be filled with the number {pad!r}; "
+            f"use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}",
+        )
     elif kind == "int" and not (isinstance(pad, int) and not isinstance(pad, bool)):
         _raise(src, path, f"an 'int' field needs an integer fill, found {pad!r}")
     elif kind == "bool" and not isinstance(pad, bool):

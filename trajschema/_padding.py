@@ -56,7 +56,9 @@ class PaddingBatch:
         n = len(self.keys)
         names = list(self._columns)
         cols = [c.unbind(0) if isinstance(c, torch.Tensor) else c for c in self._columns.values()]
-        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)] if names else [{} for _ in range(n)]
+        return (
+            [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)] if names else [{} for _ in range(n)]
+        )
 
 
 def _check_int(name: str, v: Any, minimum: int = 0) -> int:
@@ -146,11 +148,15 @@ def _emitted_fields(schema: Schema, like: Mapping[str, Any] | None, include: Seq
     return out
 
 
-def _padding_dims(schema: Schema, emitted: list[Field], like_dims: Mapping[str, int], dims: Mapping[str, int] | None) -> dict[str, int]:
+def _padding_dims(
+    schema: Schema, emitted: list[Field], like_dims: Mapping[str, int], dims: Mapping[str, int] | None
+) -> dict[str, int]:
     dims = dict(dims or {})
     for k, v in dims.items():
         if k not in schema.dims:
-            raise ValueError(f"dims={{{k!r}: ...}}: schema {schema.name!r} has no dim {k!r} (its dims: {', '.join(schema.dims)})")
+            raise ValueError(
+                f"dims={{{k!r}: ...}}: schema {schema.name!r} has no dim {k!r} (its dims: {', '.join(schema.dims)})"
+            )
         _check_int(f"dims[{k!r}]", v)
         d = schema.dims[k]
         if isinstance(d, DerivedDim):

@@ -319,6 +319,4 @@ class Schema:
         """
         from ._padding import make_padding
 
-        return make_padding(
-            self, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include
-        )
+        return make_padding(self, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)

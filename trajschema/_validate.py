@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ._dims import DerivedDim, Expr, FixedDim, FreeDim, solve_for
+from ._dims import DerivedDim, FixedDim, FreeDim, solve_for
 from ._errors import SchemaError, Violation
 from ._schema import Field, Schema, short_dtype
 
@@ -180,8 +180,7 @@ def _as_mapping(sample: Any) -> Mapping[str, Any]:
     if isinstance(sample, Mapping):
         return sample
     raise TypeError(
-        f"a sample must be a mapping of field name to value (a dict or a TensorDict row), "
-        f"found {type(sample).__name__}"
+        f"a sample must be a mapping of field name to value (a dict or a TensorDict row), found {type(sample).__name__}"
     )
 
 
@@ -211,8 +210,7 @@ def _check_args(schema: Schema, dims: Mapping[str, int] | None, depth: str) -> N
         for k, v in dims.items():
             if k not in schema.dims:
                 raise ValueError(
-                    f"dims={{{k!r}: ...}}: schema {schema.name!r} has no dim {k!r} "
-                    f"(its dims: {', '.join(schema.dims)})"
+                    f"dims={{{k!r}: ...}}: schema {schema.name!r} has no dim {k!r} (its dims: {', '.join(schema.dims)})"
                 )
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"dims[{k!r}] must be a non-negative int, found {v!r}")
@@ -251,17 +249,32 @@ def check_sample(
                 add(f.name, "missing", f.describe(), "absent", f"required field is missing (expected {f.describe()})")
             continue
         if not isinstance(v, torch.Tensor) or v.is_nested:
-            add(f.name, "kind", f"tensor {f.describe()}", describe_value(v),
-                f"expected a tensor {f.describe()}, found {describe_value(v)}")
+            add(
+                f.name,
+                "kind",
+                f"tensor {f.describe()}",
+                describe_value(v),
+                f"expected a tensor {f.describe()}, found {describe_value(v)}",
+            )
             continue
         if v.dtype not in f.dtypes:
             allowed = " or ".join(str(d).removeprefix("torch.") for d in f.dtypes)
-            add(f.name, "dtype", allowed, str(v.dtype).removeprefix("torch."),
-                f"dtype {str(v.dtype).removeprefix('torch.')} is not {allowed}")
+            add(
+                f.name,
+                "dtype",
+                allowed,
+                str(v.dtype).removeprefix("torch."),
+                f"dtype {str(v.dtype).removeprefix('torch.')} is not {allowed}",
+            )
         shape = tuple(v.shape)
         if len(shape) != len(axes):
-            add(f.name, "rank", f"{len(axes)} dims {_fmt_expected(f, {})}", f"{len(shape)} dims {_fmt_shape(shape)}",
-                f"expected {len(axes)} dims {_fmt_expected(f, {})}, found {len(shape)} dims {_fmt_shape(shape)}")
+            add(
+                f.name,
+                "rank",
+                f"{len(axes)} dims {_fmt_expected(f, {})}",
+                f"{len(shape)} dims {_fmt_shape(shape)}",
+                f"expected {len(axes)} dims {_fmt_expected(f, {})}, found {len(shape)} dims {_fmt_shape(shape)}",
+            )
             continue
         shapes[f.name] = shape
         for (name, lit), size in zip(axes, shape, strict=True):
@@ -325,13 +338,23 @@ def check_sample(
     for fname, code in bad_fields.items():
         f = schema.fields[fname]
         shape = shapes[fname]
-        add(fname, code, _fmt_expected(f, env), _fmt_shape(shape),
-            f"shape {_fmt_shape(shape)} does not match {_fmt_expected(f, env)}")
+        add(
+            fname,
+            code,
+            _fmt_expected(f, env),
+            _fmt_shape(shape),
+            f"shape {_fmt_shape(shape)} does not match {_fmt_expected(f, env)}",
+        )
     for fname, bad in literal_bad.items():
         if bad and fname not in bad_fields:
             f = schema.fields[fname]
-            add(fname, "shape", _fmt_expected(f, env), _fmt_shape(shapes[fname]),
-                f"shape {_fmt_shape(shapes[fname])} does not match {_fmt_expected(f, env)}")
+            add(
+                fname,
+                "shape",
+                _fmt_expected(f, env),
+                _fmt_shape(shapes[fname]),
+                f"shape {_fmt_shape(shapes[fname])} does not match {_fmt_expected(f, env)}",
+            )
     for name, target, computed in relation:
         d = plan.dims[name]
         who = [f for f, _ in obs.get(name, [])]
@@ -339,7 +362,11 @@ def check_sample(
         label = str(d.expr) if name in plan.hidden else f"{name} = {d.expr}"
         inputs = ", ".join(f"{n}={env[n]}" for n in d.expr.names() if n in env)
         if computed is None:
-            msg = f"{name if name not in plan.hidden else d.expr} is {target} on {', '.join(who) or 'dims='}, which no sizes of {', '.join(d.expr.names())} satisfy ({inputs})"
+            shown = d.expr if name in plan.hidden else name
+            msg = (
+                f"{shown} is {target} on {', '.join(who) or 'dims='}, "
+                f"which no sizes of {', '.join(d.expr.names())} satisfy ({inputs})"
+            )
             expected = label
         else:
             msg = f"{'/'.join(who) or 'dims='} agree on {target} but {label} = {computed} ({inputs})"
@@ -349,9 +376,18 @@ def check_sample(
         if d.name in env and not d.allows(env[d.name]):
             who = [f for f, _ in obs.get(d.name, [])]
             # A dim solved from an expression has no field of its own; name what bound it.
-            field = who[0] if who else next((x.name for x in plan.derived if d.name in x.expr.names() and obs.get(x.name)), d.name)
-            add(field, "dim_range", f"{d.name} {d.describe()}", f"{d.name}={env[d.name]}",
-                f"dim {d.name}={env[d.name]} is not {d.describe()}")
+            field = (
+                who[0]
+                if who
+                else next((x.name for x in plan.derived if d.name in x.expr.names() and obs.get(x.name)), d.name)
+            )
+            add(
+                field,
+                "dim_range",
+                f"{d.name} {d.describe()}",
+                f"{d.name}={env[d.name]}",
+                f"dim {d.name}={env[d.name]} is not {d.describe()}",
+            )
 
     # 3. tags, extra fields, values
     if tag is not None:
@@ -359,8 +395,13 @@ def check_sample(
     if schema.extra == "forbid":
         for k in sample:
             if k not in schema.fields:
-                add(k, "extra", "no such field", describe_value(sample[k]),
-                    f"field is not declared by schema {schema.name!r} (extra: forbid)")
+                add(
+                    k,
+                    "extra",
+                    "no such field",
+                    describe_value(sample[k]),
+                    f"field is not declared by schema {schema.name!r} (extra: forbid)",
+                )
     if depth == "values":
         for f in schema.fields.values():
             if f.has_value_checks and sample.get(f.name) is not None:
@@ -385,7 +426,13 @@ def _majority(sizes: list[int], preferred: int | None) -> int:
 
 def _check_tag(schema: Schema, tag: Any, env: Mapping[str, int], add) -> None:
     if not isinstance(tag, Mapping):
-        add("<tag>", "tag", "a mapping", describe_value(tag), f"a tag dict must be a mapping, found {describe_value(tag)}")
+        add(
+            "<tag>",
+            "tag",
+            "a mapping",
+            describe_value(tag),
+            f"a tag dict must be a mapping, found {describe_value(tag)}",
+        )
         return
     for t in schema.tags.values():
         if t.name not in tag:
@@ -397,8 +444,9 @@ def _check_tag(schema: Schema, tag: Any, env: Mapping[str, int], add) -> None:
         if t.equals is not None:
             want = t.equals.evaluate(env)
             if want is not None and v != want:
-                add(t.name, "tag", f"{want} ({t.equals})", str(v),
-                    f"tag says {v} but the sample's {t.equals} is {want}")
+                add(
+                    t.name, "tag", f"{want} ({t.equals})", str(v), f"tag says {v} but the sample's {t.equals} is {want}"
+                )
 
 
 def _check_values(f: Field, v: Any, add) -> None:
@@ -412,8 +460,13 @@ def _check_values(f: Field, v: Any, add) -> None:
                 pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), v.shape)) if v.dim() else ()
                 example = v.reshape(-1)[flat].item()
                 where = f"[{','.join(map(str, pos))}]"
-                add(f.name, "value", code_expected, f"{n_bad} of {v.numel()} elements (first at {where}: {example!r})",
-                    f"{n_bad} of {v.numel()} elements are not {code_expected} (first at {where}: {example!r})")
+                add(
+                    f.name,
+                    "value",
+                    code_expected,
+                    f"{n_bad} of {v.numel()} elements (first at {where}: {example!r})",
+                    f"{n_bad} of {v.numel()} elements are not {code_expected} (first at {where}: {example!r})",
+                )
         return
     if isinstance(v, torch.Tensor) and _kind_ok(f.kind, v):
         v = v.item()
@@ -584,8 +637,16 @@ def check_batch(
 
         found: list[Violation] = []
         if batch.batch_dims != 1:
-            found.append(Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {list(batch.batch_size)}",
-                                   f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}"))
+            found.append(
+                Violation(
+                    None,
+                    "<batch>",
+                    "batch",
+                    "batch_size [B]",
+                    f"batch_size {list(batch.batch_size)}",
+                    f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}",
+                )
+            )
             rows: Sequence[int] = []
         else:
             found.extend(_check_tags_len(tags, batch.batch_size[0]))
@@ -598,9 +659,7 @@ def check_batch(
         get_row = batch.__getitem__
         screened = False
     else:
-        raise TypeError(
-            f"a batch must be a list of sample mappings or a TensorDict, found {type(batch).__name__}"
-        )
+        raise TypeError(f"a batch must be a list of sample mappings or a TensorDict, found {type(batch).__name__}")
     tag_list = tags if tags is not None and not found else None
     bindings: dict[int | None, dict[str, int]] = {}
     for i in rows:
@@ -626,6 +685,14 @@ def _check_tags_len(tags, n: int) -> list[Violation]:
         return []
     if not isinstance(tags, Sequence) or len(tags) != n:
         found = f"{len(tags)} tag dicts" if isinstance(tags, Sequence) else describe_value(tags)
-        return [Violation(None, "<tags>", "batch", f"{n} tag dicts", found,
-                          f"tags= needs one tag dict per sample: expected {n}, found {found}")]
+        return [
+            Violation(
+                None,
+                "<tags>",
+                "batch",
+                f"{n} tag dicts",
+                found,
+                f"tags= needs one tag dict per sample: expected {n}, found {found}",
+            )
+        ]
     return []
