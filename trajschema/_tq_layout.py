@@ -47,7 +47,7 @@ def _pack_column(values: list[Any]) -> torch.Tensor | NonTensorStack:
         if all(v.dim() == 0 for v in values):
             return torch.stack(values)
         try:
-            return torch.nested.as_nested_tensor([v.contiguous() for v in values], layout=torch.strided)
+            return torch.nested.as_nested_tensor(values, layout=torch.jagged)
         except (RuntimeError, TypeError):
             try:
                 return torch.nested.as_nested_tensor(values, layout=torch.strided)

@@ -39,16 +39,14 @@ def _cpus_needed(storage_units: int) -> int:
     return _CONTROLLER_CPUS + _STORAGE_UNIT_CPUS * storage_units
 
 
-def _run_with_timeout(
-    fn: Any, timeout_s: float, name: str
-) -> tuple[threading.Thread, bool, BaseException | None]:
+def _run_with_timeout(fn: Any, timeout_s: float, name: str) -> tuple[threading.Thread, bool, BaseException | None]:
     """Run ``fn`` in a daemon thread; return (thread, finished, exception raised or None)."""
     outcome: dict[str, BaseException] = {}
 
     def target() -> None:
         try:
             fn()
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+        except BaseException as exc:
             outcome["exc"] = exc
 
     thread = threading.Thread(target=target, name=name, daemon=True)

@@ -108,26 +108,10 @@ def tq_batch(samples: list[dict[str, Any]]):
     """A TensorDict laid out as TransferQueue's ``kv_batch_get`` returns ``samples``.
 
     Tensor fields become jagged nested tensors (even when every sample has the same
-    shape), or strided nested tensors where the shapes cannot form a jagged one (e.g.
-    some samples with 3 rope rows and some with 4); other fields become ``NonTensorStack``.
-    Every sample must have the same keys.
+    shape), strided nested tensors where the shapes cannot form a jagged one (e.g. some
+    samples with 3 rope rows and some with 4); other fields become ``NonTensorStack``.
+    The layout is pinned against a real TransferQueue round trip by the integration tests.
     """
-    from tensordict import NonTensorStack, TensorDict
+    from ._tq_layout import tq_layout
 
-    if not samples:
-        return TensorDict({}, batch_size=[0])
-    cols: dict[str, Any] = {}
-    for k, v in samples[0].items():
-        values = [smp[k] for smp in samples]
-        if isinstance(v, torch.Tensor):
-            try:
-                cols[k] = torch.nested.nested_tensor(values, layout=torch.jagged)
-            except RuntimeError:
-                cols[k] = torch.nested.nested_tensor(values)
-        else:
-            cols[k] = NonTensorStack.from_list(values)
-    td = TensorDict({k: v for k, v in cols.items() if isinstance(v, torch.Tensor)}, batch_size=[len(samples)])
-    for k, v in cols.items():
-        if not isinstance(v, torch.Tensor):
-            td[k] = v
-    return td
+    return tq_layout(samples)

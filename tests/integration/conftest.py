@@ -9,11 +9,7 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("transfer_queue")
 
-from trajschema._tq_local import start_local_transfer_queue  # noqa: E402
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "tq: needs Ray and TransferQueue (starts a local TransferQueue)")
+from trajschema._tq_local import start_local_transfer_queue
 
 
 @pytest.fixture(scope="session")

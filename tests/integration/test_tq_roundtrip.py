@@ -90,7 +90,9 @@ CASES = {
 def test_one_put_round_trip_matches_tq_layout(tq_client, partition, case):
     samples = CASES[case]
     keys = keys_for(len(samples))
-    meta = tq_client.kv_batch_put(keys, partition, fields=to_tq_fields(samples), tags=[{"i": i} for i in range(len(keys))])
+    meta = tq_client.kv_batch_put(
+        keys, partition, fields=to_tq_fields(samples), tags=[{"i": i} for i in range(len(keys))]
+    )
     assert meta.keys == keys and meta.partition_id == partition
     assert meta.fields == sorted(samples[0])
     assert_same_batch(tq_client.kv_batch_get(keys, partition), tq_layout(samples))
@@ -153,8 +155,10 @@ def test_field_missing_from_some_samples_is_dropped_silently(tq_client, partitio
 
 def test_mixed_ranks_and_none_round_trip_as_non_tensor_stacks(tq_client, partition):
     samples = [{"pos": torch.arange(3), "opt": torch.ones(2)}, {"pos": torch.arange(8).reshape(4, 2), "opt": None}]
-    fields = TensorDict({"pos": NonTensorStack(*[s["pos"] for s in samples]),
-                         "opt": NonTensorStack(*[s["opt"] for s in samples])}, batch_size=[2])
+    fields = TensorDict(
+        {"pos": NonTensorStack(*[s["pos"] for s in samples]), "opt": NonTensorStack(*[s["opt"] for s in samples])},
+        batch_size=[2],
+    )
     tq_client.kv_batch_put(["r0", "r1"], partition, fields=fields)
     assert_same_batch(tq_client.kv_batch_get(["r0", "r1"], partition), tq_layout(samples))
 
@@ -218,9 +222,12 @@ def test_kv_clear_removes_keys(tq_client, partition):
 @pytest.mark.parametrize(("num_cpus", "units"), [(1, 1), (2, 2)])
 def test_too_few_cpus_fail_fast_with_a_clear_error(num_cpus, units):
     start = time.monotonic()
-    with pytest.raises(TransferQueueStartError, match=rf"num_cpus={num_cpus} is too small.*reserve {units + 1} CPUs"):
-        with start_local_transfer_queue(num_cpus=num_cpus, storage_units=units):
-            pass
+    expected = rf"num_cpus={num_cpus} is too small.*reserve {units + 1} CPUs"
+    with (
+        pytest.raises(TransferQueueStartError, match=expected),
+        start_local_transfer_queue(num_cpus=num_cpus, storage_units=units),
+    ):
+        pass
     assert time.monotonic() - start < 1.0
     assert TransferQueueStartError.__module__ == "trajschema"
     assert issubclass(TransferQueueStartError, RuntimeError)
