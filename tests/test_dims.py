@@ -117,8 +117,9 @@ def test_evaluate_with_unbound_names_is_none(text: str, env: dict[str, int]) -> 
 @pytest.mark.parametrize(
     ("value", "match"),
     [
-        pytest.param("prompt, response", r"contains a comma; list each dim as its own item: \[prompt, response\]",
-                     id="comma"),
+        pytest.param(
+            "prompt, response", r"contains a comma; list each dim as its own item: \[prompt, response\]", id="comma"
+        ),
         pytest.param("a,b,c", r"\[a, b, c\]", id="comma-no-spaces"),
         pytest.param("seq / 2", r"unexpected '/'.*division is not supported", id="division"),
         pytest.param("a ** 2", r"'\*\*' is not supported", id="power"),
@@ -172,13 +173,12 @@ def test_expr_error_is_a_value_error() -> None:
         pytest.param("a + 1", "n", 4, {"a": 3}, None, id="name-absent-from-expression"),
         pytest.param("n + b", "n", 4, {}, None, id="another-name-unbound"),
         pytest.param(
-            "n * (n - 1) * (n - 2) + n", "n", 24, {}, None,
+            "n * (n - 1) * (n - 2) + n",
+            "n",
+            24,
+            {},
+            None,
             id="cubic-that-looks-linear-at-0-1-2",
-            marks=pytest.mark.xfail(
-                reason="solve_for probes only n=0,1,2 and never checks its answer: it returns 24, "
-                "but 24*23*22+24 != 24",
-                strict=True,
-            ),
         ),
     ],
 )
@@ -306,7 +306,7 @@ def test_parser_agrees_with_python(tree: tuple, env: dict[str, int], minimal: bo
     expr = parse_expr(text)
     expected = _tree_value(tree, env)
     assert expr.evaluate(env) == expected
-    assert eval(text, {"__builtins__": {}}, dict(env)) == expected  # noqa: S307 - the oracle, on our own text
+    assert eval(text, {"__builtins__": {}}, dict(env)) == expected  # the oracle, on text we rendered
     assert expr.names() == tuple(dict.fromkeys(_tree_names(tree)))
     # The parsed tree renders back to text that parses to the same tree.
     assert parse_expr(str(Expr(expr.op, expr.args))) == expr

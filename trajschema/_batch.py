@@ -186,8 +186,10 @@ def suspicious_rows(
         safe_b = torch.where(ok, b, torch.ones_like(b))
         sol = torch.div(target - a, safe_b, rounding_mode="floor")
         ok &= (sol * safe_b == target - a) & (sol >= 0)
+        sol = torch.where(ok, sol, torch.zeros_like(sol))
+        ok &= _as_vec(d.expr.evaluate({**env, x: sol}), n) == target  # probes cannot prove linearity
         bad |= ~ok
-        env[x] = torch.where(ok, sol, torch.zeros_like(sol))
+        env[x] = sol
     for d in plan.free:
         v = env.get(d.name)
         if v is None:

@@ -203,7 +203,11 @@ def solve_for(expr: Expr, name: str, target: int, env: Mapping[str, int]) -> int
     if values[2] - values[1] != b or b == 0:
         return None
     q, r = divmod(target - a, b)
-    return q if r == 0 else None
+    if r != 0:
+        return None
+    # Three probes cannot prove linearity (x**3 - 3x**2 + 3x agrees with x at 0, 1, 2): check.
+    probe[name] = q
+    return q if expr.evaluate(probe) == target else None
 
 
 @dataclasses.dataclass(frozen=True)

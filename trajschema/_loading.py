@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import math
 import os
 from collections.abc import Mapping
@@ -190,11 +189,11 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
         path = Path(text)
         if not path.is_file():
             raise SchemaNotFoundError(f"no schema file at {text!r}")
-        return _load_file(path.resolve(), _mtime(path))
+        return _load_file(path.resolve())
     files = _files_by_name(schema_search_path())
     if text not in files:
         raise _not_found(text, sorted(files))
-    return _load_file(files[text].resolve(), _mtime(files[text]))
+    return _load_file(files[text].resolve())
 
 
 def schema_for_architecture(architecture: str) -> Schema:
@@ -202,7 +201,7 @@ def schema_for_architecture(architecture: str) -> Schema:
 
     Example:
         >>> ts.schema_for_architecture("Qwen2VLForConditionalGeneration").name
-        'qwen2_vl'
+        'vlm_mrope'
 
     Raises:
         SchemaNotFoundError: no schema (or more than one) declares it.
@@ -235,16 +234,29 @@ def schema_from_dict(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str
 # Reading and composing
 
 
-def _mtime(path: Path) -> float:
-    return path.stat().st_mtime
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
-@functools.lru_cache(maxsize=256)
-def _load_file(path: Path, mtime: float) -> Schema:
-    # Cached by (path, mtime): schemas are immutable, and editing a file reloads it.
-    del mtime
+# path -> (schema, the search path it was resolved on, (file, mtime) of every file used).
+# Schemas are immutable, so a hit is shared; editing the file or any parent reloads it.
+_CACHE: dict[Path, tuple[Schema, tuple[Path, ...], tuple[tuple[Path, float | None], ...]]] = {}
+
+
+def _load_file(path: Path) -> Schema:
+    search = tuple(schema_search_path())
+    hit = _CACHE.get(path)
+    if hit is not None and hit[1] == search and all(_mtime(p) == m for p, m in hit[2]):
+        return hit[0]
     chain = _Chain(base_dir=path.parent)
-    return chain.compile(_read_yaml(path), str(path))
+    stamp = _mtime(path)
+    schema = chain.compile(_read_yaml(path), str(path))
+    used = ((path, stamp), *((Path(src), _mtime(Path(src))) for _, src in chain.decls.values()))
+    _CACHE[path] = (schema, search, used)
+    return schema
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -265,15 +277,17 @@ def _decl(data: Mapping[str, Any], source: str) -> _SchemaDecl:
     try:
         return _SchemaDecl.model_validate(data)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # A union (a dim is an int, an expression or a mapping) fails once per member;
+        # an unknown key is the most telling of those failures, so report it first.
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = [str(p) for p in err["loc"]]
         # pydantic reports union members as extra path parts; keep the real key path.
         keys = [p for p in loc if p not in _UNION_TAGS and not p.startswith(("function-", "list["))]
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
-            section = _SECTION_KEYS.get(
-                keys[0] if len(keys) == 1 else "field" if len(keys) == 3 and keys[0] == "fields" else "", ()
-            )
+            where = "" if len(keys) == 1 else keys[0] if len(keys) == 3 else None
+            section = _SECTION_KEYS.get(where, ())
             close = difflib.get_close_matches(keys[-1], section, n=1)
             msg = f"unknown key {keys[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
         elif err["type"] == "missing":
@@ -286,7 +300,9 @@ def _decl(data: Mapping[str, Any], source: str) -> _SchemaDecl:
 _UNION_TAGS = {"int", "str", "bool", "float", "_FreeDimDecl", "list[...]"}
 _SECTION_KEYS = {
     "": tuple(_SchemaDecl.model_fields),
-    "field": tuple(_FieldDecl.model_fields),
+    "fields": tuple(_FieldDecl.model_fields),
+    "dims": tuple(_FreeDimDecl.model_fields),
+    "tags": tuple(_TagDecl.model_fields),
 }
 
 

@@ -112,6 +112,9 @@ def tq_batch(samples: list[dict[str, Any]]):
     samples with 3 rope rows and some with 4); other fields become ``NonTensorStack``.
     The layout is pinned against a real TransferQueue round trip by the integration tests.
     """
+    from tensordict import TensorDict
+
     from ._tq_layout import tq_layout
 
-    return tq_layout(samples)
+    # TransferQueue itself returns nothing for no keys; an empty batch is handier in tests.
+    return tq_layout(samples) if samples else TensorDict({}, batch_size=[0])
