@@ -12,24 +12,14 @@ import pytest
 import torch
 
 import trajschema as ts
+from trajschema.testing import verl_sample
 
 DISTINCT = 123456789  # a value that must never show up in a report
 
 
 def _sample(prompt: int = 5, response: int = 3) -> dict:
     """A text sample laid out as verl's TransferQueue trainer writes it."""
-    prompts = torch.arange(100, 100 + prompt, dtype=torch.int64)
-    responses = torch.arange(200, 200 + response, dtype=torch.int64)
-    return {
-        "prompts": prompts,
-        "responses": responses,
-        "input_ids": torch.cat([prompts, responses]),
-        "position_ids": torch.arange(prompt + response, dtype=torch.int64),
-        "response_mask": torch.ones(response, dtype=torch.int64),
-        "loss_mask": torch.ones(response, dtype=torch.int64),
-        "num_turns": 1,
-        "uid": "q-0001",
-    }
+    return verl_sample("text", prompt, response, uid="q-0001", optional=False)
 
 
 def _strict_schema() -> ts.Schema:

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import trajschema as ts
+from trajschema.testing import verl_sample
 
 PACKAGED = ts.schema_names()
 PACKAGED_DIR = ts.schema_search_path()[-1]
@@ -36,19 +37,7 @@ def _free_dim_sizes(schema: ts.Schema) -> dict[str, int]:
 
 def _text_sample(prompt: int = 5, response: int = 3) -> dict:
     """A sample laid out as verl's TransferQueue trainer writes a text rollout."""
-    prompts = torch.arange(100, 100 + prompt, dtype=torch.int64)
-    responses = torch.arange(200, 200 + response, dtype=torch.int64)
-    return {
-        "prompts": prompts,
-        "responses": responses,
-        "input_ids": torch.cat([prompts, responses]),
-        "position_ids": torch.arange(prompt + response, dtype=torch.int64),
-        "response_mask": torch.ones(response, dtype=torch.int64),
-        "loss_mask": torch.ones(response, dtype=torch.int64),
-        "num_turns": 1,
-        "uid": "q-0001",
-        "multi_modal_inputs": {},
-    }
+    return {**verl_sample("text", prompt, response, uid="q-0001", optional=False), "multi_modal_inputs": {}}
 
 
 def _mrope_sample(rows: int, prompt: int = 5, response: int = 3) -> dict:
