@@ -147,7 +147,7 @@ def _files_by_name(dirs: list[Path]) -> dict[str, Path]:
 def schema_names() -> list[str]:
     """Names of all schemas on the search path (``TRAJSCHEMA_PATH`` and packaged), sorted.
 
-    Example:
+    Examples:
         >>> "text" in ts.schema_names()
         True
     """
@@ -171,7 +171,7 @@ def _not_found(name: str, known: list[str], what: str = "schema") -> SchemaNotFo
 def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
     """Load a packaged schema by name, or a schema file by path.
 
-    Example:
+    Examples:
         >>> ts.load_schema("vlm_mrope").dims["rope_rows"].size
         4
 
@@ -199,7 +199,7 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
 def schema_for_architecture(architecture: str) -> Schema:
     """The schema whose ``architectures:`` lists a Hugging Face architecture name.
 
-    Example:
+    Examples:
         >>> ts.schema_for_architecture("Qwen2VLForConditionalGeneration").name
         'vlm_mrope'
 

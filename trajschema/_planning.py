@@ -27,7 +27,7 @@ def required_multiple(
     ``actor_mini_batch_size * rollout_n`` (if given): every data-parallel rank gets the
     same number of samples and every PPO mini-batch is full.
 
-    Example:
+    Examples:
         >>> ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
         120
 
@@ -46,7 +46,7 @@ def required_multiple(
 def padding_needed(batch_size: int, multiple: int) -> int:
     """How many padding samples grow ``batch_size`` to the next multiple of ``multiple``.
 
-    Example:
+    Examples:
         >>> ts.padding_needed(353, 120)
         7
 

@@ -124,7 +124,7 @@ class Schema:
 
     Build one with :func:`trajschema.load_schema`; it is immutable and safe to share.
 
-    Example:
+    Examples:
         >>> import torch, trajschema as ts
         >>> schema = ts.load_schema("text")
         >>> sample = {
@@ -201,7 +201,7 @@ class Schema:
     ) -> list[Violation]:
         """Every way ``sample`` (and its ``tag`` dict) breaks this schema; never raises for bad data.
 
-        Example:
+        Examples:
             >>> [v.code for v in ts.load_schema("text").violations({"uid": "q"})][:2]
             ['missing', 'missing']
 
@@ -296,7 +296,7 @@ class Schema:
         are zero, and all samples of one call share a fresh uid (``pad`` + 32 hex digits)
         so they form a GRPO group of their own.
 
-        Example:
+        Examples:
             >>> pad = ts.load_schema("text").padding(3, eos_token_id=2)
             >>> pad.keys[0].endswith("_0_0"), pad.tags[0]["is_padding"], pad.tags[0]["seq_len"]
             (True, True, 128)

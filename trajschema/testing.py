@@ -35,7 +35,7 @@ def verl_sample(
 ) -> dict[str, Any]:
     """One realistic sample with ``prompt_len`` + ``response_len`` tokens.
 
-    Example:
+    Examples:
         >>> from trajschema.testing import verl_sample
         >>> s = verl_sample("vlm_mrope_moe", 5, 3, layers=48, topk=8)
         >>> tuple(s["position_ids"].shape), s["routed_experts"].dtype
@@ -43,9 +43,11 @@ def verl_sample(
 
     Args:
         schema: the schema (or its name) whose fields to fill.
-        prompt_len / response_len: token counts.
+        prompt_len: prompt tokens.
+        response_len: response tokens.
         uid: the GRPO group id.
-        layers / topk: MoE routing sizes (used when the schema has ``routed_experts``).
+        layers: MoE layers (used when the schema has ``routed_experts``).
+        topk: experts per token (likewise).
         teacher_topk: distillation top-k (when the schema has ``teacher_ids``).
         vocab: token ids are drawn from ``[3, vocab)``.
         optional: also fill the optional fields (attention mask, log-probs, scores, session id).
