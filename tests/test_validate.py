@@ -249,6 +249,8 @@ def test_a_non_mapping_sample_is_a_type_error():
         pytest.param({"prompt_len": 6.0}, [("prompt_len", "tag")], id="float-length"),
         pytest.param({"is_padding": 1}, [("is_padding", "tag")], id="int-is_padding"),
         pytest.param({"is_padding": "false"}, [("is_padding", "tag")], id="str-is_padding"),
+        pytest.param({"is_padding": torch.tensor(True)}, [("is_padding", "tag")], id="tensor-is_padding"),
+        pytest.param({"seq_len": torch.tensor([10, 10])}, [("seq_len", "tag")], id="tensor-seq_len"),
         pytest.param(["is_padding"], [("<tag>", "tag")], id="not-a-mapping"),
     ],
 )

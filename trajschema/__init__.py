@@ -14,9 +14,11 @@ Importing this package imports torch, tensordict and pydantic, but never Ray,
 TransferQueue, hypothesis or rich.
 """
 
+from ._contract import check_padding_contract, is_padding, padding_contract_violations, real_count, real_mask
 from ._dims import DerivedDim, Expr, FixedDim, FreeDim
 from ._errors import SchemaDefinitionError, SchemaError, SchemaNotFoundError, Violation
 from ._loading import load_schema, schema_for_architecture, schema_from_dict, schema_names, schema_search_path
+from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
 from ._padding import PaddingBatch, new_padding_uid
 from ._planning import padding_needed, required_multiple
 from ._schema import Field, PadRule, Schema, Tag
@@ -31,20 +33,28 @@ __all__ = [
     "FreeDim",
     "PadRule",
     "PaddingBatch",
+    "PaddingOnlyBatchWarning",
     "Schema",
     "SchemaDefinitionError",
     "SchemaError",
     "SchemaNotFoundError",
     "Tag",
     "Violation",
+    "check_padding_contract",
+    "exclude_padding",
+    "is_padding",
     "load_schema",
     "new_padding_uid",
+    "padding_contract_violations",
     "padding_needed",
+    "real_count",
+    "real_mask",
     "required_multiple",
     "schema_for_architecture",
     "schema_from_dict",
     "schema_names",
     "schema_search_path",
+    "select_real",
 ]
 
 # Public classes report themselves under the package, not the private module.

@@ -43,7 +43,7 @@ def is_padding(tag: Mapping[str, Any] | None) -> bool:
     sample. Masks are never consulted: a real sample whose loss mask is all zero is
     still real.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> ts.is_padding({"is_padding": True}), ts.is_padding({"seq_len": 9}), ts.is_padding(None)
         (True, False, False)
@@ -73,7 +73,7 @@ def is_padding(tag: Mapping[str, Any] | None) -> bool:
 def real_mask(tags: Sequence[Mapping[str, Any] | None]) -> torch.Tensor:
     """A bool tensor of shape ``[len(tags)]``, True for the real (non-padding) samples.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> ts.real_mask([{}, {"is_padding": True}, {"is_padding": False}])
         tensor([ True, False,  True])
@@ -91,7 +91,7 @@ def real_mask(tags: Sequence[Mapping[str, Any] | None]) -> torch.Tensor:
 def real_count(tags: Sequence[Mapping[str, Any] | None]) -> int:
     """How many samples are real (not tagged ``is_padding=True``).
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> ts.real_count([{}, {"is_padding": True}, None])
         2
@@ -127,7 +127,7 @@ def padding_contract_violations(
     Like :func:`check_padding_contract`, but returns the violations (in sample order)
     instead of raising.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> from trajschema.testing import verl_sample
         >>> schema = ts.load_schema("text")
@@ -151,8 +151,16 @@ def padding_contract_violations(
         td = samples_or_batch
         if td.batch_dims != 1:
             size = list(td.batch_size)
-            return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}",
-                              f"a batch TensorDict needs one batch dim, found batch_size {size}")]
+            return [
+                Violation(
+                    sample=None,
+                    field="<batch>",
+                    code="batch",
+                    expected="batch_size [B]",
+                    actual=f"batch_size {size}",
+                    message=f"a batch TensorDict needs one batch dim, found batch_size {size}",
+                )
+            ]
         n = td.batch_size[0]
         samples = None
     elif isinstance(samples_or_batch, Sequence) and not isinstance(samples_or_batch, (str, bytes)):
@@ -179,14 +187,24 @@ def padding_contract_violations(
             bad = tag["is_padding"] if isinstance(tag, Mapping) else tag
             field = "is_padding" if isinstance(tag, Mapping) else "<tag>"
             expected = "True or False" if isinstance(tag, Mapping) else "a mapping or None"
-            found.append(Violation(i, field, "tag", expected, describe_value(bad),
-                                   f"{field} must be {expected}, found {describe_value(bad)}; "
-                                   "trajschema does not guess whether a sample is padding"))
+            found.append(
+                Violation(
+                    sample=i,
+                    field=field,
+                    code="tag",
+                    expected=expected,
+                    actual=describe_value(bad),
+                    message=(
+                        f"{field} must be {expected}, found {describe_value(bad)}; "
+                        "trajschema does not guess whether a sample is padding"
+                    ),
+                )
+            )
             status.append(None)
     padding = [i for i, s in enumerate(status) if s]
 
-    # 1. masks: a padding sample must add nothing to the loss or the response stats
-    # (A TensorDict's `in` and iteration are about rows, hence the explicit key sets.)
+    # 1. masks: a padding sample must add nothing to the loss or the response stats.
+    # (A TensorDict's `in` and iteration are about rows, hence the explicit key set.)
     columns = set(td.keys()) if td is not None else set()
     for name in _zeroed_masks(schema):
         if td is not None:
@@ -201,31 +219,51 @@ def padding_contract_violations(
             rows = []
             for i in padding:
                 v = samples[i].get(name)
-                if isinstance(v, torch.Tensor) and not v.is_nested and int(v.count_nonzero()):
-                    rows.append((i, int(v.count_nonzero()), v.numel()))
+                if isinstance(v, torch.Tensor) and not v.is_nested:
+                    k = int(v.count_nonzero())
+                    if k:
+                        rows.append((i, k, v.numel()))
         for i, k, total in rows:
-            found.append(Violation(
-                i, name, "padding", "all zeros (padding sample)", f"{k} of {total} elements non-zero",
-                f"padding sample (is_padding=True) has {k} non-zero {name} elements of {total}; "
-                f"padding must add nothing to the loss or metrics",
-            ))
+            found.append(
+                Violation(
+                    sample=i,
+                    field=name,
+                    code="padding",
+                    expected="all zeros (padding sample)",
+                    actual=f"{k} of {total} elements non-zero",
+                    message=(
+                        f"padding sample (is_padding=True) has {k} non-zero {name} elements of {total}; "
+                        f"padding must add nothing to the loss or metrics"
+                    ),
+                )
+            )
 
     # 2. uids: padding must not join a real GRPO group; a padding uid must be tagged
     uids = _uids(td, samples, n)
     if uids is not None:
+        # An untagged sample with a padding uid is reported below as the root cause; its
+        # uid is not a real group, or every sibling padding sample would be reported too.
         real_uid_at: dict[Any, int] = {}
         for i, (u, s) in enumerate(zip(uids, status)):
-            if s is False and isinstance(u, str):
+            if s is False and isinstance(u, str) and not _PADDING_UID.fullmatch(u):
                 real_uid_at.setdefault(u, i)
         for i in padding:
             u = uids[i]
             if isinstance(u, str) and u in real_uid_at:
                 j = real_uid_at[u]
-                found.append(Violation(
-                    i, "uid", "padding", "a uid no real sample has", f"{u!r}, as real sample {j}",
-                    f"padding sample reuses real sample {j}'s uid {u!r}; it would join that GRPO "
-                    f"group and shift its advantages (use trajschema.new_padding_uid())",
-                ))
+                found.append(
+                    Violation(
+                        sample=i,
+                        field="uid",
+                        code="padding",
+                        expected="a uid no real sample has",
+                        actual=f"{u!r}, as real sample {j}",
+                        message=(
+                            f"padding sample reuses real sample {j}'s uid {u!r}; it would join that GRPO "
+                            f"group and shift its advantages (use trajschema.new_padding_uid())"
+                        ),
+                    )
+                )
         for i, (u, s) in enumerate(zip(uids, status)):
             if s is False and isinstance(u, str) and _PADDING_UID.fullmatch(u):
                 tag = tags[i]
@@ -235,11 +273,19 @@ def padding_contract_violations(
                     actual = "tag without is_padding"
                 else:
                     actual = "is_padding=False"
-                found.append(Violation(
-                    i, "is_padding", "padding", "is_padding=True", actual,
-                    f"uid {u!r} is a padding uid but the sample has {actual}; a padding sample "
-                    f"must be tagged is_padding=True or metrics count it as real",
-                ))
+                found.append(
+                    Violation(
+                        sample=i,
+                        field="is_padding",
+                        code="padding",
+                        expected="is_padding=True",
+                        actual=actual,
+                        message=(
+                            f"uid {u!r} is a padding uid but the sample has {actual}; a padding sample "
+                            f"must be tagged is_padding=True or metrics count it as real"
+                        ),
+                    )
+                )
 
     # 3. length tags of padding samples: one code path with validate_batch, so the
     # wording is the same and a TensorDict is screened column-wise, not per row.
@@ -253,8 +299,15 @@ def padding_contract_violations(
             screened[i] = {k: v for k, v in tags[i].items() if k in wanted}
         on_padding = set(padding)
         found.extend(
-            v for v in check_batch(schema, samples_or_batch if td is not None else samples, tags=screened,
-                                   dims=None, depth="shapes", raise_errors=False)
+            v
+            for v in check_batch(
+                schema,
+                samples_or_batch if td is not None else samples,
+                tags=screened,
+                dims=None,
+                depth="shapes",
+                raise_errors=False,
+            )
             if v.code == "tag" and v.field in wanted and v.sample in on_padding
         )
 
@@ -287,7 +340,7 @@ def check_padding_contract(
     A real sample is never flagged for its masks: an all-zero loss mask is legitimate.
     Shapes and dtypes are :meth:`Schema.validate_batch`'s job and are not reported here.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> from trajschema.testing import verl_sample
         >>> schema = ts.load_schema("text")

@@ -34,7 +34,7 @@ def select_real(batch: Any, tags: Sequence[Mapping[str, Any] | None]) -> Any:
     A sample is padding only when its tag says ``is_padding=True``; a real sample with an
     all-zero loss mask is kept. When the batch has no padding it is returned as is.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> ts.select_real(["a", "pad", "b"], [{}, {"is_padding": True}, None])
         ['a', 'b']
@@ -64,7 +64,7 @@ def exclude_padding(fn: _Fn) -> _Fn:
     floats; the wrapper passes it only the real samples and their tags. For a batch with
     no real sample it returns ``{}`` and warns instead of calling ``fn``.
 
-    Example:
+    Examples:
         >>> import trajschema as ts
         >>> @ts.exclude_padding
         ... def mean_reward(batch, tags):

@@ -63,7 +63,7 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
     TransferQueue (tensors per sample, without a batch dim; Python objects for
     non-tensor fields). Fields are ordered by name, like TransferQueue orders them.
 
-    Example:
+    Examples:
         >>> import torch
         >>> td = tq_layout([{"responses": torch.arange(3)}, {"responses": torch.arange(5)}])
         >>> td["responses"].layout, td["responses"].offsets().tolist()
@@ -97,7 +97,7 @@ def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
     equal to this one. Unlike :func:`tq_layout` it refuses samples whose data
     TransferQueue would return changed or incomplete.
 
-    Example:
+    Examples:
         >>> import torch
         >>> samples = [{"responses": torch.arange(3), "uid": "a"}, {"responses": torch.arange(5), "uid": "b"}]
         >>> fields = to_tq_fields(samples)

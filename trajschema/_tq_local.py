@@ -77,7 +77,7 @@ def start_local_transfer_queue(
     ``tq.init()`` but must not call ``tq.close()``: in TransferQueue 0.1.11 that
     kills the shared controller.
 
-    Example:
+    Examples:
         >>> with start_local_transfer_queue() as tq:  # doctest: +SKIP
         ...     tq.kv_batch_put(["k0"], "train", fields=to_tq_fields([sample]))
         ...     batch = tq.kv_batch_get(["k0"], "train")

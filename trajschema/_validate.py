@@ -149,10 +149,13 @@ def kinds_ok(kind: str, values: Sequence[Any]) -> bool:
     return all(v is None or _kind_ok(kind, v) for v in values)
 
 
-def _kind_ok(kind: str, v: Any) -> bool:
+def _kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:
+    """Whether ``v`` is of ``kind``; ``tensors=False`` refuses 0-d tensors (for tag dicts)."""
     if kind == "any":
         return True
     if isinstance(v, torch.Tensor):
+        if not tensors:
+            return False
         # A 0-d tensor is a scalar: what a dense (B,) column yields per row.
         if v.is_nested or v.dim() != 0:
             return False
@@ -438,7 +441,7 @@ def _check_tag(schema: Schema, tag: Any, env: Mapping[str, int], add) -> None:
         if t.name not in tag:
             continue
         v = tag[t.name]
-        if t.kind is not None and not _kind_ok(t.kind, v):
+        if t.kind is not None and not _kind_ok(t.kind, v, tensors=False):
             add(t.name, "tag", t.kind, describe_value(v), f"tag must be {t.kind}, found {describe_value(v)}")
             continue
         if t.equals is not None:
@@ -554,7 +557,7 @@ def _fast_bindings(schema: Schema, sample: Mapping[str, Any], tag, dims, depth) 
         for t in schema.tags.values():
             if t.name in tag:
                 tv = tag[t.name]
-                if t.kind is not None and not _kind_ok(t.kind, tv):
+                if t.kind is not None and not _kind_ok(t.kind, tv, tensors=False):
                     return None
                 if t.equals is not None and tv != t.equals.evaluate(env):
                     return None

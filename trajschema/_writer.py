@@ -1,0 +1,576 @@
+"""The TransferQueue writer: validate a whole batch, then write it with one put, or not at all.
+
+TransferQueue 0.1.11 accepts almost anything and changes it silently: a duplicate key
+in one put is written *then* rejected, an existing key is overwritten, a field some
+samples lack is dropped from reads, mixed dtypes are cast on read (see
+``docs/transferqueue-notes.md``). :class:`TransferQueueWriter` checks everything it
+can before the single ``kv_batch_put`` of a call, so a put either lands whole and
+valid or writes nothing; and :meth:`TransferQueueWriter.pad_to_multiple` grows a
+written batch to the size a PPO/GRPO step needs with padding derived from the schema.
+
+Ray and TransferQueue are imported only when a writer without a ``client`` first
+talks to TransferQueue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import numbers
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ._contract import is_padding
+from ._errors import SchemaError, Violation
+from ._planning import padding_needed
+from ._schema import Schema, short_dtype
+from ._tq_layout import to_tq_fields
+
+__all__ = ["TransferQueueWriter"]
+
+_MAX_LISTED = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class _Write:
+    """What one ``kv_batch_put`` writes, and what the writer learns once it succeeded."""
+
+    keys: list[str]
+    fields: Any  # TensorDict
+    tags: list[dict[str, Any]]
+    dtypes: dict[str, torch.dtype]
+    field_names: frozenset[str]
+
+
+class TransferQueueWriter:
+    """Write schema-checked samples to one TransferQueue partition, all or nothing.
+
+    Every call validates the whole batch (fields, dims, values and tags) before it
+    writes, reports every problem in one :class:`~trajschema.SchemaError`, and then
+    writes with exactly one ``kv_batch_put``. It fills the tags a trainer relies on
+    (``is_padding=False`` and the length tags such as ``prompt_len``/``seq_len``) and
+    refuses what TransferQueue would accept but silently change: duplicate keys,
+    keys already in the partition (TransferQueue overwrites them), a field whose dtype
+    differs within the batch or from earlier puts of this writer (TransferQueue casts
+    on read), and a field set that differs between samples or from earlier puts (a
+    field not every sample has is dropped from reads).
+
+    Examples:
+        >>> import trajschema as ts
+        >>> from trajschema.testing import verl_sample
+        >>> schema = ts.load_schema("text")
+        >>> writer = ts.TransferQueueWriter(schema, partition_id="train", eos_token_id=2)  # doctest: +SKIP
+        >>> meta = writer.put(["q0_0_0"], [verl_sample(schema, 5, 3)])  # doctest: +SKIP
+        >>> meta = writer.pad_to_multiple(meta, 4)  # doctest: +SKIP
+        >>> len(meta.keys), meta.tags[-1]["is_padding"]  # doctest: +SKIP
+        (4, True)
+
+    The key checks read the partition once (``kv_list``) and then write; they are not
+    atomic against *other* writers putting the same keys at the same moment. The
+    dtype and field-set memory is per writer instance (one writer per partition and
+    process is the intended use).
+
+    Args:
+        schema: the schema every sample must satisfy.
+        partition_id: the TransferQueue partition to write to.
+        eos_token_id: the tokenizer's EOS id, for ``pad: eos`` fields of padding.
+        dims: dim sizes every sample must have (e.g. ``{"layers": 48, "topk": 8}``);
+            also used for the padding's sizes.
+        client: the TransferQueue API to call: any object with ``kv_batch_put``,
+            ``kv_batch_get``, ``kv_list`` and their ``async_`` versions. Defaults to the
+            ``transfer_queue`` module (imported on first use; already initialized with
+            ``transfer_queue.init()``).
+        depth: ``"values"`` (default) or ``"shapes"``, as for :meth:`Schema.validate`.
+        timeout_s: how long one TransferQueue call may take before :class:`TimeoutError`
+            (``None``: wait forever). TransferQueue's own calls have no timeout, so the
+            sync methods run each call in a daemon thread and stop waiting after
+            ``timeout_s``; the async methods use :func:`asyncio.wait_for`. A timed-out
+            put may still land later: check ``kv_list`` before retrying with the same keys.
+
+    Raises:
+        ValueError: ``partition_id`` is empty, ``eos_token_id`` is not an int >= 0,
+            ``timeout_s`` is not positive, or ``dims``/``depth`` are invalid.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        *,
+        partition_id: str,
+        eos_token_id: int,
+        dims: Mapping[str, int] | None = None,
+        client: Any = None,
+        depth: str = "values",
+        timeout_s: float | None = 60,
+    ) -> None:
+        from ._validate import _check_args
+
+        if not isinstance(schema, Schema):
+            raise TypeError(f"schema must be a trajschema.Schema, found {type(schema).__name__}")
+        if not isinstance(partition_id, str) or not partition_id:
+            raise ValueError(f"partition_id must be a non-empty str, found {partition_id!r}")
+        if not isinstance(eos_token_id, numbers.Integral) or isinstance(eos_token_id, bool) or eos_token_id < 0:
+            raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive or None, found {timeout_s!r}")
+        _check_args(schema, dims, depth)
+        self.schema = schema
+        self.partition_id = partition_id
+        self.eos_token_id = int(eos_token_id)
+        self.dims = dict(dims) if dims else None
+        self.depth = depth
+        self.timeout_s = timeout_s
+        self._client = client
+        #: dtype of every tensor field this writer has written to the partition.
+        self._dtypes: dict[str, torch.dtype] = {}
+        #: the field set of this writer's earlier puts (``None`` before the first).
+        self._fields: frozenset[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"<TransferQueueWriter {self.schema.name!r} -> partition {self.partition_id!r}>"
+
+    @property
+    def client(self) -> Any:
+        """The TransferQueue API this writer calls (the ``transfer_queue`` module by default)."""
+        if self._client is None:
+            try:
+                import transfer_queue
+            except ImportError as exc:
+                raise ImportError(
+                    "TransferQueueWriter needs TransferQueue: pip install 'trajschema[tq]' (or pass client=)"
+                ) from exc
+            self._client = transfer_queue
+        return self._client
+
+    # -- sync API -------------------------------------------------------------------
+
+    def put(self, keys: Sequence[str], samples: Any, tags: Sequence[Mapping[str, Any]] | None = None) -> Any:
+        """Validate ``samples`` and their tags, then write them with one ``kv_batch_put``.
+
+        Nothing is written unless every sample, tag and key passes. Missing
+        ``is_padding`` tags are set to ``False`` and missing length tags (every schema
+        tag with ``equals:``, e.g. ``seq_len``) are computed from the sample; present
+        ones must agree with it. A field whose value is ``None`` counts as absent.
+
+        Examples:
+            >>> meta = writer.put(["q0_0_0", "q0_1_0"], [s0, s1])  # doctest: +SKIP
+            >>> meta.tags[0]  # doctest: +SKIP
+            {'is_padding': False, 'prompt_len': 5, 'response_len': 3, 'seq_len': 8}
+
+        Args:
+            keys: one new key per sample.
+            samples: a list of sample mappings, or a batch ``TensorDict`` (e.g. as
+                ``kv_batch_get`` returns it).
+            tags: one tag dict per sample (copied, never modified), or ``None``.
+
+        Returns:
+            The ``KVBatchMeta`` returned by ``kv_batch_put``.
+
+        Raises:
+            SchemaError: with every violation: of the schema (codes as in
+                :class:`Violation`), ``key`` (a key that is not a str, repeats within
+                the call, or is already in the partition), ``dtype`` (a field's dtype
+                differs within the batch or from this writer's earlier puts),
+                ``missing`` (a field some samples of the batch lack) or ``batch`` (a
+                field set differing from this writer's earlier puts).
+            ValueError: no samples, or ``keys``/``tags`` not one per sample.
+            TimeoutError: a TransferQueue call took longer than ``timeout_s``.
+        """
+        rows, keys, tags = self._normalize(keys, samples, tags)
+        listing = self._call("kv_list", self.partition_id)
+        write = self._prepare_put(rows, keys, tags, _existing_keys(listing, self.partition_id))
+        meta = self._call("kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags)
+        self._remember(write)
+        return meta
+
+    def pad_to_multiple(self, meta: Any, multiple: int) -> Any:
+        """Add padding samples so the batch ``meta`` describes has a multiple of ``multiple`` samples.
+
+        The schema-driven replacement for verl's ``upsample_batch_to_divisible_size``:
+        the padding is derived from the schema's pad rules, shaped and typed like a
+        real sample of the batch (read with one ``kv_batch_get``), tagged
+        ``is_padding=True``, given a fresh uid of its own, validated, and written with
+        one ``kv_batch_put``.
+
+        Examples:
+            >>> multiple = ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
+            >>> meta = writer.pad_to_multiple(meta, multiple)  # doctest: +SKIP
+            >>> len(meta.keys) % 120  # doctest: +SKIP
+            0
+
+        Args:
+            meta: the ``KVBatchMeta`` of the batch (e.g. from :meth:`put`); its
+                ``partition_id`` must be this writer's (or ``None``).
+            multiple: the size the batch must be a multiple of (see
+                :func:`trajschema.required_multiple`).
+
+        Returns:
+            ``meta`` itself when no padding is needed; otherwise a new ``KVBatchMeta``
+            with the padding keys and tags appended and ``partition_id``, ``fields``
+            and ``extra_info`` kept.
+
+        Raises:
+            ValueError: ``meta`` is empty, has no real sample (every tag says
+                ``is_padding=True``), belongs to another partition, or ``multiple`` is
+                not a positive int; or the padding would not have exactly the fields of
+                the real sample (and of ``meta.fields``).
+            SchemaError: the padding breaks the schema, or its dtypes differ from the
+                real sample's or this writer's earlier puts.
+            TimeoutError: a TransferQueue call took longer than ``timeout_s``.
+        """
+        count, ref_key = self._padding_plan(meta, multiple)
+        if count == 0:
+            return meta
+        ref = self._call("kv_batch_get", [ref_key], self.partition_id)
+        write = self._prepare_padding(meta, count, ref_key, ref)
+        written = self._call("kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags)
+        self._remember(write)
+        return _extended(meta, written, write)
+
+    # -- async API ------------------------------------------------------------------
+
+    async def async_put(
+        self, keys: Sequence[str], samples: Any, tags: Sequence[Mapping[str, Any]] | None = None
+    ) -> Any:
+        """:meth:`put` with TransferQueue's ``async_kv_*`` calls, each bounded by ``timeout_s``.
+
+        Validation runs on the event loop's thread (it is CPU work, typically well under
+        a millisecond per sample).
+        """
+        rows, keys, tags = self._normalize(keys, samples, tags)
+        listing = await self._acall("async_kv_list", self.partition_id)
+        write = self._prepare_put(rows, keys, tags, _existing_keys(listing, self.partition_id))
+        meta = await self._acall(
+            "async_kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags
+        )
+        self._remember(write)
+        return meta
+
+    async def async_pad_to_multiple(self, meta: Any, multiple: int) -> Any:
+        """:meth:`pad_to_multiple` with TransferQueue's ``async_kv_*`` calls, each bounded by ``timeout_s``."""
+        count, ref_key = self._padding_plan(meta, multiple)
+        if count == 0:
+            return meta
+        ref = await self._acall("async_kv_batch_get", [ref_key], self.partition_id)
+        write = self._prepare_padding(meta, count, ref_key, ref)
+        written = await self._acall(
+            "async_kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags
+        )
+        self._remember(write)
+        return _extended(meta, written, write)
+
+    # -- TransferQueue calls, bounded -----------------------------------------------
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self.client, name)
+        return _bounded(lambda: fn(*args, **kwargs), self.timeout_s, name)
+
+    async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        fn = getattr(self.client, name)
+        try:
+            return await asyncio.wait_for(fn(*args, **kwargs), self.timeout_s)
+        except asyncio.TimeoutError:
+            raise TimeoutError(_timeout_message(name, self.timeout_s)) from None
+
+    # -- the shared, I/O-free part ---------------------------------------------------
+
+    def _normalize(
+        self, keys: Sequence[str], samples: Any, tags: Sequence[Mapping[str, Any]] | None
+    ) -> tuple[list[dict[str, Any]], list[Any], list[Any]]:
+        rows = _rows(samples)
+        if not rows:
+            raise ValueError("put needs at least one sample")
+        if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence):
+            raise ValueError(f"keys must be a list of str, one per sample, found {type(keys).__name__}")
+        keys = list(keys)
+        if len(keys) != len(rows):
+            raise ValueError(f"put got {len(keys)} keys for {len(rows)} samples; pass one key per sample")
+        if tags is None:
+            tag_list: list[Any] = [{} for _ in rows]
+        else:
+            if isinstance(tags, (str, bytes, Mapping)) or not isinstance(tags, Sequence):
+                raise ValueError(f"tags must be a list of tag dicts, one per sample, found {type(tags).__name__}")
+            if len(tags) != len(rows):
+                raise ValueError(f"put got {len(tags)} tag dicts for {len(rows)} samples; pass one per sample")
+            tag_list = [dict(t) if isinstance(t, Mapping) else t for t in tags]
+        return rows, keys, tag_list
+
+    def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
+        """Check a put completely; return what to write or raise with every problem."""
+        found = self.schema.batch_violations(rows, tags=tags, dims=self.dims, depth=self.depth)
+        found += _key_violations(keys, existing, self.partition_id)
+        found += _field_set_violations(rows, self._fields)
+        dtypes, dtype_found = _dtype_violations(rows, self._dtypes)
+        # A dtype the schema forbids is already reported; do not report it twice.
+        reported = {(v.sample, v.field) for v in found if v.code == "dtype"}
+        found += [v for v in dtype_found if (v.sample, v.field) not in reported]
+        if found:
+            raise SchemaError(_by_sample(found), schema_name=self.schema.name)
+        length_tags = [t for t in self.schema.tags.values() if t.equals is not None]
+        for row, tag in zip(rows, tags, strict=True):
+            tag.setdefault("is_padding", False)
+            if length_tags:
+                bound = self.schema.validate(row, dims=self.dims, depth="shapes")
+                for t in length_tags:
+                    value = t.equals.evaluate(bound)
+                    if value is not None:
+                        tag.setdefault(t.name, value)
+        return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]))
+
+    def _padding_plan(self, meta: Any, multiple: int) -> tuple[int, str | None]:
+        """How many padding samples ``meta`` needs, and the key of a real sample to shape them on."""
+        if meta.partition_id is not None and meta.partition_id != self.partition_id:
+            raise ValueError(
+                f"meta belongs to partition {meta.partition_id!r} but this writer writes to {self.partition_id!r}"
+            )
+        keys, tags = list(meta.keys), list(meta.tags)
+        if not keys:
+            raise ValueError(
+                "cannot pad an empty batch: meta has no keys (there is no real sample to shape padding on)"
+            )
+        ref_key = next((k for k, t in zip(keys, tags, strict=True) if not is_padding(t)), None)
+        if ref_key is None:
+            raise ValueError(
+                f"no real sample in meta: all {len(keys)} tags say is_padding=True; "
+                "padding is shaped on a real sample of the batch"
+            )
+        return padding_needed(len(keys), multiple), ref_key
+
+    def _prepare_padding(self, meta: Any, count: int, ref_key: str, ref_batch: Any) -> _Write:
+        """Build and check ``count`` padding samples shaped on the real sample ``ref_batch`` holds."""
+        if ref_batch.batch_size[0] != 1:
+            raise ValueError(
+                f"kv_batch_get([{ref_key!r}]) returned {ref_batch.batch_size[0]} rows; expected the one real sample"
+            )
+        ref = _rows(ref_batch)[0]
+        pad = self.schema.padding(count, eos_token_id=self.eos_token_id, like=ref, dims=self.dims)
+        pad_names, ref_names = set(pad.fields.keys()), set(ref)
+        problems = []
+        if pad_names != ref_names:
+            problems.append(
+                f"the padding has fields {_listed(pad_names - ref_names)} the real sample {ref_key!r} lacks "
+                f"and lacks {_listed(ref_names - pad_names)}"
+            )
+        if meta.fields is not None and set(meta.fields) != ref_names:
+            problems.append(
+                f"meta.fields differs from the real sample {ref_key!r}'s stored fields: "
+                f"only in meta.fields {_listed(set(meta.fields) - ref_names)}, "
+                f"only in the sample {_listed(ref_names - set(meta.fields))}"
+            )
+        if problems:
+            raise ValueError(
+                "padding must have exactly the batch's fields (TransferQueue drops a field from reads "
+                "of any batch where some sample lacks it): " + "; ".join(problems)
+            )
+        found = self.schema.batch_violations(pad.fields, tags=pad.tags, dims=self.dims, depth=self.depth)
+        # The padding must read back with the real samples' dtypes, whoever wrote them.
+        known = dict(self._dtypes)
+        for name, v in ref.items():
+            if isinstance(v, torch.Tensor):
+                known.setdefault(name, v.dtype)
+        dtypes = {k: v.dtype for k, v in pad.fields.items() if isinstance(v, torch.Tensor)}
+        for name, dtype in dtypes.items():
+            if name in known and known[name] != dtype:
+                found.append(_dtype_violation(None, name, known[name], dtype, "the batch's samples"))
+        if found:
+            raise SchemaError(found, schema_name=self.schema.name)
+        return _Write(list(pad.keys), pad.fields, list(pad.tags), dtypes, frozenset(pad_names))
+
+    def _remember(self, write: _Write) -> None:
+        self._dtypes.update(write.dtypes)
+        if self._fields is None:
+            self._fields = write.field_names
+
+
+# ---------------------------------------------------------------------------------
+# Helpers
+
+
+def _bounded(fn: Callable[[], Any], timeout_s: float | None, name: str) -> Any:
+    """``fn()``, given up on after ``timeout_s``: it runs in a daemon thread that is left behind if it hangs."""
+    if timeout_s is None:
+        return fn()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["exc"] = exc
+
+    thread = threading.Thread(target=target, name=f"trajschema-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise TimeoutError(_timeout_message(name, timeout_s))
+    if "exc" in box:
+        raise box["exc"]
+    return box["value"]
+
+
+def _timeout_message(name: str, timeout_s: float | None) -> str:
+    return (
+        f"transfer_queue {name} did not return within timeout_s={timeout_s:g}s; is TransferQueue "
+        "initialized and its controller alive? A put may still land later: check kv_list before retrying"
+    )
+
+
+def _rows(samples: Any) -> list[dict[str, Any]]:
+    """Samples as a list of plain dicts (tensors per sample, Python values), ``None`` values dropped."""
+    from ._validate import _as_mapping, _is_tensordict
+
+    if _is_tensordict(samples):
+        if samples.batch_dims != 1:
+            raise ValueError(f"a batch TensorDict needs one batch dim, found batch_size {list(samples.batch_size)}")
+        from ._batch import _nontensor_values
+
+        n = samples.batch_size[0]
+        columns = {}
+        for name in samples.keys():
+            col = samples.get(name)
+            values = _nontensor_values(col, n)
+            columns[name] = values if values is not None else col.unbind(0)
+        return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(n)]
+    if isinstance(samples, (str, bytes, Mapping)) or not isinstance(samples, Sequence):
+        raise TypeError(
+            f"samples must be a list of sample mappings or a batch TensorDict, found {type(samples).__name__}"
+        )
+    return [{k: v for k, v in _as_mapping(s).items() if v is not None} for s in samples]
+
+
+def _existing_keys(listing: Any, partition_id: str) -> Any:
+    return listing.get(partition_id, {}) if isinstance(listing, Mapping) else {}
+
+
+def _key_violations(keys: list[Any], existing: Any, partition_id: str) -> list[Violation]:
+    found = []
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        if not isinstance(k, str):
+            found.append(Violation(i, "<key>", "key", "a str key", type(k).__name__, f"key must be a str, found {k!r}"))
+            continue
+        if k in first:
+            found.append(
+                Violation(
+                    i,
+                    "<key>",
+                    "key",
+                    "a key unique within the put",
+                    repr(k),
+                    f"key {k!r} repeats sample {first[k]}'s key; TransferQueue would write both, "
+                    "keep the last and then fail",
+                )
+            )
+            continue
+        first[k] = i
+        if k in existing:
+            found.append(
+                Violation(
+                    i,
+                    "<key>",
+                    "key",
+                    f"a key not yet in partition {partition_id!r}",
+                    repr(k),
+                    f"key {k!r} is already in partition {partition_id!r}; TransferQueue would silently overwrite it",
+                )
+            )
+    return found
+
+
+def _field_set_violations(rows: list[dict[str, Any]], earlier: frozenset[str] | None) -> list[Violation]:
+    found = []
+    names = set().union(*rows)
+    for name in sorted(names):
+        lacking = [i for i, r in enumerate(rows) if name not in r]
+        for i in lacking:
+            found.append(
+                Violation(
+                    i,
+                    name,
+                    "missing",
+                    "every sample of the put has it",
+                    "absent",
+                    f"{len(rows) - len(lacking)} other samples of this put have field {name!r} but this one "
+                    "lacks it; TransferQueue would drop the field from reads that include this sample",
+                )
+            )
+    if earlier is not None and names != earlier:
+        for name in sorted(earlier - names):
+            found.append(
+                Violation(
+                    None,
+                    name,
+                    "batch",
+                    "present, as in this writer's earlier puts",
+                    "absent",
+                    f"earlier puts to this partition have field {name!r} but this put does not; "
+                    "TransferQueue would drop it from reads mixing both",
+                )
+            )
+        for name in sorted(names - earlier):
+            found.append(
+                Violation(
+                    None,
+                    name,
+                    "batch",
+                    "absent, as in this writer's earlier puts",
+                    "present",
+                    f"this put has field {name!r} but earlier puts to this partition do not; "
+                    "TransferQueue would drop it from reads mixing both",
+                )
+            )
+    return found
+
+
+def _dtype_violations(
+    rows: list[dict[str, Any]], earlier: Mapping[str, torch.dtype]
+) -> tuple[dict[str, torch.dtype], list[Violation]]:
+    """The dtype of each tensor field, and a violation per sample whose dtype disagrees."""
+    dtypes: dict[str, torch.dtype] = {}
+    found = []
+    for i, row in enumerate(rows):
+        for name, v in row.items():
+            if not isinstance(v, torch.Tensor):
+                continue
+            if name not in dtypes:
+                dtypes[name] = v.dtype
+                if name in earlier and earlier[name] != v.dtype:
+                    found.append(_dtype_violation(i, name, earlier[name], v.dtype, "this writer's earlier puts"))
+            elif v.dtype != dtypes[name]:
+                first = next(j for j, r in enumerate(rows) if isinstance(r.get(name), torch.Tensor))
+                found.append(_dtype_violation(i, name, dtypes[name], v.dtype, f"sample {first} of this put"))
+    return dtypes, found
+
+
+def _dtype_violation(i: int | None, name: str, want: torch.dtype, got: torch.dtype, source: str) -> Violation:
+    return Violation(
+        i,
+        name,
+        "dtype",
+        short_dtype(want),
+        short_dtype(got),
+        f"dtype {short_dtype(got)} differs from {short_dtype(want)} in {source}; "
+        "TransferQueue would cast mixed dtypes on read",
+    )
+
+
+def _by_sample(found: list[Violation]) -> list[Violation]:
+    """Violations in sample order (batch-wide ones last), keeping the order within a sample."""
+    return sorted(found, key=lambda v: (v.sample is None, v.sample or 0))
+
+
+def _listed(names: set[str]) -> str:
+    shown = sorted(names)
+    if not shown:
+        return "none"
+    more = f", ... ({len(shown)} in all)" if len(shown) > _MAX_LISTED else ""
+    return "[" + ", ".join(shown[:_MAX_LISTED]) + more + "]"
+
+
+def _extended(meta: Any, written: Any, write: _Write) -> Any:
+    """``meta`` with the padding keys and tags appended; other attributes kept."""
+    tags = list(getattr(written, "tags", None) or write.tags)
+    return dataclasses.replace(meta, keys=[*meta.keys, *write.keys], tags=[*meta.tags, *tags])
