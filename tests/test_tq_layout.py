@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from layout_cases import layout_sample
 from tensordict import NonTensorStack, TensorDict
 
 from trajschema._tq_layout import to_tq_fields, tq_layout
-
-
-def verl_sample(p: int, r: int, *, mrope: int = 0, layers: int = 2, topk: int = 3, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    s = p + r
-    pos = torch.arange(s)
-    return {
-        "prompts": torch.randint(0, 1000, (p,), generator=g),
-        "responses": torch.randint(0, 1000, (r,), generator=g),
-        "input_ids": torch.randint(0, 1000, (s,), generator=g),
-        "position_ids": pos.expand(mrope, s).clone() if mrope else pos,
-        "response_mask": torch.ones(r, dtype=torch.int64),
-        "rollout_log_probs": torch.randn(r, generator=g),
-        "routed_experts": torch.randint(0, 64, (s, layers, topk), generator=g).to(torch.int16),
-        "num_turns": 1 + seed,
-        "uid": f"uid-{seed}",
-        "multi_modal_inputs": {"image_grid_thw": torch.tensor([[1, 2, 2]])} if mrope else {},
-    }
 
 
 def assert_jagged(col, *, ragged_idx: int, lengths: list[int], dtype: torch.dtype) -> None:
@@ -39,7 +22,7 @@ def assert_jagged(col, *, ragged_idx: int, lengths: list[int], dtype: torch.dtyp
 
 
 def test_unequal_lengths_give_jagged_columns_ragged_at_dim_1():
-    samples = [verl_sample(3, 5, seed=0), verl_sample(4, 2, seed=1), verl_sample(2, 7, seed=2)]
+    samples = [layout_sample(3, 5, seed=0), layout_sample(4, 2, seed=1), layout_sample(2, 7, seed=2)]
     td = tq_layout(samples)
     assert td.batch_size == torch.Size([3])
     assert_jagged(td.get("prompts"), ragged_idx=1, lengths=[3, 4, 2], dtype=torch.int64)
@@ -53,13 +36,13 @@ def test_unequal_lengths_give_jagged_columns_ragged_at_dim_1():
 
 
 def test_equal_lengths_are_still_jagged_not_dense():
-    td = tq_layout([verl_sample(3, 5, seed=i) for i in range(4)])
+    td = tq_layout([layout_sample(3, 5, seed=i) for i in range(4)])
     assert_jagged(td.get("responses"), ragged_idx=1, lengths=[5] * 4, dtype=torch.int64)
     assert td.get("responses").values().shape == (20,)
 
 
 def test_routed_experts_3d_ragged_in_seq_dim():
-    td = tq_layout([verl_sample(3, 5, layers=4, topk=2, seed=0), verl_sample(1, 1, layers=4, topk=2, seed=1)])
+    td = tq_layout([layout_sample(3, 5, layers=4, topk=2, seed=0), layout_sample(1, 1, layers=4, topk=2, seed=1)])
     col = td.get("routed_experts")
     assert_jagged(col, ragged_idx=1, lengths=[8, 2], dtype=torch.int16)
     assert col.values().shape == (10, 4, 2)
@@ -67,7 +50,7 @@ def test_routed_experts_3d_ragged_in_seq_dim():
 
 
 def test_mrope_position_ids_with_ragged_seq_are_ragged_at_dim_2():
-    samples = [verl_sample(3, 5, mrope=4, seed=0), verl_sample(4, 2, mrope=4, seed=1)]
+    samples = [layout_sample(3, 5, mrope=4, seed=0), layout_sample(4, 2, mrope=4, seed=1)]
     col = tq_layout(samples).get("position_ids")
     assert_jagged(col, ragged_idx=2, lengths=[8, 6], dtype=torch.int64)
     assert col.values().shape == (4, 14)
@@ -77,24 +60,24 @@ def test_mrope_position_ids_with_ragged_seq_are_ragged_at_dim_2():
 
 def test_mrope_position_ids_with_equal_seq_are_ragged_at_dim_1():
     # No dim varies, so torch (and TransferQueue) treat the 4 rows as the ragged dim.
-    col = tq_layout([verl_sample(3, 5, mrope=4, seed=i) for i in range(3)]).get("position_ids")
+    col = tq_layout([layout_sample(3, 5, mrope=4, seed=i) for i in range(3)]).get("position_ids")
     assert_jagged(col, ragged_idx=1, lengths=[4, 4, 4], dtype=torch.int64)
     assert col.values().shape == (12, 8)
 
 
 def test_mixed_3_and_4_row_position_ids():
-    ragged_both = [verl_sample(3, 5, mrope=3, seed=0), verl_sample(4, 2, mrope=4, seed=1)]
+    ragged_both = [layout_sample(3, 5, mrope=3, seed=0), layout_sample(4, 2, mrope=4, seed=1)]
     col = tq_layout(ragged_both).get("position_ids")
     assert col.is_nested and col.layout == torch.strided and col.dtype == torch.int64
     assert [tuple(t.shape) for t in col.unbind()] == [(3, 8), (4, 6)]
 
-    same_seq = [verl_sample(3, 5, mrope=3, seed=0), verl_sample(4, 4, mrope=4, seed=1)]
+    same_seq = [layout_sample(3, 5, mrope=3, seed=0), layout_sample(4, 4, mrope=4, seed=1)]
     col = tq_layout(same_seq).get("position_ids")
     assert_jagged(col, ragged_idx=1, lengths=[3, 4], dtype=torch.int64)
 
 
 def test_non_tensor_fields_are_non_tensor_stacks():
-    samples = [verl_sample(3, 5, mrope=4, seed=0), verl_sample(4, 2, seed=1)]
+    samples = [layout_sample(3, 5, mrope=4, seed=0), layout_sample(4, 2, seed=1)]
     td = tq_layout(samples)
     for name in ("num_turns", "uid", "multi_modal_inputs"):
         assert isinstance(td.get(name), NonTensorStack), name
@@ -169,7 +152,7 @@ def _same(a: TensorDict, b: TensorDict) -> None:
 
 
 def test_to_tq_fields_packs_like_tq_layout():
-    samples = [verl_sample(3, 5, mrope=4, seed=0), verl_sample(4, 2, mrope=4, seed=1)]
+    samples = [layout_sample(3, 5, mrope=4, seed=0), layout_sample(4, 2, mrope=4, seed=1)]
     for s in samples:
         s["multi_modal_inputs"] = {"n": 1}
     _same(to_tq_fields(samples), tq_layout(samples))

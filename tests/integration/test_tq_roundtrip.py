@@ -7,31 +7,13 @@ import time
 
 import pytest
 import torch
+from layout_cases import layout_sample
 from tensordict import NonTensorStack, TensorDict
 
 from trajschema._tq_layout import to_tq_fields, tq_layout
 from trajschema._tq_local import TransferQueueStartError, start_local_transfer_queue
 
 pytestmark = pytest.mark.tq
-
-
-def verl_sample(p: int, r: int, *, mrope: int = 0, layers: int = 2, topk: int = 3, seed: int = 0) -> dict:
-    g = torch.Generator().manual_seed(seed)
-    s = p + r
-    pos = torch.arange(s)
-    return {
-        "prompts": torch.randint(0, 1000, (p,), generator=g),
-        "responses": torch.randint(0, 1000, (r,), generator=g),
-        "input_ids": torch.randint(0, 1000, (s,), generator=g),
-        "position_ids": pos.expand(mrope, s).clone() if mrope else pos,
-        "response_mask": torch.ones(r, dtype=torch.int64),
-        "loss_mask": torch.ones(r, dtype=torch.int64),
-        "rollout_log_probs": torch.randn(r, generator=g),
-        "routed_experts": torch.randint(0, 64, (s, layers, topk), generator=g).to(torch.int16),
-        "num_turns": 1 + seed,
-        "uid": f"uid-{seed}",
-        "multi_modal_inputs": {"image_grid_thw": torch.tensor([[1, 2, 2]])} if mrope else {},
-    }
 
 
 def _equal(a, b) -> bool:
@@ -74,15 +56,15 @@ def keys_for(n: int, prefix: str = "k") -> list[str]:
 
 
 CASES = {
-    "equal_lengths": [verl_sample(3, 5, seed=i) for i in range(3)],
-    "unequal_lengths": [verl_sample(3, 5, seed=0), verl_sample(4, 2, seed=1), verl_sample(2, 7, seed=2)],
-    "mrope_ragged_seq": [verl_sample(3, 5, mrope=4, seed=0), verl_sample(4, 2, mrope=4, seed=1)],
-    "mrope_equal_seq": [verl_sample(3, 5, mrope=4, seed=i) for i in range(3)],
-    "mrope_3_and_4_rows": [verl_sample(3, 5, mrope=3, seed=0), verl_sample(4, 2, mrope=4, seed=1)],
-    "mrope_3_and_4_rows_equal_seq": [verl_sample(3, 5, mrope=3, seed=0), verl_sample(4, 4, mrope=4, seed=1)],
-    "moe_wide": [verl_sample(5, 3, layers=8, topk=4, seed=0), verl_sample(2, 9, layers=8, topk=4, seed=1)],
-    "empty_response": [verl_sample(3, 0, seed=0), verl_sample(2, 4, seed=1)],
-    "single_sample": [verl_sample(3, 5, mrope=4, seed=7)],
+    "equal_lengths": [layout_sample(3, 5, seed=i) for i in range(3)],
+    "unequal_lengths": [layout_sample(3, 5, seed=0), layout_sample(4, 2, seed=1), layout_sample(2, 7, seed=2)],
+    "mrope_ragged_seq": [layout_sample(3, 5, mrope=4, seed=0), layout_sample(4, 2, mrope=4, seed=1)],
+    "mrope_equal_seq": [layout_sample(3, 5, mrope=4, seed=i) for i in range(3)],
+    "mrope_3_and_4_rows": [layout_sample(3, 5, mrope=3, seed=0), layout_sample(4, 2, mrope=4, seed=1)],
+    "mrope_3_and_4_rows_equal_seq": [layout_sample(3, 5, mrope=3, seed=0), layout_sample(4, 4, mrope=4, seed=1)],
+    "moe_wide": [layout_sample(5, 3, layers=8, topk=4, seed=0), layout_sample(2, 9, layers=8, topk=4, seed=1)],
+    "empty_response": [layout_sample(3, 0, seed=0), layout_sample(2, 4, seed=1)],
+    "single_sample": [layout_sample(3, 5, mrope=4, seed=7)],
 }
 
 
