@@ -22,6 +22,8 @@ from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
 from ._padding import PaddingBatch, new_padding_uid
 from ._planning import padding_needed, required_multiple
 from ._schema import Field, PadRule, Schema, Tag
+from ._tq_local import TransferQueueStartError, start_local_transfer_queue
+from ._writer import TransferQueueWriter
 
 __version__ = "0.1.0"
 
@@ -39,6 +41,8 @@ __all__ = [
     "SchemaError",
     "SchemaNotFoundError",
     "Tag",
+    "TransferQueueStartError",
+    "TransferQueueWriter",
     "Violation",
     "check_padding_contract",
     "exclude_padding",
@@ -55,6 +59,7 @@ __all__ = [
     "schema_names",
     "schema_search_path",
     "select_real",
+    "start_local_transfer_queue",
 ]
 
 # Public classes report themselves under the package, not the private module.

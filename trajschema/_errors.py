@@ -24,8 +24,9 @@ class Violation:
         field: the field (or tag) at fault.
         code: stable machine-readable reason: ``missing``, ``kind``, ``dtype``, ``rank``,
             ``shape``, ``dim_mismatch``, ``dim_range``, ``value``, ``tag``, ``extra``,
-            ``layout`` (a batch column that cannot be read per sample) or ``batch``
-            (the batch as a whole, e.g. a column of the wrong length).
+            ``batch`` (the batch as a whole, e.g. tag dicts of the wrong length),
+            ``key`` (a TransferQueue key that repeats or already exists) or
+            ``padding`` (a break of the is_padding contract).
         expected: what the schema asks for, as text.
         actual: what was found, as text (shapes and dtypes, never tensor contents).
         message: one line naming where, what was expected and what was found.

@@ -1,0 +1,305 @@
+"""TransferQueueWriter against a real local TransferQueue: all-or-nothing puts and schema-driven padding."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+import trajschema as ts
+from trajschema._contract import check_padding_contract
+from trajschema._writer import TransferQueueWriter
+from trajschema.testing import tq_batch, verl_sample
+
+pytestmark = pytest.mark.tq
+
+EOS = 2
+
+
+def stored(tq, partition: str) -> dict:
+    """``{key: tags}`` of everything in the partition."""
+    return tq.kv_list(partition).get(partition, {})
+
+
+def group(schema: ts.Schema, uid: str, lengths: list[tuple[int, int]], seed: int = 0) -> tuple[list, list]:
+    """Keys ``{uid}_{session}_0`` and realistic samples of one GRPO group, one per (P, R)."""
+    keys, samples = [], []
+    for j, (p, r) in enumerate(lengths):
+        s = verl_sample(schema, p, r, uid=uid, seed=seed + j)
+        s["session_id"] = j
+        keys.append(f"{uid}_{j}_0")
+        samples.append(s)
+    return keys, samples
+
+
+def writer_for(schema, partition, tq, **kw) -> TransferQueueWriter:
+    return TransferQueueWriter(schema, partition_id=partition, eos_token_id=EOS, client=tq, **kw)
+
+
+def codes(err: ts.SchemaError) -> list[tuple]:
+    return [(v.sample, v.field, v.code) for v in err.violations]
+
+
+# ---------------------------------------------------------------------------------
+# put
+
+
+def test_put_round_trip(schema, tq_client, partition):
+    keys, samples = group(schema, "q0", [(3, 4), (2, 0), (5, 1)])
+    meta = writer_for(schema, partition, tq_client).put(keys, samples)
+
+    assert meta.keys == keys and meta.partition_id == partition
+    assert set(meta.fields) == set(samples[0])
+    assert meta.tags == [
+        {"is_padding": False, "prompt_len": p, "response_len": r, "seq_len": p + r} for p, r in [(3, 4), (2, 0), (5, 1)]
+    ]
+    assert stored(tq_client, partition) == dict(zip(keys, meta.tags, strict=True))
+    batch = tq_client.kv_batch_get(keys, partition)
+    schema.validate_batch(batch, tags=meta.tags)
+    assert torch.equal(batch["responses"][2], samples[2]["responses"])
+
+
+def test_put_accepts_a_tensordict_and_keeps_given_tags(tq_client, partition):
+    schema = ts.load_schema("vlm_mrope_moe")
+    keys, samples = group(schema, "q1", [(3, 4), (4, 4)])
+    tags = [{"seq_len": 7, "global_steps": 3}, {}]
+    meta = writer_for(schema, partition, tq_client).put(keys, tq_batch(samples), tags=tags)
+
+    assert meta.tags[0] == {"seq_len": 7, "global_steps": 3, "is_padding": False, "prompt_len": 3, "response_len": 4}
+    assert tags == [{"seq_len": 7, "global_steps": 3}, {}]  # the caller's dicts are not modified
+    schema.validate_batch(tq_client.kv_batch_get(keys, partition), tags=meta.tags)
+
+
+def test_a_bad_sample_rejects_the_whole_put(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)] * 4)
+    samples[1]["loss_mask"] = samples[1]["loss_mask"].float()  # reported once, by the schema
+    samples[2]["loss_mask"] = torch.ones(5, dtype=torch.int64)  # one token too many
+    samples[3]["response_mask"][0] = 2
+
+    with pytest.raises(ts.SchemaError) as info:
+        writer_for(schema, partition, tq_client).put(keys, samples)
+    assert codes(info.value) == [
+        (1, "loss_mask", "dtype"),
+        (2, "loss_mask", "dim_mismatch"),
+        (3, "response_mask", "value"),
+    ]
+    assert stored(tq_client, partition) == {}
+
+
+def test_a_length_tag_that_disagrees_rejects_the_put(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (3, 5)])
+    with pytest.raises(ts.SchemaError) as info:
+        writer_for(schema, partition, tq_client).put(keys, samples, tags=[{}, {"seq_len": 7}])
+    assert codes(info.value) == [(1, "seq_len", "tag")]
+    assert stored(tq_client, partition) == {}
+
+
+def test_duplicate_keys_in_one_put_are_refused(tq_client, partition):
+    schema = ts.load_schema("text")
+    _, samples = group(schema, "q0", [(3, 4)] * 3)
+    with pytest.raises(ts.SchemaError, match="repeats sample 0's key") as info:
+        writer_for(schema, partition, tq_client).put(["a", "b", "a"], samples)
+    assert codes(info.value) == [(2, "<key>", "key")]
+    assert stored(tq_client, partition) == {}
+
+
+def test_keys_already_in_the_partition_are_refused(tq_client, partition):
+    schema = ts.load_schema("text")
+    writer = writer_for(schema, partition, tq_client)
+    keys, samples = group(schema, "q0", [(3, 4)] * 2)
+    first = writer.put(keys, samples)
+
+    keys2, samples2 = group(schema, "q1", [(2, 2)] * 2, seed=5)
+    with pytest.raises(ts.SchemaError, match="already in partition") as info:
+        # Another writer: the check reads the partition, not the writer's memory.
+        writer_for(schema, partition, tq_client).put([keys2[0], keys[1]], samples2)
+    assert codes(info.value) == [(1, "<key>", "key")]
+    assert stored(tq_client, partition) == dict(zip(keys, first.tags, strict=True))
+    assert torch.equal(tq_client.kv_batch_get([keys[1]], partition)["responses"][0], samples[1]["responses"])
+
+
+def test_a_dtype_differing_from_an_earlier_put_is_refused(tq_client, partition):
+    schema = ts.load_schema("moe_routed")  # routed_experts may be int16, int32 or int64
+    writer = writer_for(schema, partition, tq_client)
+    keys, samples = group(schema, "q0", [(3, 4)])
+    writer.put(keys, samples)
+
+    keys2, samples2 = group(schema, "q1", [(3, 4)] * 2)
+    samples2[1]["routed_experts"] = samples2[1]["routed_experts"].to(torch.int32)
+    with pytest.raises(ts.SchemaError, match="differs from i16") as info:
+        writer.put(keys2, samples2)
+    assert codes(info.value) == [(1, "routed_experts", "dtype")]  # within the put
+
+    for s in samples2:
+        s["routed_experts"] = s["routed_experts"].to(torch.int32)
+    with pytest.raises(ts.SchemaError, match="earlier puts") as info:
+        writer.put(keys2, samples2)
+    assert codes(info.value) == [(0, "routed_experts", "dtype")]
+    assert list(stored(tq_client, partition)) == keys
+
+
+def test_a_field_set_differing_within_or_across_puts_is_refused(tq_client, partition):
+    schema = ts.load_schema("text")
+    writer = writer_for(schema, partition, tq_client)
+    keys, samples = group(schema, "q0", [(3, 4)] * 2)
+    samples[1]["rollout_log_probs"] = None  # None means absent
+    with pytest.raises(ts.SchemaError) as info:
+        writer.put(keys, samples)
+    assert codes(info.value) == [(1, "rollout_log_probs", "missing")]
+
+    del samples[0]["rollout_log_probs"]
+    writer.put(keys, samples)
+    keys2, samples2 = group(schema, "q1", [(3, 4)])
+    with pytest.raises(ts.SchemaError) as info:
+        writer.put(keys2, samples2)
+    assert codes(info.value) == [(None, "rollout_log_probs", "batch")]
+    assert list(stored(tq_client, partition)) == keys
+
+
+def test_an_extra_field_mixing_tensors_and_other_values_is_refused(tq_client, partition):
+    schema = ts.load_schema("text")  # extra: allow, so only the writer sees the mix
+    keys, samples = group(schema, "q0", [(3, 4)] * 3)
+    samples[0]["advantages"] = torch.zeros(4)
+    samples[1]["advantages"] = 0.5
+    samples[2]["advantages"] = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(ts.SchemaError, match="read the column back as a NonTensorStack") as info:
+        writer_for(schema, partition, tq_client).put(keys, samples)
+    assert codes(info.value) == [(1, "advantages", "kind"), (2, "advantages", "dtype")]
+    assert stored(tq_client, partition) == {}
+
+
+def test_a_hung_call_times_out(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)])
+    # A real call cannot answer within a microsecond: this is what a hung TransferQueue looks like.
+    writer = writer_for(schema, partition, tq_client, timeout_s=1e-6)
+    with pytest.raises(TimeoutError, match="kv_list did not return"):
+        writer.put(keys, samples)
+    with pytest.raises(TimeoutError, match="async_kv_list did not return"):
+        asyncio.run(writer.async_put(keys, samples))
+    assert stored(tq_client, partition) == {}
+
+
+# ---------------------------------------------------------------------------------
+# pad_to_multiple
+
+
+def verl_example(schema: ts.Schema) -> tuple[list, list]:
+    """45 prompts with uneven multi-trajectory outputs: 353 samples."""
+    counts = [8] * 45
+    for i in range(7):
+        counts[6 * i] -= 1
+    counts[1] += 2
+    counts[4] -= 2
+    assert sum(counts) == 353
+    keys, samples = [], []
+    for i, n in enumerate(counts):
+        k, s = group(schema, f"q{i}", [(1 + (i + j) % 3, (i * j) % 4) for j in range(n)], seed=i * 16)
+        keys += k
+        samples += s
+    return keys, samples
+
+
+def test_pad_to_multiple_the_verl_example(tq_client, partition):
+    schema = ts.load_schema("text")
+    multiple = ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
+    assert multiple == 120
+    keys, samples = verl_example(schema)
+    writer = writer_for(schema, partition, tq_client)
+    meta = writer.put(keys, samples, tags=[{"global_steps": 1} for _ in keys])
+
+    padded = writer.pad_to_multiple(meta, multiple)
+
+    assert len(padded.keys) == 360 and padded.keys[:353] == keys
+    assert padded.partition_id == partition and padded.fields == meta.fields
+    assert padded.extra_info == meta.extra_info
+    assert [t["is_padding"] for t in padded.tags] == [False] * 353 + [True] * 7
+    assert stored(tq_client, partition) == dict(zip(padded.keys, padded.tags, strict=True))
+    batch = tq_client.kv_batch_get(padded.keys, partition)
+    schema.validate_batch(batch, tags=padded.tags)
+    check_padding_contract(batch, padded.tags, schema)
+    uids = batch["uid"].tolist()
+    assert len(set(uids[353:])) == 1 and not set(uids[353:]) & set(uids[:353])
+    # Padding inherits the real sample's undeclared tags, as verl's padding does.
+    assert padded.tags[-1] == {
+        "global_steps": 1,
+        "is_padding": True,
+        "prompt_len": 127,
+        "response_len": 1,
+        "seq_len": 128,
+    }
+    assert ts.real_count(padded.tags) == 353
+
+
+def test_pad_to_multiple_each_schema(schema, tq_client, partition):
+    keys, samples = group(schema, "q0", [(3, 4), (2, 1), (4, 3), (2, 2), (3, 0)])
+    writer = writer_for(schema, partition, tq_client)
+    padded = writer.pad_to_multiple(writer.put(keys, samples), 8)
+
+    assert len(padded.keys) == 8 and ts.real_count(padded.tags) == 5
+    batch = tq_client.kv_batch_get(padded.keys, partition)
+    assert set(batch.keys()) == set(samples[0])
+    schema.validate_batch(batch, tags=padded.tags)
+    check_padding_contract(batch, padded.tags, schema)
+
+
+def test_pad_to_multiple_leaves_a_full_batch_alone(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)] * 4)
+    writer = writer_for(schema, partition, tq_client)
+    meta = writer.put(keys, samples)
+    assert writer.pad_to_multiple(meta, 4) is meta
+    assert writer.pad_to_multiple(meta, 2) is meta
+    assert list(stored(tq_client, partition)) == keys
+
+
+def test_pad_to_multiple_refuses_empty_and_all_padding_batches(tq_client, partition):
+    schema = ts.load_schema("text")
+    writer = writer_for(schema, partition, tq_client)
+    with pytest.raises(ValueError, match="empty batch"):
+        writer.pad_to_multiple(tq_client.KVBatchMeta(keys=[], tags=[], partition_id=partition), 8)
+    pad = schema.padding(3, eos_token_id=EOS, dims={"prompt": 2, "response": 1})
+    meta = tq_client.kv_batch_put(pad.keys, partition, fields=pad.fields, tags=pad.tags)
+    with pytest.raises(ValueError, match="no real sample"):
+        writer.pad_to_multiple(meta, 8)
+    with pytest.raises(ValueError, match="partition"):
+        writer_for(schema, "elsewhere", tq_client).pad_to_multiple(meta, 8)
+    assert list(stored(tq_client, partition)) == pad.keys
+
+
+def test_pad_to_multiple_refuses_a_meta_whose_fields_differ_from_the_samples(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)] * 3)
+    writer = writer_for(schema, partition, tq_client)
+    meta = writer.put(keys, samples)
+    narrowed = tq_client.KVBatchMeta(keys=meta.keys, tags=meta.tags, partition_id=partition, fields=["responses"])
+    with pytest.raises(ValueError, match=r"meta\.fields differs"):
+        writer.pad_to_multiple(narrowed, 4)
+    assert list(stored(tq_client, partition)) == keys
+
+
+# ---------------------------------------------------------------------------------
+# async
+
+
+def test_async_put_and_pad(tq_client, partition):
+    schema = ts.load_schema("vlm_mrope_moe")
+    writer = writer_for(schema, partition, tq_client)
+    keys_a, samples_a = group(schema, "q0", [(3, 4), (2, 2), (5, 1)])
+    keys_b, samples_b = group(schema, "q1", [(4, 4), (2, 3)], seed=9)
+
+    async def main():
+        metas = await asyncio.gather(writer.async_put(keys_a, samples_a), writer.async_put(keys_b, samples_b))
+        meta = tq_client.KVBatchMeta.concat(metas)
+        with pytest.raises(ts.SchemaError, match="already in partition"):
+            await writer.async_put(keys_a[:1], samples_a[:1])
+        return await writer.async_pad_to_multiple(meta, 8)
+
+    padded = asyncio.run(main())
+    assert len(padded.keys) == 8 and ts.real_count(padded.tags) == 5
+    batch = tq_client.kv_batch_get(padded.keys, partition)
+    schema.validate_batch(batch, tags=padded.tags)
+    check_padding_contract(batch, padded.tags, schema)
