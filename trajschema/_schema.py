@@ -215,9 +215,7 @@ class Schema:
         Raises:
             TypeError: ``sample`` is not a mapping.
         """
-        from ._validate import check_sample
-
-        return check_sample(self, sample, tag=tag, dims=dims, depth=depth)[1]
+        return _validate.check_sample(self, sample, tag=tag, dims=dims, depth=depth)[1]
 
     def validate(
         self,
@@ -235,9 +233,7 @@ class Schema:
             SchemaError: with every violation found.
             TypeError: ``sample`` is not a mapping.
         """
-        from ._validate import validate_sample
-
-        return validate_sample(self, sample, tag=tag, dims=dims, depth=depth)
+        return _validate.validate_sample(self, sample, tag=tag, dims=dims, depth=depth)
 
     def validate_batch(
         self,
@@ -264,9 +260,7 @@ class Schema:
             SchemaError: with every violation of every sample.
             TypeError: ``batch`` is neither a sequence of mappings nor a TensorDict.
         """
-        from ._validate import check_batch
-
-        check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=True)
+        _validate.check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=True)
 
     def batch_violations(
         self,
@@ -277,9 +271,7 @@ class Schema:
         depth: Depth = "values",
     ) -> list[Violation]:
         """Like :meth:`validate_batch`, but return the violations instead of raising."""
-        from ._validate import check_batch
-
-        return check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=False)
+        return _validate.check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=False)
 
     def padding(
         self,
@@ -317,6 +309,9 @@ class Schema:
                 (the message says to pass ``like=`` or ``dims=``).
             SchemaError: ``like`` itself breaks the schema.
         """
-        from ._padding import make_padding
+        return _padding.make_padding(self, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)
 
-        return make_padding(self, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)
+
+# At the bottom on purpose: these modules import Schema from here, and the methods above
+# call into them on every check, so they are bound once rather than imported per call.
+from . import _padding, _validate  # noqa: E402

@@ -42,6 +42,8 @@ class _Plan:
     free: tuple[FreeDim, ...]
     # For each dim, the fields (and axes) that bind it, in declaration order.
     binders: dict[str, tuple[tuple[str, int], ...]]
+    # The generated straight-line checker (see _fastpath).
+    fast: Any = None
 
 
 def _plan(schema: Schema) -> _Plan:
@@ -91,6 +93,9 @@ def _plan(schema: Schema) -> _Plan:
         free=tuple(d for d in dims.values() if isinstance(d, FreeDim)),
         binders={k: tuple(v) for k, v in binders.items()},
     )
+    from ._fastpath import compile_fast_checker
+
+    plan = dataclasses.replace(plan, fast=compile_fast_checker(plan, _kind_ok))
     schema._plan = plan
     return plan
 
@@ -178,6 +183,8 @@ def _kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:
 
 
 def _as_mapping(sample: Any) -> Mapping[str, Any]:
+    if type(sample) is dict:
+        return sample
     if _is_tensordict(sample):  # before Mapping: a TensorDict may register as one
         return {k: _unwrap(sample.get(k)) for k in sample.keys()}
     if isinstance(sample, Mapping):
@@ -199,10 +206,8 @@ def _unwrap(v: Any) -> Any:
 
 
 def _is_tensordict(x: Any) -> bool:
-    try:
-        from tensordict import TensorDictBase
-    except ImportError:  # pragma: no cover - tensordict is a dependency
-        return False
+    from tensordict import TensorDictBase
+
     return isinstance(x, TensorDictBase)
 
 
@@ -508,43 +513,11 @@ def _bad_elements(f: Field, v: torch.Tensor):
 
 
 def _fast_bindings(schema: Schema, sample: Mapping[str, Any], tag, dims, depth) -> dict[str, int] | None:
-    plan = _plan(schema)
-    env = dict(plan.fixed)
+    plan = schema._plan or _plan(schema)
+    env = plan.fast(sample)
+    if env is None:
+        return None
     get = sample.get
-    tensor_type = torch.Tensor
-    for f, axes in plan.tensors:
-        v = get(f.name)
-        if v is None:
-            if f.required:
-                return None
-            continue
-        if type(v) is not tensor_type or v.dtype not in f.dtypes or v.is_nested:
-            return None
-        shape = v.shape
-        if len(shape) != len(axes):
-            return None
-        for (name, lit), size in zip(axes, shape):
-            if name is None:
-                if size != lit:
-                    return None
-            elif env.setdefault(name, size) != size:
-                return None
-    for f in plan.others:
-        v = get(f.name)
-        if v is None:
-            if f.required:
-                return None
-        elif not _kind_ok(f.kind, v):
-            return None
-    for d in plan.derived:
-        computed = d.expr.evaluate(env)
-        if computed is None:
-            return None
-        if env.setdefault(d.name, computed) != computed:
-            return None
-    for d in plan.free:
-        if d.name in env and not d.allows(env[d.name]):
-            return None
     if dims:
         for k, n in dims.items():
             if env.get(k) != n:
@@ -567,7 +540,7 @@ def _fast_bindings(schema: Schema, sample: Mapping[str, Any], tag, dims, depth) 
                 v = get(f.name)
                 if v is not None and _has_bad_values(f, v):
                     return None
-    return {n: env[n] for n in plan.dims if n in env and n not in plan.hidden}
+    return env
 
 
 def values_clean(f: Field, v: torch.Tensor) -> bool:
