@@ -114,7 +114,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
             guard = f"{x} is not None and " if state[d.name] == "maybe" else ""
             lines.append(f"    if {guard}({' or '.join(tests)}): return None")
     lines.append("    out = {}")
-    for name, d in plan.dims.items():
+    for name in plan.dims:
         if name in plan.hidden:
             continue
         if name in fixed:
@@ -126,7 +126,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
     lines.append("    return out")
     source = "\n".join(lines)
     namespace = dict(consts)
-    exec(compile(source, f"<trajschema fast checker {len(plan.dims)} dims>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, f"<trajschema fast checker {len(plan.dims)} dims>", "exec"), namespace)
     check = namespace["check"]
     check.__source__ = source  # for debugging: print(plan.fast.__source__)
     return check
