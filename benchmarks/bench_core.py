@@ -17,8 +17,6 @@ measurement, ``gc.collect()`` before and the garbage collector disabled during e
 block; the reported figure is the median per-call time over the blocks.
 """
 
-from __future__ import annotations
-
 import argparse
 import copy
 import cProfile
@@ -49,6 +47,7 @@ from tensordict import NonTensorStack, TensorDict
 from torch import Tensor
 
 import trajschema as ts
+from trajschema.testing import tq_batch
 
 EOS = 2
 VOCAB = 151_936
@@ -76,7 +75,9 @@ NONTENSOR_FIELDS = ("num_turns", "uid", "multi_modal_inputs")
 # Realistic samples (verl's TransferQueue layout: one unpadded sample per key)
 
 
-def make_sample(prompt: int, response: int, *, layers: int, topk: int, gen: torch.Generator, index: int = 0) -> dict[str, Any]:
+def make_sample(
+    prompt: int, response: int, *, layers: int, topk: int, gen: torch.Generator, index: int = 0
+) -> dict[str, Any]:
     """One ``vlm_mrope_moe`` rollout sample as verl writes it to TransferQueue.
 
     The prompt holds an image block (grid 1 x h x w) after a short text prefix, so
@@ -154,15 +155,15 @@ def bad_variants(sample: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 @jaxtyped(typechecker=beartype_checker)
 def check_jaxtyping(
-    prompts: Int64[Tensor, "P"],
-    responses: Int64[Tensor, "R"],
-    input_ids: Int64[Tensor, "S"],
-    position_ids: Int64[Tensor, "4 S"],
-    response_mask: Int64[Tensor, "R"],
-    loss_mask: Int64[Tensor, "R"],
-    attention_mask: Int64[Tensor, "S"],
-    rollout_log_probs: Float32[Tensor, "R"],
-    routed_experts: Int16[Tensor, "S layers topk"],
+    prompts: Int64[Tensor, "P"],  # noqa: F821 - jaxtyping dim strings
+    responses: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    input_ids: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    position_ids: Int64[Tensor, "4 S"],  # noqa: F722 - jaxtyping dim strings
+    response_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    loss_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    attention_mask: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    rollout_log_probs: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    routed_experts: Int16[Tensor, "S layers topk"],  # noqa: F722 - jaxtyping dim strings
     num_turns: int,
     uid: str,
     multi_modal_inputs: dict,
@@ -212,7 +213,9 @@ def _clone_at(ref: Tensor, shape: Sequence[int]) -> Tensor:
     return ref.new_empty(shape)
 
 
-def padding_baseline(ref: Mapping[str, Any], count: int, eos: int) -> tuple[list[str], list[dict[str, Any]], TensorDict]:
+def padding_baseline(
+    ref: Mapping[str, Any], count: int, eos: int
+) -> tuple[list[str], list[dict[str, Any]], TensorDict]:
     """Hand-written padding: one padding sample at a time, cloned from ``ref``, then stacked.
 
     Produces the same keys, tags and TensorDict as ``schema.padding(count, eos_token_id=eos,
@@ -255,30 +258,8 @@ def padding_baseline(ref: Mapping[str, Any], count: int, eos: int) -> tuple[list
 # TransferQueue layout
 
 
-def tq_batch(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
-    """The TensorDict ``kv_batch_get`` returns for ``samples`` (jagged tensor columns)."""
-    try:
-        from trajschema._tq_layout import tq_layout
-    except ImportError:
-        tq_layout = None
-    if tq_layout is not None:
-        return tq_layout(samples)
-    columns: dict[str, Any] = {}
-    for k in sorted(samples[0]):
-        values = [s[k] for s in samples]
-        if isinstance(values[0], Tensor):
-            columns[k] = torch.nested.nested_tensor(values, layout=torch.jagged)
-        else:
-            columns[k] = NonTensorStack.from_list(values)
-    return TensorDict(columns, batch_size=[len(samples)])
-
-
 def tq_layout_source() -> str:
-    try:
-        from trajschema._tq_layout import tq_layout  # noqa: F401
-    except ImportError:
-        return "bench_core.tq_batch (torch.nested.nested_tensor(..., layout=torch.jagged), NonTensorStack.from_list)"
-    return "trajschema._tq_layout.tq_layout"
+    return "trajschema.testing.tq_batch (the layout pinned against real TransferQueue round trips)"
 
 
 # ---------------------------------------------------------------------------
@@ -292,6 +273,7 @@ class Timing:
     max_ns: float
     number: int  # calls per block
     repeats: int  # blocks
+    per_call: tuple[float, ...]  # ns per call in each block, in round order
 
     def spread(self) -> str:
         return f"{self.repeats}x{self.number} calls, min {fmt_ns(self.min_ns)}, max {fmt_ns(self.max_ns)}"
@@ -309,25 +291,42 @@ def _block(fn: Callable[[], Any], number: int) -> int:
         gc.enable()
 
 
-def measure(fn: Callable[[], Any], *, min_block_s: float, repeats: int, warmup_s: float) -> Timing:
-    """Median per-call time of ``fn`` over ``repeats`` blocks of at least ``min_block_s`` each."""
-    # Warm up: at least two calls, and at least warmup_s of calling.
+def _calibrate(fn: Callable[[], Any], min_block_s: float, warmup_s: float) -> int:
+    """Warm ``fn`` up and return how many calls make a block of at least ``min_block_s``."""
     t_end = time.perf_counter() + warmup_s
     fn()
     fn()
     while time.perf_counter() < t_end:
         fn()
-    # Calibrate the block size (this is warm-up too).
     number = 1
     target_ns = min_block_s * 1e9
     while True:
         took = _block(fn, number)
         if took >= target_ns:
-            break
+            return number
         grow = target_ns / max(took, 1) * 1.1
         number = max(number + 1, min(int(number * grow) + 1, number * 100))
-    per_call = [_block(fn, number) / number for _ in range(repeats)]
-    return Timing(statistics.median(per_call), min(per_call), max(per_call), number, repeats)
+
+
+def measure(
+    fns: Mapping[str, Callable[[], Any]], *, min_block_s: float, repeats: int, warmup_s: float
+) -> dict[str, Timing]:
+    """Median per-call time of each of ``fns`` over ``repeats`` blocks of >= ``min_block_s``.
+
+    The blocks of the functions are interleaved round-robin (a, b, c, a, b, c, ...), so
+    load from other work on a shared machine falls on all of them alike and the ratios
+    between them stay meaningful even when the absolute times drift.
+    """
+    numbers = {k: _calibrate(fn, min_block_s, warmup_s) for k, fn in fns.items()}
+    per_call: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            per_call[k].append(_block(fn, numbers[k]) / numbers[k])
+    return {k: Timing(statistics.median(v), min(v), max(v), numbers[k], repeats, tuple(v)) for k, v in per_call.items()}
+
+
+def fmt_ratio(r: float) -> str:
+    return f"{r:.1f}×" if r >= 1 else f"{r:.2f}×"
 
 
 def fmt_ns(ns: float) -> str:
@@ -359,9 +358,9 @@ def verify_single(schema: ts.Schema, sample: dict[str, Any]) -> None:
     check_asserts(sample)
     jt_errors = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError)
     for what, bad in bad_variants(sample).items():
-        for depth in ("shapes", "values"):
-            _rejects(lambda bad=bad, depth=depth: schema.validate(bad, depth=depth), (ts.SchemaError,))
         try:
+            for depth in ("shapes", "values"):
+                _rejects(lambda bad=bad, depth=depth: schema.validate(bad, depth=depth), (ts.SchemaError,))
             _rejects(lambda bad=bad: check_jaxtyping(**bad), jt_errors)
             _rejects(lambda bad=bad: check_asserts(bad), (AssertionError,))
         except AssertionError as e:
@@ -393,7 +392,8 @@ def verify_batch(schema: ts.Schema, samples: list[dict[str, Any]], td: TensorDic
                 try:
                     schema.validate_batch(bad_td, depth=depth)
                 except ts.SchemaError as e:
-                    assert any(v.sample == 3 for v in e.violations), f"{what}: {e}"
+                    if not any(v.sample == 3 for v in e.violations):
+                        raise AssertionError(f"{what}: violations name the wrong sample: {e}") from None
                 else:
                     raise AssertionError(f"validate_batch accepted a batch with {what}")
 
@@ -445,21 +445,35 @@ class Row:
     baseline: str
     theirs: Timing | None
     target: float | None
+    # "speedup": ratio = baseline / trajschema, target is a minimum.
+    # "overhead": ratio = trajschema / baseline, target is a maximum.
+    kind: str = "speedup"
+
+    def _ratio(self, ours: float, theirs: float) -> float:
+        return ours / theirs if self.kind == "overhead" else theirs / ours
 
     @property
     def ratio(self) -> float | None:
         if self.ours is None or self.theirs is None:
             return None
-        return self.theirs.median_ns / self.ours.median_ns
+        return self._ratio(self.ours.median_ns, self.theirs.median_ns)
+
+    def paired(self) -> tuple[float, float, float] | None:
+        """Median, min and max of the per-round ratios (blocks of one round ran back to back)."""
+        if self.ours is None or self.theirs is None:
+            return None
+        r = [self._ratio(a, b) for a, b in zip(self.ours.per_call, self.theirs.per_call)]
+        return statistics.median(r), min(r), max(r)
 
     @property
     def result(self) -> str:
         if self.target is None or self.ratio is None:
             return "info"
-        return "PASS" if self.ratio >= self.target else "FAIL"
+        ok = self.ratio <= self.target if self.kind == "overhead" else self.ratio >= self.target
+        return "PASS" if ok else "FAIL"
 
 
-HEADER = ("operation", "trajschema", "baseline", "baseline median", "ratio (baseline / trajschema)", "target", "result")
+HEADER = ("operation", "trajschema", "baseline", "baseline time", "ratio", "target", "result")
 
 
 def _cells(row: Row) -> tuple[str, ...]:
@@ -469,8 +483,8 @@ def _cells(row: Row) -> tuple[str, ...]:
         fmt_ns(row.ours.median_ns) if row.ours else "—",
         row.baseline or "—",
         fmt_ns(row.theirs.median_ns) if row.theirs else "—",
-        "—" if ratio is None else (f"{ratio:.1f}×" if ratio >= 1 else f"{ratio:.2f}×"),
-        "—" if row.target is None else f"≥{row.target:g}×",
+        "—" if ratio is None else fmt_ratio(ratio),
+        "—" if row.target is None else f"{'≤' if row.kind == 'overhead' else '≥'}{row.target:g}×",
         row.result,
     )
 
@@ -478,14 +492,19 @@ def _cells(row: Row) -> tuple[str, ...]:
 def render(rows: list[Row], markdown: bool) -> str:
     table = [HEADER, *(_cells(r) for r in rows)]
     if markdown:
-        out = ["| " + " | ".join(HEADER) + " |", "|" + "|".join(["---", "---:", "---", "---:", "---:", "---:", "---"]) + "|"]
+        out = [
+            "| " + " | ".join(HEADER) + " |",
+            "|" + "|".join(["---", "---:", "---", "---:", "---:", "---:", "---"]) + "|",
+        ]
         out += ["| " + " | ".join(c) + " |" for c in table[1:]]
         return "\n".join(out)
     widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
     right = {1, 3, 4, 5}
     lines = []
     for j, r in enumerate(table):
-        lines.append("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        lines.append(
+            "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
+        )
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -504,8 +523,12 @@ def _cpu_model() -> str:
 def _git_rev() -> str:
     try:
         root = Path(__file__).resolve().parent.parent
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "trajschema"], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "trajschema"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout.strip()
         return rev + (" (trajschema/ has uncommitted changes)" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -531,7 +554,9 @@ def _range(text: str) -> tuple[int, int]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: small batch, short blocks, 3 repeats")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown")
     ap.add_argument("--prompt", type=int, default=512, help="P of the single sample (row 1, and the padding reference)")
@@ -539,16 +564,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=48)
     ap.add_argument("--topk", type=int, default=8)
     ap.add_argument("--batch", type=int, default=None, help="samples in the batch (default 4096, --quick 256)")
-    ap.add_argument("--batch-prompt", type=_range, default=(8, 128), metavar="LO:HI", help="uniform range of P in the batch")
-    ap.add_argument("--batch-response", type=_range, default=(1, 256), metavar="LO:HI", help="uniform range of R in the batch")
-    ap.add_argument("--pad-counts", default="255,15,1023", help="padding counts; the first one has the target")
+    ap.add_argument(
+        "--batch-prompt", type=_range, default=(8, 128), metavar="LO:HI", help="uniform range of P in the batch"
+    )
+    ap.add_argument(
+        "--batch-response", type=_range, default=(1, 256), metavar="LO:HI", help="uniform range of R in the batch"
+    )
+    ap.add_argument("--pad-counts", default="15,255,1023", help="padding row counts (the target applies to 255)")
     ap.add_argument("--repeats", type=int, default=None, help="timed blocks per measurement (default 9, --quick 3)")
-    ap.add_argument("--min-block", type=float, default=None, help="seconds per timed block (default 0.25, --quick 0.02)")
-    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 keeps a shared machine's noise down)")
+    ap.add_argument(
+        "--min-block", type=float, default=None, help="seconds per timed block (default 0.25, --quick 0.02)"
+    )
+    ap.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (1 keeps a shared machine's noise down)"
+    )
     ap.add_argument("--max-gb", type=float, default=3.0, help="refuse batch sizes whose tensors would exceed this")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true", help="also print cProfile tables of the trajschema calls")
     ap.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
+    ap.add_argument("--no-tq", action="store_true", help="skip part 4 (pad_to_multiple on a real local TransferQueue)")
     args = ap.parse_args(argv)
     args.batch = args.batch if args.batch is not None else (256 if args.quick else 4096)
     args.repeats = args.repeats if args.repeats is not None else (3 if args.quick else 9)
@@ -581,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     schema = ts.load_schema("vlm_mrope_moe")
-    timing = dict(min_block_s=args.min_block, repeats=args.repeats, warmup_s=args.warmup)
+    timing = {"min_block_s": args.min_block, "repeats": args.repeats, "warmup_s": args.warmup}
     load_before = os.getloadavg()
     log = sys.stderr
 
@@ -594,16 +628,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     P, R = args.prompt, args.response
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     verify_single(schema, sample)
-    say(f"[1/3] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
-    shapes = measure(lambda: schema.validate(sample, depth="shapes"), **timing)
-    values = measure(lambda: schema.validate(sample, depth="values"), **timing)
-    jt = measure(lambda: check_jaxtyping(**sample), **timing)
-    asserts = measure(lambda: check_asserts(sample), **timing)
-    op = f"validate 1 sample (P={P}, R={R})"
+    say(f"[1/4] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+    t = measure(
+        {
+            "shapes": lambda: schema.validate(sample, depth="shapes"),
+            "values": lambda: schema.validate(sample, depth="values"),
+            "jaxtyping": lambda: check_jaxtyping(**sample),
+            "asserts": lambda: check_asserts(sample),
+        },
+        **timing,
+    )
     rows += [
-        Row(f'{op}, depth="shapes"', shapes, "jaxtyping+beartype", jt, 10),
-        Row(f'{op}, depth="shapes"', shapes, "hand-written asserts", asserts, None),
-        Row(f'{op}, depth="values"', values, "", None, None),
+        Row('validate(sample, depth="shapes")', t["shapes"], "jaxtyping+beartype fn(**sample)", t["jaxtyping"], 10),
+        Row('validate(sample, depth="shapes")', t["shapes"], "hand-written asserts", t["asserts"], None),
+        Row('validate(sample, depth="values")', t["values"], "", None, None),
     ]
 
     # 2. A TransferQueue batch ---------------------------------------------------
@@ -614,12 +652,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     rs = torch.randint(rlo, rhi + 1, (n,), generator=gen).tolist()
     total_seq = sum(ps) + sum(rs)
     # routed_experts dominates; the samples and the TensorDict each hold one copy.
-    est_gb = 2 * (total_seq * (args.layers * args.topk * 2 + 5 * 8 + 8) + (sum(rs)) * (3 * 8 + 4) + sum(ps) * 8) / 1e9
+    per_seq_token = args.layers * args.topk * 2 + 8 + 4 * 8 + 8  # experts, input_ids, position_ids, attention
+    per_response_token = 3 * 8 + 4  # responses, two masks, log-probs
+    est_gb = 2 * (total_seq * per_seq_token + sum(rs) * per_response_token + sum(ps) * 8) / 1e9
     if est_gb > args.max_gb:
-        sys.exit(f"batch would hold ~{est_gb:.1f} GB of tensors (> --max-gb {args.max_gb}); use smaller --batch/--batch-prompt/--batch-response")
-    say(f"[2/3] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
-    samples = [make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i) for i, (p, r) in enumerate(zip(ps, rs))]
-    td = tq_batch(samples)
+        sys.exit(
+            f"batch would hold ~{est_gb:.1f} GB of tensors (> --max-gb {args.max_gb}); "
+            "use smaller --batch/--batch-prompt/--batch-response"
+        )
+    say(f"[2/4] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+    samples = [
+        make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i) for i, (p, r) in enumerate(zip(ps, rs))
+    ]
+    td = tq_batch(samples)  # trajschema.testing.tq_batch
     assert td["position_ids"].layout == torch.jagged and td["position_ids"]._ragged_idx == 2
     assert td["routed_experts"].layout == torch.jagged and td["routed_experts"]._ragged_idx == 1
     verify_batch(schema, samples, td)
@@ -637,26 +682,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in samples:
             schema.validate(s, depth="shapes")
 
-    b_shapes = measure(lambda: schema.validate_batch(td, depth="shapes"), **timing)
-    b_values = measure(lambda: schema.validate_batch(td, depth="values"), **timing)
-    b_jt = measure(jt_loop, **timing)
-    b_asserts = measure(assert_loop, **timing)
-    b_loop = measure(ts_loop, **timing)
-    op = f"validate_batch {n} samples (jagged TensorDict)"
+    t = measure(
+        {
+            "shapes": lambda: schema.validate_batch(td, depth="shapes"),
+            "values": lambda: schema.validate_batch(td, depth="values"),
+            "jaxtyping": jt_loop,
+            "asserts": assert_loop,
+            "loop": ts_loop,
+        },
+        **timing,
+    )
+    op = f"validate_batch(td of {n})"
     rows += [
-        Row(f'{op}, depth="shapes"', b_shapes, "jaxtyping+beartype, loop over samples", b_jt, 50),
-        Row(f'{op}, depth="shapes"', b_shapes, "hand-written asserts, loop over samples", b_asserts, None),
-        Row(f'{op}, depth="shapes"', b_shapes, 'schema.validate(depth="shapes"), loop over samples', b_loop, None),
-        Row(f'{op}, depth="values"', b_values, "", None, None),
+        Row(f'{op}, depth="shapes"', t["shapes"], f"jaxtyping+beartype, loop of {n}", t["jaxtyping"], 50),
+        Row(f'{op}, depth="shapes"', t["shapes"], f"hand-written asserts, loop of {n}", t["asserts"], None),
+        Row(f'{op}, depth="shapes"', t["shapes"], f'validate(depth="shapes"), loop of {n}', t["loop"], None),
+        Row(f'{op}, depth="values"', t["values"], "", None, None),
     ]
 
     # 3. Padding ------------------------------------------------------------------
-    say(f"[3/3] padding {args.pad_counts} rows like the P={P} R={R} sample...")
-    for j, count in enumerate(args.pad_counts):
+    say(f"[3/4] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+    for count in args.pad_counts:
         verify_padding(schema, sample, count)
-        ours = measure(lambda count=count: schema.padding(count, eos_token_id=EOS, like=sample), **timing)
-        theirs = measure(lambda count=count: padding_baseline(sample, count, EOS), **timing)
-        rows.append(Row(f"padding({count}, like=sample)", ours, "clone-and-deepcopy loop + stack", theirs, 10 if j == 0 else None))
+        t = measure(
+            {
+                "ours": lambda count=count: schema.padding(count, eos_token_id=EOS, like=sample),
+                "theirs": lambda count=count: padding_baseline(sample, count, EOS),
+            },
+            **timing,
+        )
+        target = 10 if count == 255 else None  # the issue's target is stated for 255 rows
+        rows.append(
+            Row(f"padding({count}, like=sample)", t["ours"], "clone-and-deepcopy loop + stack", t["theirs"], target)
+        )
+
+    # 4. On a real TransferQueue -----------------------------------------------------
+    if not args.no_tq:
+        from bench_tq import tq_rows
+
+        say(f"[4/4] pad_to_multiple {args.pad_counts} rows on a local TransferQueue (starts Ray, ~15 s)...")
+        rows += tq_rows(args.pad_counts, repeats=3 if args.quick else 15, layers=args.layers, topk=args.topk, say=say)
 
     load_after = os.getloadavg()
     lines = machine_info()
@@ -669,26 +734,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
         f"{'quick run' if args.quick else 'full run'}"
     )
-    sep = "\n" if not args.markdown else "\n\n"
-    print(sep.join(lines) if not args.markdown else "\n".join(f"- {line}" for line in lines))
+    bullet = "- " if args.markdown else "  "
+    print("\n".join(bullet + line for line in lines))
     print()
     print(render(rows, args.markdown))
     print()
-    print("spread per measurement:" if not args.markdown else "Spread per measurement:\n")
+    print("Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema).")
+    print()
+    print("Spread per measurement (blocks x calls per block; paired ratios compare blocks run back to back):")
+    if args.markdown:
+        print()
     seen: set[int] = set()
     for r in rows:
-        for who, t in (("trajschema", r.ours), (r.baseline, r.theirs)):
-            if t is not None and id(t) not in seen:
-                seen.add(id(t))
-                item = f"{r.operation} / {who}: {t.spread()}" if who != "trajschema" else f"{r.operation} / trajschema: {t.spread()}"
-                print(f"- {item}" if args.markdown else f"  {item}")
+        for who, tm in (("trajschema", r.ours), (r.baseline, r.theirs)):
+            if tm is not None and id(tm) not in seen:
+                seen.add(id(tm))
+                print(f"{bullet}{r.operation} / {who}: {tm.spread()}")
+        paired = r.paired()
+        if paired is not None:
+            med, lo, hi = (fmt_ratio(x) for x in paired)
+            print(f"{bullet}{r.operation} vs {r.baseline}: per-round ratio median {med}, min {lo}, max {hi}")
 
     if args.profile:
         print()
-        print(profile_call('schema.validate(sample, depth="shapes")', lambda: schema.validate(sample, depth="shapes"), 2000))
-        print(profile_call('schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20))
-        c0 = args.pad_counts[0]
-        print(profile_call(f"schema.padding({c0}, like=sample)", lambda: schema.padding(c0, eos_token_id=EOS, like=sample), 20))
+        print(
+            profile_call(
+                'schema.validate(sample, depth="shapes")', lambda: schema.validate(sample, depth="shapes"), 2000
+            )
+        )
+        print(
+            profile_call(
+                'schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20
+            )
+        )
+        c0 = 255 if 255 in args.pad_counts else args.pad_counts[0]
+        print(
+            profile_call(
+                f"schema.padding({c0}, like=sample)", lambda: schema.padding(c0, eos_token_id=EOS, like=sample), 20
+            )
+        )
     failed = [r for r in rows if r.result == "FAIL"]
     return 1 if failed and args.check else 0
 

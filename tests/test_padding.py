@@ -232,3 +232,55 @@ def test_padding_never_changes_real_advantages_or_losses(groups, count, seed):
     per_token = [torch.rand(s["responses"].numel(), generator=g) for s in batch]
     masks = [s["loss_mask"] for s in batch]
     assert torch.equal(_token_mean_loss(per_token, masks), _token_mean_loss(per_token[: len(real)], masks[: len(real)]))
+
+
+# --- padding is valid by construction; the cheap proofs behind that
+
+
+def _one_field_schema(field: dict) -> ts.Schema:
+    return ts.schema_from_dict({"name": "one", "dims": {"n": {"min": 1}}, "padding": {"n": 3}, "fields": {"t": field}})
+
+
+@pytest.mark.parametrize(
+    ("field", "match"),
+    [
+        pytest.param(
+            {"shape": ["n"], "dtype": "int16", "pad": "eos"}, "does not fit dtype torch.int16", id="eos-overflows-int16"
+        ),
+        pytest.param(
+            {"shape": ["n"], "dtype": "int64", "values": [0, 1], "pad": "eos"},
+            "eos_token_id=151643",
+            id="eos-breaks-values",
+        ),
+        pytest.param(
+            {"shape": ["n"], "dtype": "int64", "max": 1, "pad": "positions"},
+            "breaks its value checks",
+            id="positions-break-max",
+        ),
+    ],
+)
+def test_padding_refuses_values_that_would_not_validate(field, match):
+    with pytest.raises(ValueError, match=match):
+        _one_field_schema(field).padding(2, eos_token_id=151643)
+
+
+def test_a_fill_that_breaks_its_own_value_checks_is_a_schema_error():
+    with pytest.raises(ts.SchemaDefinitionError, match=r"fields\.t\.pad: fill 2 must itself pass"):
+        _one_field_schema({"shape": ["n"], "dtype": "int64", "values": [0, 1], "pad": 2})
+
+
+def test_the_shared_empty_mapping_is_read_only_and_travels_as_a_plain_dict():
+    import copy
+    import pickle
+
+    pad = VLM.padding(3, eos_token_id=2)
+    mm = pad.samples[0]["multi_modal_inputs"]
+    assert mm == {} and mm is pad.samples[2]["multi_modal_inputs"]
+    with pytest.raises(TypeError, match="read-only"):
+        mm["pixel_values"] = torch.zeros(1)
+    with pytest.raises(TypeError, match="read-only"):
+        mm.update(a=1)
+    for clone in (pickle.loads(pickle.dumps(mm)), copy.deepcopy(mm), copy.copy(mm)):
+        assert type(clone) is dict and clone == {}
+        clone["ok"] = 1  # a copy is an ordinary dict again
+    assert pad.fields[1]["multi_modal_inputs"] == {}

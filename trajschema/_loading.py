@@ -563,6 +563,16 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
             _raise(src, f"{path}.dtype", "an empty dtype list allows nothing")
         dtypes = tuple(_compile_dtype(d, src, f"{path}.dtype") for d in raw)
     pad = _compile_pad(f.pad, kind, dtypes, src, f"{path}.pad")
+    if pad.rule == "fill" and not isinstance(pad.value, bool):
+        value = pad.value
+        broken = (
+            (f.values is not None and value not in f.values and "in values")
+            or (f.min is not None and value < f.min and f">= min {f.min}")
+            or (f.max is not None and value > f.max and f"<= max {f.max}")
+            or (f.finite and not math.isfinite(value) and "finite")
+        )
+        if broken:
+            _raise(src, f"{path}.pad", f"fill {value!r} must itself pass the field's value checks (be {broken})")
     if f.values is not None and not f.values:
         _raise(src, f"{path}.values", "an empty values list allows nothing")
     for key in ("min", "max"):

@@ -94,6 +94,7 @@ def make_padding(
 
     columns: dict[str, Any] = {}
     for f in emitted:
+        _check_fill(schema, f, env, eos, like)
         columns[f.name] = _column(f, count, env, eos, uid, like)
     if like is not None and schema.extra == "allow":
         for k, v in like.items():
@@ -207,6 +208,50 @@ def _padding_dims(
     return env
 
 
+def _check_fill(schema: Schema, f: Field, env: Mapping[str, int], eos: int, like) -> None:
+    """Prove, on one scalar per field, that the column will pass the field's value checks.
+
+    A column is one value broadcast (a fill, EOS), ``0..n-1`` (positions) or a copy of
+    the reference; checking that one value (or the one copied tensor) suffices, so
+    padding is valid at ``depth="values"`` by construction and nobody has to scan
+    megabytes of zeros to find out.
+    """
+    from ._validate import _has_bad_values
+
+    rule = f.pad.rule
+    if rule in ("uid", "index", "empty") or (rule != "copy" and not f.is_tensor and not f.has_value_checks):
+        return
+    if rule == "copy":
+        probe = like.get(f.name) if like is not None else None
+    elif f.is_tensor:
+        dtype = _dtype(f, like)
+        if rule == "positions":
+            n = f.shape[-1].evaluate(env) if f.shape else 0
+            probe = torch.arange(n, dtype=dtype)
+            if n and probe[-1].item() != n - 1:
+                raise ValueError(f"padding field {f.name!r}: positions up to {n - 1} do not fit {dtype}")
+        else:
+            value = eos if rule == "eos" else f.pad.value
+            try:
+                probe = torch.tensor(value, dtype=dtype)
+            except RuntimeError:  # torch refuses some overflowing conversions outright
+                probe = None
+            if probe is None or probe.item() != value:
+                raise ValueError(
+                    f"padding field {f.name!r}: {'eos_token_id' if rule == 'eos' else 'fill'} {value!r} "
+                    f"does not fit dtype {dtype}"
+                )
+    else:
+        probe = eos if rule == "eos" else f.pad.value
+    if probe is not None and f.has_value_checks and _has_bad_values(f, probe):
+        source = {"eos": f"eos_token_id={eos}", "copy": "the like= sample's value"}.get(rule, f"fill {f.pad}")
+        raise ValueError(
+            f"schema {schema.name!r}: padding field {f.name!r} with {source} breaks its value checks "
+            f"(values {list(f.values) if f.values is not None else 'any'}, min {f.min}, max {f.max}, "
+            f"finite {f.finite})"
+        )
+
+
 def _dtype(f: Field, like: Mapping[str, Any] | None) -> torch.dtype:
     ref = like.get(f.name) if like is not None else None
     if isinstance(ref, torch.Tensor) and ref.dtype in f.dtypes:
@@ -239,7 +284,7 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
     if rule == "index":
         return list(range(count))
     if rule == "empty":
-        return [{} for _ in range(count)]
+        return _Same(EMPTY_MAPPING, count)
     raise AssertionError(rule)
 
 
@@ -249,6 +294,39 @@ def _copied(v: Any, count: int) -> Any:
     if isinstance(v, (str, int, float, bool, type(None))):
         return _Same(v, count)
     return [copy.deepcopy(v) for _ in range(count)]
+
+
+class _EmptyMapping(dict):
+    """A read-only empty dict: one instance stands for every padding sample's ``{}``.
+
+    Sharing one value is what makes wide padding cheap (a ``NonTensorStack`` of ``count``
+    distinct dicts costs ~6 µs a row); refusing mutation is what makes sharing safe.
+    It pickles (e.g. through TransferQueue) and copies as a plain, mutable ``{}``.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "this empty mapping is shared by all samples of a padding batch and is read-only; "
+            "replace it (sample[key] = {}) instead of changing it"
+        )
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    update = setdefault = pop = popitem = clear = _read_only
+
+    def __reduce__(self):
+        return (dict, ())
+
+    def __copy__(self) -> dict:
+        return {}
+
+    def __deepcopy__(self, memo: Any) -> dict:
+        return {}
+
+
+#: What ``pad: empty`` fills: a read-only ``{}`` that unpickles as a plain ``{}``.
+EMPTY_MAPPING = _EmptyMapping()
 
 
 class _Same(Sequence):
@@ -273,8 +351,8 @@ def _nontensor_stack(values: Sequence[Any]):
     from tensordict import NonTensorData, NonTensorStack
 
     if isinstance(values, _Same):
-        # One NonTensorData shared by every row is safe for an immutable value and
-        # much cheaper than building `count` of them.
+        # One NonTensorData shared by every row is safe for an immutable value (and the
+        # read-only EMPTY_MAPPING) and much cheaper than building `count` of them.
         one = NonTensorData(data=values.value)
         return NonTensorStack(*([one] * len(values))) if len(values) else NonTensorStack.from_list([])
     return NonTensorStack.from_list(list(values))

@@ -393,7 +393,9 @@ class TransferQueueWriter:
                 "padding must have exactly the batch's fields (TransferQueue drops a field from reads "
                 "of any batch where some sample lacks it): " + "; ".join(problems)
             )
-        found = self.schema.batch_violations(pad.fields, tags=pad.tags, dims=self.dims, depth=self.depth)
+        # Padding is valid at depth="values" by construction (Schema.padding proves its fill
+        # values on one scalar per field), so re-check only shapes, dims and tags here.
+        found = self.schema.batch_violations(pad.fields, tags=pad.tags, dims=self.dims, depth="shapes")
         # The padding must read back with the real samples' dtypes, whoever wrote them.
         known = dict(self._dtypes)
         for name, v in ref.items():

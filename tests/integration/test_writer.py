@@ -242,6 +242,10 @@ def test_pad_to_multiple_each_schema(schema, tq_client, partition):
     assert len(padded.keys) == 8 and ts.real_count(padded.tags) == 5
     batch = tq_client.kv_batch_get(padded.keys, partition)
     assert set(batch.keys()) == set(samples[0])
+    if "multi_modal_inputs" in batch.keys():
+        # The shared read-only {} of padding comes back as ordinary, separate dicts.
+        mm = batch["multi_modal_inputs"].tolist()[5:]
+        assert all(type(m) is dict and m == {} for m in mm) and mm[0] is not mm[1]
     schema.validate_batch(batch, tags=padded.tags)
     check_padding_contract(batch, padded.tags, schema)
 
