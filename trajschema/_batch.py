@@ -19,7 +19,7 @@ import torch
 from ._dims import DerivedDim
 from ._schema import Field, Schema
 
-__all__ = ["RowSource", "column_shapes", "suspicious_rows"]
+__all__ = ["RowSource", "column_rows", "column_shapes", "suspicious_rows"]
 
 
 def _nontensor_values(col: Any, n: int) -> list[Any] | None:
@@ -30,6 +30,24 @@ def _nontensor_values(col: Any, n: int) -> list[Any] | None:
     if isinstance(col, NonTensorData):
         return [col.data] * n
     return None
+
+
+def column_rows(col: Any, n: int) -> Sequence[Any]:
+    """A batch column as one value per sample: tensors for tensor columns, Python values otherwise.
+
+    Jagged columns are cut from their flat values with ``narrow`` — ``unbind`` on a
+    nested tensor goes through Python-level dispatch and costs ~0.3 ms a column.
+    """
+    values = _nontensor_values(col, n)
+    if values is not None:
+        return values
+    if not isinstance(col, torch.Tensor):
+        return [col] * n
+    if col.is_nested and col.layout == torch.jagged and col.lengths() is None:
+        flat, axis = col.values(), col._ragged_idx - 1
+        bounds = col.offsets().tolist()
+        return [flat.narrow(axis, bounds[i], bounds[i + 1] - bounds[i]) for i in range(n)]
+    return col.unbind(0)
 
 
 def column_shapes(col: Any, n: int) -> torch.Tensor | None:
@@ -274,13 +292,7 @@ class RowSource:
         self.columns: dict[str, Sequence[Any]] | None = None
         if len(rows) > self._UNBIND_ABOVE:
             n = batch.batch_size[0]
-            self.columns = {}
-            for k in batch.keys():
-                col = batch.get(k)
-                values = _nontensor_values(col, n)
-                if values is None:
-                    values = col.unbind(0) if isinstance(col, torch.Tensor) else [col] * n
-                self.columns[k] = values
+            self.columns = {k: column_rows(batch.get(k), n) for k in batch.keys()}
 
     def __call__(self, i: int) -> dict[str, Any]:
         if self.columns is not None:
