@@ -44,6 +44,8 @@ class _Write:
     tags: list[dict[str, Any]]
     dtypes: dict[str, torch.dtype]
     field_names: frozenset[str]
+    # (key, sample) of the last real sample written, to shape later padding on.
+    reference: tuple[str, dict[str, Any]] | None = None
 
 
 class TransferQueueWriter:
@@ -130,6 +132,9 @@ class TransferQueueWriter:
         self._dtypes: dict[str, torch.dtype] = {}
         #: the field set of this writer's earlier puts (``None`` before the first).
         self._fields: frozenset[str] | None = None
+        #: (key, sample) of the last sample this writer put: padding for a batch holding
+        #: it needs no kv_batch_get.
+        self._reference: tuple[str, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"<TransferQueueWriter {self.schema.name!r} -> partition {self.partition_id!r}>"
@@ -193,9 +198,10 @@ class TransferQueueWriter:
 
         The schema-driven replacement for verl's ``upsample_batch_to_divisible_size``:
         the padding is derived from the schema's pad rules, shaped and typed like a
-        real sample of the batch (read with one ``kv_batch_get``), tagged
-        ``is_padding=True``, given a fresh uid of its own, validated, and written with
-        one ``kv_batch_put``.
+        real sample of the batch, tagged ``is_padding=True``, given a fresh uid of its
+        own, validated, and written with one ``kv_batch_put``. The real sample is read
+        with one ``kv_batch_get`` — unless it is the last sample this writer put (a
+        writer that wrote the batch pads it without reading anything back).
 
         Examples:
             >>> multiple = ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
@@ -223,10 +229,11 @@ class TransferQueueWriter:
                 real sample's or this writer's earlier puts.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
-        count, ref_key = self._padding_plan(meta, multiple)
+        count, ref_key, ref = self._padding_plan(meta, multiple)
         if count == 0:
             return meta
-        ref = self._call("kv_batch_get", [ref_key], self.partition_id)
+        if ref is None:
+            ref = _one_row(self._call("kv_batch_get", [ref_key], self.partition_id), ref_key)
         write = self._prepare_padding(meta, count, ref_key, ref)
         written = self._call("kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags)
         self._remember(write)
@@ -279,10 +286,11 @@ class TransferQueueWriter:
             SchemaError: as for :meth:`pad_to_multiple`.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
-        count, ref_key = self._padding_plan(meta, multiple)
+        count, ref_key, ref = self._padding_plan(meta, multiple)
         if count == 0:
             return meta
-        ref = await self._acall("async_kv_batch_get", [ref_key], self.partition_id)
+        if ref is None:
+            ref = _one_row(await self._acall("async_kv_batch_get", [ref_key], self.partition_id), ref_key)
         write = self._prepare_padding(meta, count, ref_key, ref)
         written = await self._acall(
             "async_kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags
@@ -346,10 +354,15 @@ class TransferQueueWriter:
                     value = t.equals.evaluate(bound)
                     if value is not None:
                         tag.setdefault(t.name, value)
-        return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]))
+        return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
 
-    def _padding_plan(self, meta: Any, multiple: int) -> tuple[int, str | None]:
-        """How many padding samples ``meta`` needs, and the key of a real sample to shape them on."""
+    def _padding_plan(self, meta: Any, multiple: int) -> tuple[int, str, dict[str, Any] | None]:
+        """How many padding samples ``meta`` needs, and a real sample to shape them on.
+
+        The sample is the last one this writer put, when that one is in the batch (it is
+        stored exactly as written: the writer refuses whatever TransferQueue would
+        change); otherwise only its key is known and the caller reads it (``None``).
+        """
         if meta.partition_id is not None and meta.partition_id != self.partition_id:
             raise ValueError(
                 f"meta belongs to partition {meta.partition_id!r} but this writer writes to {self.partition_id!r}"
@@ -365,15 +378,14 @@ class TransferQueueWriter:
                 f"no real sample in meta: all {len(keys)} tags say is_padding=True; "
                 "padding is shaped on a real sample of the batch"
             )
-        return padding_needed(len(keys), multiple), ref_key
+        if self._reference is not None:
+            cached_key, cached = self._reference
+            if any(k == cached_key and not is_padding(t) for k, t in zip(keys, tags, strict=True)):
+                return padding_needed(len(keys), multiple), cached_key, cached
+        return padding_needed(len(keys), multiple), ref_key, None
 
-    def _prepare_padding(self, meta: Any, count: int, ref_key: str, ref_batch: Any) -> _Write:
-        """Build and check ``count`` padding samples shaped on the real sample ``ref_batch`` holds."""
-        if ref_batch.batch_size[0] != 1:
-            raise ValueError(
-                f"kv_batch_get([{ref_key!r}]) returned {ref_batch.batch_size[0]} rows; expected the one real sample"
-            )
-        ref = _rows(ref_batch)[0]
+    def _prepare_padding(self, meta: Any, count: int, ref_key: str, ref: dict[str, Any]) -> _Write:
+        """Build and check ``count`` padding samples shaped on the real sample ``ref`` (stored at ``ref_key``)."""
         pad = self.schema.padding(count, eos_token_id=self.eos_token_id, like=ref, dims=self.dims)
         pad_names, ref_names = set(pad.fields.keys()), set(ref)
         problems = []
@@ -401,7 +413,7 @@ class TransferQueueWriter:
         for i in sorted({0, count - 1}):
             found += [
                 dataclasses.replace(v, sample=i)
-                for v in self.schema.violations(pad.samples[i], tag=pad.tags[i], dims=self.dims, depth=self.depth)
+                for v in self.schema.violations(pad.fields[i], tag=pad.tags[i], dims=self.dims, depth=self.depth)
             ]
         # The padding must read back with the real samples' dtypes, whoever wrote them.
         known = dict(self._dtypes)
@@ -419,11 +431,13 @@ class TransferQueueWriter:
         # own tags (is_padding and the lengths) are the padding's.
         ref_tag = next(t for k, t in zip(meta.keys, meta.tags, strict=True) if k == ref_key)
         inherited = {k: v for k, v in (ref_tag or {}).items() if k not in self.schema.tags and k != "is_padding"}
-        tags = [{**copy.deepcopy(inherited), **t} for t in pad.tags]
+        tags = [{**copy.deepcopy(inherited), **t} for t in pad.tags] if inherited else list(pad.tags)
         return _Write(list(pad.keys), pad.fields, tags, dtypes, frozenset(pad_names))
 
     def _remember(self, write: _Write) -> None:
         self._dtypes.update(write.dtypes)
+        if write.reference is not None:
+            self._reference = write.reference
         if self._fields is None:
             self._fields = write.field_names
 
@@ -478,6 +492,14 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
             f"samples must be a list of sample mappings or a batch TensorDict, found {type(samples).__name__}"
         )
     return [{k: v for k, v in _as_mapping(s).items() if v is not None} for s in samples]
+
+
+def _one_row(batch: Any, key: str) -> dict[str, Any]:
+    """The single sample a ``kv_batch_get([key])`` returned, as a plain dict."""
+    n = batch.batch_size[0] if batch.batch_dims else 0
+    if n != 1:
+        raise ValueError(f"kv_batch_get([{key!r}]) returned {n} rows; expected the one real sample")
+    return _rows(batch)[0]
 
 
 def _existing_keys(listing: Any, partition_id: str) -> Any:

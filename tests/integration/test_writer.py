@@ -307,3 +307,35 @@ def test_async_put_and_pad(tq_client, partition):
     batch = tq_client.kv_batch_get(padded.keys, partition)
     schema.validate_batch(batch, tags=padded.tags)
     check_padding_contract(batch, padded.tags, schema)
+
+
+class _CountingClient:
+    """The real TransferQueue module, with its calls counted (no behaviour changed)."""
+
+    def __init__(self, tq) -> None:
+        self._tq = tq
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        fn = getattr(self._tq, name)
+        if name.startswith(("kv_", "async_kv_")):
+            return lambda *a, **k: (self.calls.append(name), fn(*a, **k))[1]
+        return fn
+
+
+def test_a_writer_pads_its_own_batch_without_reading_back(tq_client, partition):
+    schema = ts.load_schema("moe_routed")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 1), (4, 3)])
+    client = _CountingClient(tq_client)
+    writer = ts.TransferQueueWriter(schema, partition_id=partition, eos_token_id=2, client=client)
+    meta = writer.put(keys, samples)
+    client.calls.clear()
+    padded = writer.pad_to_multiple(meta, 4)
+    assert client.calls == ["kv_batch_put"]  # the last sample it put is the reference
+    # A fresh writer (the trainer driver) must read one real sample first.
+    driver_client = _CountingClient(tq_client)
+    driver = ts.TransferQueueWriter(schema, partition_id=partition, eos_token_id=2, client=driver_client)
+    again = driver.pad_to_multiple(meta, 8)
+    assert driver_client.calls == ["kv_batch_get", "kv_batch_put"]
+    batch = tq_client.kv_batch_get(padded.keys + again.keys[3:], partition)
+    schema.validate_batch(batch, tags=padded.tags + again.tags[3:])
