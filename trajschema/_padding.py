@@ -216,40 +216,50 @@ def _check_fill(schema: Schema, f: Field, env: Mapping[str, int], eos: int, like
     padding is valid at ``depth="values"`` by construction and nobody has to scan
     megabytes of zeros to find out.
     """
-    from ._validate import _has_bad_values
-
     rule = f.pad.rule
     if rule in ("uid", "index", "empty") or (rule != "copy" and not f.is_tensor and not f.has_value_checks):
         return
     if rule == "copy":
-        probe = like.get(f.name) if like is not None else None
-    elif f.is_tensor:
-        dtype = _dtype(f, like)
-        if rule == "positions":
-            n = f.shape[-1].evaluate(env) if f.shape else 0
-            probe = torch.arange(n, dtype=dtype)
-            if n and probe[-1].item() != n - 1:
-                raise ValueError(f"padding field {f.name!r}: positions up to {n - 1} do not fit {dtype}")
-        else:
-            value = eos if rule == "eos" else f.pad.value
-            try:
-                probe = torch.tensor(value, dtype=dtype)
-            except RuntimeError:  # torch refuses some overflowing conversions outright
-                probe = None
-            if probe is None or probe.item() != value:
-                raise ValueError(
-                    f"padding field {f.name!r}: {'eos_token_id' if rule == 'eos' else 'fill'} {value!r} "
-                    f"does not fit dtype {dtype}"
-                )
+        problem = _value_problem(f, like.get(f.name) if like is not None else None)
     else:
-        probe = eos if rule == "eos" else f.pad.value
-    if probe is not None and f.has_value_checks and _has_bad_values(f, probe):
+        dtype = _dtype(f, like) if f.is_tensor else None
+        if rule == "positions":
+            probe: Any = f.shape[-1].evaluate(env) if f.shape else 0
+        else:
+            probe = eos if rule == "eos" else f.pad.value
+        problem = _fill_problem(f, rule, probe, dtype)  # pure: cached per field, rule, value and dtype
+    if problem:
         source = {"eos": f"eos_token_id={eos}", "copy": "the like= sample's value"}.get(rule, f"fill {f.pad}")
-        raise ValueError(
-            f"schema {schema.name!r}: padding field {f.name!r} with {source} breaks its value checks "
-            f"(values {list(f.values) if f.values is not None else 'any'}, min {f.min}, max {f.max}, "
-            f"finite {f.finite})"
-        )
+        raise ValueError(f"schema {schema.name!r}: padding field {f.name!r} with {source} {problem}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | None) -> str | None:
+    if dtype is None:
+        return _value_problem(f, value)
+    if rule == "positions":
+        probe = torch.arange(value, dtype=dtype)
+        if value and probe[-1].item() != value - 1:
+            return f"needs positions up to {value - 1}, which do not fit {dtype}"
+    else:
+        try:
+            probe = torch.tensor(value, dtype=dtype)
+        except RuntimeError:  # torch refuses some overflowing conversions outright
+            probe = None
+        if probe is None or probe.item() != value:
+            return f"does not fit dtype {dtype}"
+    return _value_problem(f, probe)
+
+
+def _value_problem(f: Field, probe: Any) -> str | None:
+    from ._validate import _has_bad_values
+
+    if probe is None or not f.has_value_checks or not _has_bad_values(f, probe):
+        return None
+    return (
+        f"breaks its value checks (values {list(f.values) if f.values is not None else 'any'}, "
+        f"min {f.min}, max {f.max}, finite {f.finite})"
+    )
 
 
 def _dtype(f: Field, like: Mapping[str, Any] | None) -> torch.dtype:
@@ -269,7 +279,8 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
         shape = (count, *(e.evaluate(env) for e in f.shape or ()))
         dtype = _dtype(f, like)
         if rule == "fill":
-            return torch.full(shape, value, dtype=dtype)
+            # zeros skips full's per-element fill loop: about twice as fast for wide columns.
+            return torch.zeros(shape, dtype=dtype) if value == 0 else torch.full(shape, value, dtype=dtype)
         if rule == "eos":
             return torch.full(shape, eos, dtype=dtype)
         if rule == "positions":
