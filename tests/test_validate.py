@@ -303,6 +303,19 @@ def test_shapes_depth_reads_no_tensor_values():
     assert codes(VLM_MOE.violations(meta, depth="shapes")) == [("routed_experts", "dim_mismatch")]
 
 
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        pytest.param(lambda: torch.empty(4, device="meta"), [], id="meta-has-no-values-to-check"),
+        pytest.param(lambda: torch.zeros(4).to_sparse(), [("rollout_log_probs", "kind")], id="sparse-is-not-dense"),
+    ],
+)
+def test_tensors_without_readable_values(make, expected):
+    sample = verl_sample(TEXT, 6, 4)
+    sample["rollout_log_probs"] = make()
+    assert codes(TEXT.violations(sample, depth="values")) == expected
+
+
 def test_extra_fields_allowed_by_default_and_forbidden_on_request():
     sample = verl_sample(TEXT, 6, 4)
     sample["data_source"] = "gsm8k"
@@ -321,3 +334,98 @@ def test_report_shows_shapes_never_contents():
     assert "routed_experts" in text
     assert "(9, 4, 2)" in text
     assert "seq=10" in text
+
+
+# --- nothing leaks from inside: any mapping gets a list of violations, never a crash
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_DTYPES = [
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+    torch.float32,
+    torch.float64,
+    torch.bfloat16,
+    torch.complex64,
+]
+
+
+@st.composite
+def _odd_values(draw):
+    kind = draw(st.sampled_from(["tensor", "nested", "meta", "sparse", "scalar", "python", "none"]))
+    if kind == "tensor":
+        shape = draw(st.lists(st.integers(0, 5), max_size=4))
+        dtype = draw(st.sampled_from(_DTYPES))
+        return torch.zeros(shape, dtype=dtype)
+    if kind == "nested":
+        lengths = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+        return torch.nested.nested_tensor([torch.zeros(n) for n in lengths], layout=torch.jagged)
+    if kind == "meta":
+        shape = draw(st.lists(st.integers(1, 5), max_size=3))
+        return torch.empty(shape, dtype=draw(st.sampled_from(_DTYPES[:-1])), device="meta")
+    if kind == "sparse":
+        return torch.ones(draw(st.integers(1, 5))).to_sparse()
+    if kind == "scalar":
+        return torch.tensor(draw(st.sampled_from([0, 1.5, True, -3])))
+    if kind == "python":
+        return draw(
+            st.one_of(
+                st.integers(),
+                st.floats(allow_nan=True),
+                st.text(max_size=3),
+                st.booleans(),
+                st.lists(st.integers(), max_size=3),
+                st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+            )
+        )
+    return None
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    name=st.sampled_from(ts.schema_names()),
+    overrides=st.dictionaries(
+        st.sampled_from(
+            [
+                "prompts",
+                "responses",
+                "input_ids",
+                "position_ids",
+                "response_mask",
+                "loss_mask",
+                "attention_mask",
+                "rollout_log_probs",
+                "routed_experts",
+                "num_turns",
+                "uid",
+                "multi_modal_inputs",
+                "teacher_ids",
+                "extra",
+            ]
+        ),
+        _odd_values(),
+        max_size=4,
+    ),
+    tag=st.one_of(
+        st.none(),
+        st.dictionaries(st.sampled_from(["is_padding", "seq_len", "prompt_len", "x"]), _odd_values(), max_size=3),
+    ),
+    depth=st.sampled_from(["shapes", "values"]),
+)
+def test_any_mapping_gets_violations_never_a_crash(name, overrides, tag, depth):
+    schema = ts.load_schema(name)
+    sample = {**verl_sample(schema, 4, 3), **overrides}
+    found = schema.violations(sample, tag=tag, depth=depth)
+    assert all(isinstance(v, ts.Violation) for v in found)
+    if found:
+        with pytest.raises(ts.SchemaError) as info:
+            schema.validate(sample, tag=tag, depth=depth)
+        assert info.value.violations == found
+    else:
+        schema.validate(sample, tag=tag, depth=depth)
+    schema.batch_violations([sample, sample], tags=None if tag is None else [tag, tag], depth=depth)

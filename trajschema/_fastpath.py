@@ -31,7 +31,7 @@ _EXACT = {"int": "int", "float": "float", "bool": "bool", "str": "str", "mapping
 
 def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Callable[[Mapping[str, Any]], dict | None]:
     """Generate the fast checker for a checking plan (see ``_validate._plan``)."""
-    consts: dict[str, Any] = {"T": torch.Tensor, "kind_ok": kind_ok}
+    consts: dict[str, Any] = {"T": torch.Tensor, "STRIDED": torch.strided, "kind_ok": kind_ok}
     local = {name: f"d{i}" for i, name in enumerate(plan.dims)}
     fixed = {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
     state = {n: "no" for n in plan.dims if n not in fixed}  # bound: "no", "maybe" or "yes"
@@ -57,7 +57,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
             if len(f.dtypes) == 1
             else f"v.dtype not in {const(frozenset(f.dtypes))}"
         )
-        lines.append(f"{ind}if type(v) is not T or {dtype} or v.is_nested: return None")
+        lines.append(f"{ind}if type(v) is not T or {dtype} or v.is_nested or v.layout is not STRIDED: return None")
         lines.append(f"{ind}s = v.shape")
         lines.append(f"{ind}if len(s) != {len(axes)}: return None")
         for k, (name, lit) in enumerate(axes):

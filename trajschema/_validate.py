@@ -110,7 +110,8 @@ def describe_value(v: Any) -> str:
         if v.is_nested:
             layout = "jagged" if v.layout == torch.jagged else "strided"
             return f"{short_dtype(v.dtype)} {layout} nested tensor of {v.size(0)}"
-        return f"{short_dtype(v.dtype)}[{','.join(str(s) for s in v.shape)}]"
+        layout = "" if v.layout == torch.strided else f" {str(v.layout).removeprefix('torch.')}"
+        return f"{short_dtype(v.dtype)}[{','.join(str(s) for s in v.shape)}]{layout}"
     if isinstance(v, (bool, numbers.Number)):
         return f"{type(v).__name__} {v!r}"
     if isinstance(v, str):
@@ -256,7 +257,7 @@ def check_sample(
             if f.required:
                 add(f.name, "missing", f.describe(), "absent", f"required field is missing (expected {f.describe()})")
             continue
-        if not isinstance(v, torch.Tensor) or v.is_nested:
+        if not isinstance(v, torch.Tensor) or v.is_nested or v.layout != torch.strided:
             add(
                 f.name,
                 "kind",
@@ -459,8 +460,10 @@ def _check_tag(schema: Schema, tag: Any, env: Mapping[str, int], add) -> None:
 
 def _check_values(f: Field, v: Any, add) -> None:
     if f.is_tensor:
-        if not isinstance(v, torch.Tensor) or v.is_nested or v.dtype not in f.dtypes:
+        if not isinstance(v, torch.Tensor) or v.is_nested or v.layout != torch.strided or v.dtype not in f.dtypes:
             return  # already reported as kind/dtype
+        if v.is_meta:
+            return  # shapes without data: there are no values to check
         for code_expected, bad in _bad_elements(f, v):
             n_bad = int(bad.sum())
             if n_bad:
@@ -477,6 +480,8 @@ def _check_values(f: Field, v: Any, add) -> None:
                 )
         return
     if isinstance(v, torch.Tensor) and _kind_ok(f.kind, v):
+        if v.is_meta:
+            return  # a scalar without data
         v = v.item()
     if not _kind_ok(f.kind, v) or not isinstance(v, (numbers.Real,)):
         if f.values is not None and _kind_ok(f.kind, v) and v not in f.values:
@@ -548,7 +553,7 @@ def values_clean(f: Field, v: torch.Tensor) -> bool:
 
     ``False`` means "look closer" (``_bad_elements`` finds the elements), not "bad".
     """
-    if v.numel() == 0:
+    if v.numel() == 0 or v.is_meta:
         return True
     if v.dtype == torch.bool or v.is_complex():
         return False
