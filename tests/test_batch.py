@@ -196,3 +196,41 @@ def test_batch_report_equals_per_sample_reports(lengths, mutations, depth):
     except (RuntimeError, ValueError):
         return  # shapes no nested tensor can hold together; TransferQueue could not return them either
     assert VLM_MOE.batch_violations(batch, depth=depth) == per_sample
+
+
+@st.composite
+def _odd_columns(draw, n):
+    kind = draw(st.sampled_from(["dense", "jagged", "strided", "nontensor", "meta", "scalar-col"]))
+    dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.int16, torch.bool, torch.float32]))
+    if kind == "dense":
+        return torch.zeros((n, *draw(st.lists(st.integers(0, 4), max_size=3))), dtype=dtype)
+    if kind == "jagged":
+        tail = draw(st.lists(st.integers(1, 3), max_size=2))
+        return torch.nested.nested_tensor(
+            [torch.zeros((draw(st.integers(0, 5)), *tail), dtype=dtype) for _ in range(n)], layout=torch.jagged
+        )
+    if kind == "strided":
+        return torch.nested.nested_tensor([torch.zeros(draw(st.integers(1, 3)), i + 1, dtype=dtype) for i in range(n)])
+    if kind == "nontensor":
+        return NonTensorStack.from_list(
+            draw(st.lists(st.one_of(st.integers(), st.text(max_size=2), st.none()), min_size=n, max_size=n))
+        )
+    if kind == "meta":
+        return torch.empty((n, 3), device="meta", dtype=dtype)
+    return torch.arange(n, dtype=dtype) if dtype != torch.bool else torch.ones(n, dtype=dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), depth=st.sampled_from(["shapes", "values"]))
+def test_any_tensordict_batch_gets_violations_never_a_crash(data, depth):
+    samples = realistic(VLM_MOE, [(3, 2), (5, 1), (2, 4)])
+    batch = tq_batch(samples)
+    for name in data.draw(st.lists(st.sampled_from(sorted(batch.keys())), max_size=3, unique=True)):
+        batch[name] = data.draw(_odd_columns(3))
+    found = VLM_MOE.batch_violations(batch, depth=depth)
+    assert all(isinstance(v, ts.Violation) for v in found)
+    if found:
+        with pytest.raises(ts.SchemaError):
+            VLM_MOE.validate_batch(batch, depth=depth)
+    else:
+        VLM_MOE.validate_batch(batch, depth=depth)
