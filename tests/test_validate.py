@@ -355,6 +355,9 @@ _DTYPES = [
 ]
 
 
+_ALL_FIELDS = sorted({f for n in ts.schema_names() for f in ts.load_schema(n).fields})
+
+
 @st.composite
 def _odd_values(draw):
     kind = draw(st.sampled_from(["tensor", "nested", "meta", "sparse", "scalar", "python", "none"]))
@@ -390,24 +393,7 @@ def _odd_values(draw):
 @given(
     name=st.sampled_from(ts.schema_names()),
     overrides=st.dictionaries(
-        st.sampled_from(
-            [
-                "prompts",
-                "responses",
-                "input_ids",
-                "position_ids",
-                "response_mask",
-                "loss_mask",
-                "attention_mask",
-                "rollout_log_probs",
-                "routed_experts",
-                "num_turns",
-                "uid",
-                "multi_modal_inputs",
-                "teacher_ids",
-                "extra",
-            ]
-        ),
+        st.sampled_from([*_ALL_FIELDS, "extra"]),
         _odd_values(),
         max_size=4,
     ),
