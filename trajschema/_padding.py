@@ -345,15 +345,15 @@ class _Same(Sequence):
 
     def __init__(self, value: Any, count: int) -> None:
         self.value = value
-        self.count = count
+        self.size = count  # not `count`: that would shadow Sequence.count()
 
     def __len__(self) -> int:
-        return self.count
+        return self.size
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self.value] * len(range(*i.indices(self.count)))
-        if not -self.count <= i < self.count:
+            return [self.value] * len(range(*i.indices(self.size)))
+        if not -self.size <= i < self.size:
             raise IndexError(i)
         return self.value
 
