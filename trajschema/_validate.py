@@ -40,8 +40,6 @@ class _Plan:
     hidden: frozenset[str]
     fixed: dict[str, int]
     free: tuple[FreeDim, ...]
-    # For each dim, the fields (and axes) that bind it, in declaration order.
-    binders: dict[str, tuple[tuple[str, int], ...]]
     # The generated straight-line checker (see _fastpath).
     fast: Any = None
 
@@ -52,12 +50,11 @@ def _plan(schema: Schema) -> _Plan:
     dims: dict[str, Any] = dict(schema.dims)
     hidden: set[str] = set()
     tensors = []
-    binders: dict[str, list[tuple[str, int]]] = {}
     for f in schema.fields.values():
         if not f.is_tensor:
             continue
         axes: list[tuple[str | None, int]] = []
-        for i, e in enumerate(f.shape or ()):
+        for e in f.shape or ():
             if e.is_int:
                 axes.append((None, e.args[0]))
                 continue
@@ -66,7 +63,6 @@ def _plan(schema: Schema) -> _Plan:
                 dims[name] = DerivedDim(name, e)
                 hidden.add(name)
             axes.append((name, -1))
-            binders.setdefault(name, []).append((f.name, i))
         tensors.append((f, tuple(axes)))
     order: list[DerivedDim] = []
     seen: set[str] = set()
@@ -91,7 +87,6 @@ def _plan(schema: Schema) -> _Plan:
         hidden=frozenset(hidden),
         fixed={n: d.size for n, d in dims.items() if isinstance(d, FixedDim)},
         free=tuple(d for d in dims.values() if isinstance(d, FreeDim)),
-        binders={k: tuple(v) for k, v in binders.items()},
     )
     from ._fastpath import compile_fast_checker
 
@@ -610,9 +605,16 @@ def check_batch(
     dims: Mapping[str, int] | None,
     depth: str,
     raise_errors: bool,
+    bound_out: list[dict[str, int]] | None = None,
 ) -> list[Violation]:
-    """Check a list of samples or a TransferQueue-shaped TensorDict; see ``Schema.validate_batch``."""
+    """Check a list of samples or a TransferQueue-shaped TensorDict; see ``Schema.validate_batch``.
+
+    For a list of samples, ``bound_out`` (if given) receives the dims each sample binds,
+    in order, so a caller needs no second pass to learn them.
+    """
     _check_args(schema, dims, depth)
+    if bound_out is not None and _is_tensordict(batch):
+        raise ValueError("bound_out is only collected for a list of samples")
     if _is_tensordict(batch):
         from ._batch import RowSource, suspicious_rows
 
@@ -648,11 +650,16 @@ def check_batch(
         tag = tag_list[i] if tag_list is not None else None
         if not screened:
             try:
-                if _fast_bindings(schema, row, tag, dims, depth) is not None:
-                    continue
+                fast = _fast_bindings(schema, row, tag, dims, depth)
             except Exception:  # odd values: let the full check describe them
-                pass
+                fast = None
+            if fast is not None:
+                if bound_out is not None:
+                    bound_out.append(fast)
+                continue
         bound, vs = check_sample(schema, row, tag=tag, dims=dims, depth=depth, index=i)
+        if bound_out is not None:
+            bound_out.append(bound)
         if vs:
             found.extend(vs)
             bindings[i] = bound

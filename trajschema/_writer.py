@@ -336,7 +336,12 @@ class TransferQueueWriter:
 
     def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
         """Check a put completely; return what to write or raise with every problem."""
-        found = self.schema.batch_violations(rows, tags=tags, dims=self.dims, depth=self.depth)
+        from ._validate import check_batch
+
+        bound: list[dict[str, int]] = []
+        found = check_batch(
+            self.schema, rows, tags=tags, dims=self.dims, depth=self.depth, raise_errors=False, bound_out=bound
+        )
         found += _key_violations(keys, existing, self.partition_id)
         found += _field_set_violations(rows, self._fields)
         dtypes, column_found = _column_violations(rows, self._dtypes)
@@ -346,14 +351,12 @@ class TransferQueueWriter:
         if found:
             raise SchemaError(_by_sample(found), schema_name=self.schema.name)
         length_tags = [t for t in self.schema.tags.values() if t.equals is not None]
-        for row, tag in zip(rows, tags, strict=True):
+        for dims, tag in zip(bound, tags, strict=True):  # the dims the check above bound
             tag.setdefault("is_padding", False)
-            if length_tags:
-                bound = self.schema.validate(row, dims=self.dims, depth="shapes")
-                for t in length_tags:
-                    value = t.equals.evaluate(bound)
-                    if value is not None:
-                        tag.setdefault(t.name, value)
+            for t in length_tags:
+                value = t.equals.evaluate(dims)
+                if value is not None:
+                    tag.setdefault(t.name, value)
         return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
 
     def _padding_plan(self, meta: Any, multiple: int) -> tuple[int, str, dict[str, Any] | None]:
