@@ -721,7 +721,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_tq import tq_rows
 
         say(f"[4/4] pad_to_multiple {args.pad_counts} rows on a local TransferQueue (starts Ray, ~15 s)...")
-        rows += tq_rows(args.pad_counts, repeats=3 if args.quick else 15, layers=args.layers, topk=args.topk, say=say)
+        rows += tq_rows(args.pad_counts, repeats=3 if args.quick else 31, layers=args.layers, topk=args.topk, say=say)
 
     load_after = os.getloadavg()
     lines = machine_info()
