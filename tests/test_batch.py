@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from tensordict import NonTensorStack, TensorDict
 
 import trajschema as ts
-from trajschema import _validate
+from trajschema import _check
 from trajschema.testing import tq_batch, verl_sample
 
 VLM_MOE = ts.load_schema("vlm_mrope_moe")
@@ -126,8 +126,8 @@ def test_column_wide_problems_reach_every_sample():
 
 def test_a_clean_jagged_batch_is_never_unbound_per_sample(monkeypatch):
     calls = []
-    real = _validate.check_sample
-    monkeypatch.setattr(_validate, "check_sample", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = _check.check_sample
+    monkeypatch.setattr(_check, "check_sample", lambda *a, **k: calls.append(1) or real(*a, **k))
     batch = tq_batch(realistic(VLM_MOE, [(p, r) for p in range(1, 9) for r in range(8)]))
     VLM_MOE.validate_batch(batch)
     assert calls == []

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trajschema as ts
-from trajschema._validate import _fast_bindings, _plan, check_sample
+from trajschema._check import fast_bindings
+from trajschema._sample import check_sample
 
 # Schemas that stress the code generator: a dim bound only by optional fields, an inline
 # expression, a fixed dim, a literal axis, a derived dim of derived dims, bounds.
@@ -79,8 +80,8 @@ def samples(draw):
 @settings(max_examples=400, deadline=None)
 @given(samples())
 def test_fast_checker_agrees_with_the_full_check(sample):
-    bound, found = check_sample(EXOTIC, sample, depth="shapes")
-    fast = _fast_bindings(EXOTIC, sample, None, None, "shapes")
+    bound, found = check_sample(EXOTIC._compiled(), sample, depth="shapes")
+    fast = fast_bindings(EXOTIC._compiled(), sample, None, None, "shapes")
     if found:
         assert fast is None
     elif fast is not None:
@@ -90,11 +91,11 @@ def test_fast_checker_agrees_with_the_full_check(sample):
 def test_clean_samples_do_take_the_fast_path(schema, sample_of):
     # Without this, a checker that always said "look closer" would pass the property above.
     sample = sample_of(schema, 9, 4)
-    assert _fast_bindings(schema, sample, None, None, "shapes") == schema.validate(sample)
+    assert fast_bindings(schema._compiled(), sample, None, None, "shapes") == schema.validate(sample)
 
 
 def test_generated_source_holds_no_schema_text():
-    source = _plan(EXOTIC).fast.__source__
+    source = EXOTIC._compiled().fast.__source__
     assert "a + b" not in source and "2 * c" not in source
     assert "'x'" in source  # field names only as string constants
 

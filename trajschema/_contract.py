@@ -21,8 +21,13 @@ from typing import Any
 
 import torch
 
+from ._check import check_batch, tags_length_violation
+from ._columns import BatchShapeError, BatchView, batch_view, nonzero_per_row
 from ._errors import SchemaError, Violation
+from ._kinds import describe_value
+from ._plan import Plan
 from ._schema import Schema
+from ._types import Batch, TagDict
 
 __all__ = [
     "check_padding_contract",
@@ -58,13 +63,13 @@ def is_padding(tag: Mapping[str, Any] | None) -> bool:
     if tag is None:
         return False
     if not isinstance(tag, Mapping):
-        raise TypeError(f"a tag dict must be a mapping or None, found {_describe(tag)}")
+        raise TypeError(f"a tag dict must be a mapping or None, found {describe_value(tag)}")
     if "is_padding" not in tag:
         return False
     v = tag["is_padding"]
     if type(v) is not bool:
         raise TypeError(
-            f"is_padding must be True or False, found {_describe(v)}; "
+            f"is_padding must be True or False, found {describe_value(v)}; "
             "trajschema does not guess whether a sample is padding"
         )
     return v
@@ -107,7 +112,7 @@ def real_count(tags: Sequence[Mapping[str, Any] | None]) -> int:
 
 def _padding_flags(tags: Any) -> list[bool]:
     if not isinstance(tags, Sequence) or isinstance(tags, (str, bytes)):
-        raise TypeError(f"tags must be a sequence of tag dicts, found {_describe(tags)}")
+        raise TypeError(f"tags must be a sequence of tag dicts, found {describe_value(tags)}")
     flags = []
     for i, tag in enumerate(tags):
         try:
@@ -118,8 +123,8 @@ def _padding_flags(tags: Any) -> list[bool]:
 
 
 def padding_contract_violations(
-    samples_or_batch: Any,
-    tags: Sequence[Mapping[str, Any] | None] | None,
+    samples_or_batch: Batch,
+    tags: Sequence[TagDict | None] | None,
     schema: Schema | str,
 ) -> list[Violation]:
     """Every way a batch breaks the is_padding contract; never raises for bad data.
@@ -141,46 +146,37 @@ def padding_contract_violations(
     Raises:
         TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict.
     """
-    from ._validate import _as_mapping, _check_tags_len, _is_tensordict, describe_value
-
     if isinstance(schema, str):
         from ._loading import load_schema
 
         schema = load_schema(schema)
-    if _is_tensordict(samples_or_batch):
-        td = samples_or_batch
-        if td.batch_dims != 1:
-            size = list(td.batch_size)
-            return [
-                Violation(
-                    sample=None,
-                    field="<batch>",
-                    code="batch",
-                    expected="batch_size [B]",
-                    actual=f"batch_size {size}",
-                    message=f"a batch TensorDict needs one batch dim, found batch_size {size}",
-                )
-            ]
-        n = td.batch_size[0]
-        samples = None
-    elif isinstance(samples_or_batch, Sequence) and not isinstance(samples_or_batch, (str, bytes)):
-        samples = [_as_mapping(s) for s in samples_or_batch]
-        td = None
-        n = len(samples)
-    else:
-        raise TypeError(
-            f"a batch must be a list of sample mappings or a TensorDict, found {type(samples_or_batch).__name__}"
-        )
-    if tags is None:
-        tags = [None] * n
-    found = _check_tags_len(tags, n)
+    plan = schema._compiled()
+    try:
+        view = batch_view(samples_or_batch)
+    except BatchShapeError as exc:
+        size = list(samples_or_batch.batch_size)
+        return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))]
+    tag_list: list[Any] = [None] * view.n if tags is None else tags  # type: ignore[assignment]
+    found = tags_length_violation(tag_list, view.n)
     if found:
         return found
+    status = _padding_status(plan, tag_list, found)
+    padding = [i for i, s in enumerate(status) if s]
+    found += _mask_violations(plan, view, padding)
+    found += _uid_violations(plan, view, tag_list, status)
+    found += _length_tag_violations(plan, samples_or_batch, view, tag_list, padding)
+    order = {name: k for k, name in enumerate([*plan.fields, *plan.tags])}
+    found.sort(key=lambda v: (-1 if v.sample is None else v.sample, order.get(v.field, len(order))))
+    return found
 
-    # Each sample is padding (True), real (False) or unknown (None: a malformed tag,
-    # reported here and then left out of the padding and uid checks).
+
+def _padding_status(plan: Plan, tags: Sequence[Any], found: list[Violation]) -> list[bool | None]:
+    """Per sample: padding (True), real (False) or unknown (None: a malformed tag, reported in ``found``)."""
     status: list[bool | None] = []
     for i, tag in enumerate(tags):
+        if isinstance(tag, Mapping) and "is_padding" not in tag:
+            status.append(plan.padding_default)
+            continue
         try:
             status.append(is_padding(tag))
         except TypeError:
@@ -189,136 +185,118 @@ def padding_contract_violations(
             expected = "True or False" if isinstance(tag, Mapping) else "a mapping or None"
             found.append(
                 Violation(
-                    sample=i,
-                    field=field,
-                    code="tag",
-                    expected=expected,
-                    actual=describe_value(bad),
-                    message=(
-                        f"{field} must be {expected}, found {describe_value(bad)}; "
-                        "trajschema does not guess whether a sample is padding"
-                    ),
+                    i,
+                    field,
+                    "tag",
+                    expected,
+                    describe_value(bad),
+                    f"{field} must be {expected}, found {describe_value(bad)}; "
+                    "trajschema does not guess whether a sample is padding",
                 )
             )
             status.append(None)
-    padding = [i for i, s in enumerate(status) if s]
+    return status
 
-    # 1. masks: a padding sample must add nothing to the loss or the response stats.
-    # (A TensorDict's `in` and iteration are about rows, hence the explicit key set.)
-    columns = set(td.keys()) if td is not None else set()
-    for name in _zeroed_masks(schema):
-        if td is not None:
-            if name not in columns:
-                continue
-            counts = _nonzero_per_row(td.get(name), n)
+
+def _mask_violations(plan: Plan, view: BatchView, padding: list[int]) -> list[Violation]:
+    """A padding sample must add nothing to the loss or the response stats."""
+    found = []
+    columns = view.keys()
+    for name in _zeroed_masks(plan):
+        if name not in columns or not padding:
+            continue
+        rows: list[tuple[int, int, int]] = []
+        if view.is_table:
+            counts = nonzero_per_row(view.column(name), view.n)
             if counts is None:
                 continue  # not a per-sample tensor column: validate_batch reports that
             nonzero, total = (c.tolist() for c in counts)
             rows = [(i, nonzero[i], total[i]) for i in padding if nonzero[i]]
         else:
-            rows = []
             for i in padding:
-                v = samples[i].get(name)
-                if isinstance(v, torch.Tensor) and not v.is_nested:
+                v = view.row(i).get(name)
+                if isinstance(v, torch.Tensor) and not v.is_nested and not v.is_meta:
                     k = int(v.count_nonzero())
                     if k:
                         rows.append((i, k, v.numel()))
         for i, k, total in rows:
             found.append(
                 Violation(
-                    sample=i,
-                    field=name,
-                    code="padding",
-                    expected="all zeros (padding sample)",
-                    actual=f"{k} of {total} elements non-zero",
-                    message=(
-                        f"padding sample (is_padding=True) has {k} non-zero {name} elements of {total}; "
-                        f"padding must add nothing to the loss or metrics"
-                    ),
+                    i,
+                    name,
+                    "padding",
+                    "all zeros (padding sample)",
+                    f"{k} of {total} elements non-zero",
+                    f"padding sample (is_padding=True) has {k} non-zero {name} elements of {total}; "
+                    "padding must add nothing to the loss or metrics",
                 )
             )
-
-    # 2. uids: padding must not join a real GRPO group; a padding uid must be tagged
-    uids = _uids(td, samples, n)
-    if uids is not None:
-        # An untagged sample with a padding uid is reported below as the root cause; its
-        # uid is not a real group, or every sibling padding sample would be reported too.
-        real_uid_at: dict[Any, int] = {}
-        for i, (u, s) in enumerate(zip(uids, status)):
-            if s is False and isinstance(u, str) and not _PADDING_UID.fullmatch(u):
-                real_uid_at.setdefault(u, i)
-        for i in padding:
-            u = uids[i]
-            if isinstance(u, str) and u in real_uid_at:
-                j = real_uid_at[u]
-                found.append(
-                    Violation(
-                        sample=i,
-                        field="uid",
-                        code="padding",
-                        expected="a uid no real sample has",
-                        actual=f"{u!r}, as real sample {j}",
-                        message=(
-                            f"padding sample reuses real sample {j}'s uid {u!r}; it would join that GRPO "
-                            f"group and shift its advantages (use trajschema.new_padding_uid())"
-                        ),
-                    )
-                )
-        for i, (u, s) in enumerate(zip(uids, status)):
-            if s is False and isinstance(u, str) and _PADDING_UID.fullmatch(u):
-                tag = tags[i]
-                if tag is None:
-                    actual = "no tag dict"
-                elif "is_padding" not in tag:
-                    actual = "tag without is_padding"
-                else:
-                    actual = "is_padding=False"
-                found.append(
-                    Violation(
-                        sample=i,
-                        field="is_padding",
-                        code="padding",
-                        expected="is_padding=True",
-                        actual=actual,
-                        message=(
-                            f"uid {u!r} is a padding uid but the sample has {actual}; a padding sample "
-                            f"must be tagged is_padding=True or metrics count it as real"
-                        ),
-                    )
-                )
-
-    # 3. length tags of padding samples: one code path with validate_batch, so the
-    # wording is the same and a TensorDict is screened column-wise, not per row.
-    length_tags = [t.name for t in schema.tags.values() if t.equals is not None]
-    if padding and length_tags:
-        from ._validate import check_batch
-
-        wanted = set(length_tags)
-        screened = [{}] * n
-        for i in padding:
-            screened[i] = {k: v for k, v in tags[i].items() if k in wanted}
-        on_padding = set(padding)
-        found.extend(
-            v
-            for v in check_batch(
-                schema,
-                samples_or_batch if td is not None else samples,
-                tags=screened,
-                dims=None,
-                depth="shapes",
-                raise_errors=False,
-            )
-            if v.code == "tag" and v.field in wanted and v.sample in on_padding
-        )
-
-    order = {name: k for k, name in enumerate([*schema.fields, *schema.tags])}
-    found.sort(key=lambda v: (-1 if v.sample is None else v.sample, order.get(v.field, len(order))))
     return found
 
 
+def _uid_violations(plan: Plan, view: BatchView, tags: Sequence[Any], status: list[bool | None]) -> list[Violation]:
+    """Padding must not join a real GRPO group, and a padding uid must be tagged as padding."""
+    name = plan.uid_field
+    if name is None or name not in view.keys():
+        return []
+    uids = view.values_of(name)
+    # An untagged sample with a padding uid is reported below as the root cause; its uid
+    # is not a real group, or every sibling padding sample would be reported too.
+    real_uid_at: dict[Any, int] = {}
+    for i, (u, s) in enumerate(zip(uids, status)):
+        if s is False and isinstance(u, str) and not _PADDING_UID.fullmatch(u):
+            real_uid_at.setdefault(u, i)
+    found = []
+    for i, (u, s) in enumerate(zip(uids, status)):
+        if s and isinstance(u, str) and u in real_uid_at:
+            j = real_uid_at[u]
+            found.append(
+                Violation(
+                    i,
+                    name,
+                    "padding",
+                    "a uid no real sample has",
+                    f"{u!r}, as real sample {j}",
+                    f"padding sample reuses real sample {j}'s uid {u!r}; it would join that GRPO "
+                    "group and shift its advantages (use trajschema.new_padding_uid())",
+                )
+            )
+        elif s is False and isinstance(u, str) and _PADDING_UID.fullmatch(u):
+            tag = tags[i]
+            actual = "no tag dict" if tag is None else "tag without is_padding" if "is_padding" not in tag else "is_padding=False"
+            found.append(
+                Violation(
+                    i,
+                    "is_padding",
+                    "padding",
+                    "is_padding=True",
+                    actual,
+                    f"uid {u!r} is a padding uid but the sample has {actual}; a padding sample "
+                    "must be tagged is_padding=True or metrics count it as real",
+                )
+            )
+    return found
+
+
+def _length_tag_violations(
+    plan: Plan, batch: Any, view: BatchView, tags: Sequence[Any], padding: list[int]
+) -> list[Violation]:
+    """Length tags of padding samples, through the batch check (one wording, column-wise screening)."""
+    wanted = {t.name for t in plan.length_tags}
+    if not padding or not wanted:
+        return []
+    screened: list[Any] = [{}] * view.n
+    for i in padding:
+        screened[i] = {k: v for k, v in tags[i].items() if k in wanted}
+    on_padding = set(padding)
+    source = batch if view.is_table else view.samples
+    found, _ = check_batch(plan, source, tags=screened, dims=None, depth="shapes")
+    return [v for v in found if v.code == "tag" and v.field in wanted and v.sample in on_padding]
+
+
 def check_padding_contract(
-    samples_or_batch: Any,
-    tags: Sequence[Mapping[str, Any] | None] | None,
+    samples_or_batch: Batch,
+    tags: Sequence[TagDict | None] | None,
     schema: Schema | str,
 ) -> None:
     """Check that the padding samples of a batch are inert; report every violation.
@@ -372,7 +350,7 @@ def check_padding_contract(
         raise SchemaError(found, schema_name=name)
 
 
-def _zeroed_masks(schema: Schema) -> list[str]:
+def _zeroed_masks(plan: Plan) -> list[str]:
     """The 0/1 tensor fields the schema pads with 0: padding must leave them all zero.
 
     Derived from the declaration rather than listed, so a schema that adds a mask
@@ -381,57 +359,10 @@ def _zeroed_masks(schema: Schema) -> list[str]:
     """
     return [
         f.name
-        for f in schema.fields.values()
+        for f in plan.fields.values()
         if f.is_tensor
         and f.values is not None
         and set(f.values) <= {0, 1}
         and f.pad.rule == "fill"
         and f.pad.value == 0
     ]
-
-
-def _nonzero_per_row(col: Any, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(non-zero elements, elements) per sample of a batch column, vectorized over samples."""
-    if not isinstance(col, torch.Tensor) or (not col.is_nested and col.dim() == 0):
-        return None
-    if not col.is_nested:
-        flat = col.reshape(n, -1)
-        return (flat != 0).sum(1), torch.full((n,), flat.shape[1], dtype=torch.int64)
-    if col.layout == torch.jagged:
-        values = col.values()
-        axis = col._ragged_idx - 1  # the ragged dim's place in the flat values
-        other = [d for d in range(values.dim()) if d != axis]
-        nonzero_at = (values != 0).sum(dim=other) if other else (values != 0).to(torch.int64)
-        width = 1  # elements per ragged position, e.g. 4 rope rows
-        for d in other:
-            width *= values.shape[d]
-        offsets = col.offsets()
-        lengths = col.lengths() if col.lengths() is not None else offsets.diff()
-        # Map each flat position to its row; a narrowed NJT leaves gaps between rows
-        # (lengths shorter than the offsets' steps), so keep only positions inside one.
-        pos = torch.arange(nonzero_at.shape[0])
-        row = (torch.searchsorted(offsets[:n].contiguous(), pos, right=True) - 1).clamp(min=0)
-        inside = (pos >= offsets[row]) & (pos < offsets[row] + lengths[row])
-        nonzero = torch.zeros(n, dtype=torch.int64).index_add_(0, row[inside], nonzero_at[inside])
-        return nonzero, lengths.to(torch.int64) * width
-    # A strided nested tensor (TransferQueue's fallback) has no flat values view; its
-    # zero-padded dense form counts the same non-zero elements.
-    dense = torch.nested.to_padded_tensor(col, 0)
-    sizes = col._nested_tensor_size().to(torch.int64)
-    return (dense.reshape(n, -1) != 0).sum(1), sizes.prod(1)
-
-
-def _uids(td: Any, samples: list[Mapping[str, Any]] | None, n: int) -> list[Any] | None:
-    if td is None:
-        return [s.get("uid") for s in samples]
-    if "uid" not in set(td.keys()):
-        return None
-    from ._batch import _nontensor_values
-
-    return _nontensor_values(td.get("uid"), n)
-
-
-def _describe(v: Any) -> str:
-    from ._validate import describe_value
-
-    return describe_value(v)

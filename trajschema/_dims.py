@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = [
     "DerivedDim",
@@ -22,6 +23,7 @@ __all__ = [
     "FreeDim",
     "parse_expr",
     "solve_for",
+    "solve_linear",
 ]
 
 
@@ -185,29 +187,50 @@ class _Parser:
         raise ExprError(f"unexpected {t[1]!r} in dim expression {self.text!r}")
 
 
-def solve_for(expr: Expr, name: str, target: int, env: Mapping[str, int]) -> int | None:
-    """Solve ``expr == target`` for the one unbound ``name``, if expr is linear in it.
+def solve_linear(
+    expr: Expr,
+    name: str,
+    target: Any,
+    env: Mapping[str, Any],
+    *,
+    lift: Callable[[Any], Any] = lambda v: v,
+    where: Callable[[Any, Any, Any], Any] = lambda cond, a, b: a if cond else b,
+) -> tuple[Any, Any]:
+    """Solve ``expr == target`` for the one unbound ``name``: ``(solution, solved)``.
 
-    Returns ``None`` when there is no integer solution or expr is not linear in name
-    (e.g. ``n * n``).
+    Generic over what a size is: Python ints (the defaults), or tensors holding one size
+    per sample (pass ``lift`` to turn a constant into such a tensor and ``where`` to
+    select elementwise, e.g. ``torch.where``). ``solved`` is false (elementwise) where
+    there is no non-negative integer solution or ``expr`` is not linear in ``name``
+    (``n * n``); the solution there is 0.
     """
     probe = dict(env)
     values = []
     for x in (0, 1, 2):
         probe[name] = x
-        v = expr.evaluate(probe)
-        if v is None:
-            return None
-        values.append(v)
-    a, b = values[0], values[1] - values[0]
-    if values[2] - values[1] != b or b == 0:
-        return None
-    q, r = divmod(target - a, b)
-    if r != 0:
-        return None
+        values.append(lift(expr.evaluate(probe)))
+    a, b, c = values[0], values[1] - values[0], values[2] - values[0]
+    ok = (b != 0) & (c == 2 * b)
+    safe_b = where(ok, b, 1)
+    sol = (target - a) // safe_b
+    ok = ok & (sol * safe_b == target - a) & (sol >= 0)
+    sol = where(ok, sol, 0)
     # Three probes cannot prove linearity (x**3 - 3x**2 + 3x agrees with x at 0, 1, 2): check.
-    probe[name] = q
-    return q if expr.evaluate(probe) == target else None
+    probe[name] = sol
+    ok = ok & (lift(expr.evaluate(probe)) == target)
+    return sol, ok
+
+
+def solve_for(expr: Expr, name: str, target: int, env: Mapping[str, int]) -> int | None:
+    """Solve ``expr == target`` for the one unbound ``name``, if expr is linear in it.
+
+    Returns ``None`` when there is no non-negative integer solution or expr is not
+    linear in name (e.g. ``n * n``).
+    """
+    if any(n not in env for n in expr.names() if n != name):
+        return None
+    sol, ok = solve_linear(expr, name, target, env)
+    return int(sol) if ok else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,6 +239,7 @@ class FixedDim:
 
     name: str
     size: int
+    description: str = ""
 
     def describe(self) -> str:
         return str(self.size)
@@ -229,6 +253,7 @@ class FreeDim:
     min: int = 0
     max: int | None = None
     multiple_of: int | None = None
+    description: str = ""
 
     def describe(self) -> str:
         parts = [f">= {self.min}"] if self.min else []
@@ -252,6 +277,7 @@ class DerivedDim:
 
     name: str
     expr: Expr
+    description: str = ""
 
     def describe(self) -> str:
         return str(self.expr)

@@ -16,12 +16,18 @@ runs the full check, which writes the violation records.
 
 from __future__ import annotations
 
+import itertools
+import linecache
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ._dims import Expr, FixedDim, FreeDim
+from ._kinds import kind_ok
+
+if TYPE_CHECKING:
+    from ._plan import Plan
 
 __all__ = ["compile_fast_checker"]
 
@@ -29,12 +35,16 @@ __all__ = ["compile_fast_checker"]
 _EXACT = {"int": "int", "float": "float", "bool": "bool", "str": "str", "mapping": "dict"}
 
 
-def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Callable[[Mapping[str, Any]], dict | None]:
-    """Generate the fast checker for a checking plan (see ``_validate._plan``)."""
+_SERIAL = itertools.count()
+
+
+def compile_fast_checker(plan: Plan) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
+    """Generate the fast checker for a checking plan (see :mod:`._plan`)."""
+    dims = plan.dim_plan.dims
     consts: dict[str, Any] = {"T": torch.Tensor, "STRIDED": torch.strided, "kind_ok": kind_ok}
-    local = {name: f"d{i}" for i, name in enumerate(plan.dims)}
-    fixed = {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
-    state = {n: "no" for n in plan.dims if n not in fixed}  # bound: "no", "maybe" or "yes"
+    local = {name: f"d{i}" for i, name in enumerate(dims)}
+    fixed = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
+    state = {n: "no" for n in dims if n not in fixed}  # bound: "no", "maybe" or "yes"
     lines = ["def check(sample):", "    get = sample.get"]
     if state:
         lines.append("    " + " = ".join(local[n] for n in state) + " = None")
@@ -83,7 +93,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
                 lines.append(f"    if {check}: return None")
         elif check:
             lines.append(f"    if v is not None and {check}: return None")
-    for d in plan.derived:
+    for d in plan.dim_plan.derived:
         inputs = d.expr.names()
         if any(n not in fixed and state[n] == "no" for n in inputs):
             lines.append("    return None  # an input dim is never bound: the full check solves for it")
@@ -101,7 +111,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
             lines.append(f"    if {target} is None: {target} = c")
             lines.append(f"    elif {target} != c: return None")
         state[d.name] = "yes"
-    for d in plan.dims.values():
+    for d in dims.values():
         if not isinstance(d, FreeDim) or state[d.name] == "no":
             continue
         x = local[d.name]
@@ -114,7 +124,7 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
             guard = f"{x} is not None and " if state[d.name] == "maybe" else ""
             lines.append(f"    if {guard}({' or '.join(tests)}): return None")
     lines.append("    out = {}")
-    for name in plan.dims:
+    for name in dims:
         if name in plan.hidden:
             continue
         if name in fixed:
@@ -124,9 +134,12 @@ def compile_fast_checker(plan: Any, kind_ok: Callable[[str, Any], bool]) -> Call
         elif state[name] == "maybe":
             lines.append(f"    if {local[name]} is not None: out[{name!r}] = {local[name]}")
     lines.append("    return out")
-    source = "\n".join(lines)
+    source = "\n".join(lines) + "\n"
+    # A unique file name, registered in linecache, so that tracebacks show the real lines.
+    filename = f"<trajschema fast checker {plan.name!r} #{next(_SERIAL)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = dict(consts)
-    exec(compile(source, f"<trajschema fast checker {len(plan.dims)} dims>", "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
     check = namespace["check"]
     check.__source__ = source  # for debugging: print(plan.fast.__source__)
     return check

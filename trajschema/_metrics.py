@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 import torch
 
+from ._columns import BatchShapeError, batch_view, index_rows, is_tensordict
 from ._contract import real_mask
+from ._types import Batch, TagDict
 
 __all__ = ["PaddingOnlyBatchWarning", "exclude_padding", "select_real"]
 
@@ -89,14 +91,14 @@ def exclude_padding(fn: _Fn) -> _Fn:
     return wrapper  # type: ignore[return-value]
 
 
-def _select(batch: Any, tags: Sequence[Mapping[str, Any] | None], *, stacklevel: int) -> tuple[Any, list[Any]]:
+def _select(batch: Batch, tags: Sequence[TagDict | None], *, stacklevel: int) -> tuple[Any, list[Any]]:
     """(real samples, their tags); (None, []) with a warning when there are none."""
-    from ._validate import _is_tensordict
-
-    if _is_tensordict(batch):
-        if batch.batch_dims != 1:
-            raise ValueError(f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}")
-        n = batch.batch_size[0]
+    try:
+        view = batch_view(batch) if is_tensordict(batch) else None
+    except BatchShapeError as exc:
+        raise ValueError(str(exc)) from None
+    if view is not None:
+        n = view.n
     elif isinstance(batch, Sequence) and not isinstance(batch, (str, bytes)):
         n = len(batch)
     else:
@@ -119,54 +121,6 @@ def _select(batch: Any, tags: Sequence[Mapping[str, Any] | None], *, stacklevel:
         return batch, list(tags)
     rows = keep.nonzero().flatten()
     real_tags = [tags[i] for i in rows.tolist()]
-    if _is_tensordict(batch):
-        return _index_rows(batch, rows), real_tags
+    if view is not None:
+        return index_rows(batch, rows), real_tags
     return [batch[i] for i in rows.tolist()], real_tags
-
-
-def _index_rows(td: Any, rows: torch.Tensor) -> Any:
-    """``td[rows]``, also for columns that cannot be indexed by a tensor.
-
-    tensordict indexes jagged nested columns (and ``NonTensorStack``) by a LongTensor;
-    strided nested tensors (TransferQueue's fallback layout) do not support it, so such a
-    TensorDict is rebuilt column by column.
-    """
-    try:
-        return td[rows]
-    except (NotImplementedError, RuntimeError):
-        pass
-    from tensordict import TensorDict, TensorDictBase
-
-    picked = rows.tolist()
-    tensors: dict[str, Any] = {}
-    others: dict[str, Any] = {}
-    for key in list(td.keys()):  # iterating a TensorDict itself yields rows
-        col = td.get(key)
-        if isinstance(col, torch.Tensor):
-            tensors[key] = _index_column(col, rows, picked)
-        elif isinstance(col, TensorDictBase) and not _is_nontensor(col):
-            tensors[key] = _index_rows(col, rows)
-        else:
-            others[key] = col[rows]
-    out = TensorDict(tensors, batch_size=[len(picked)])
-    for key, col in others.items():
-        out[key] = col
-    return out
-
-
-def _index_column(col: torch.Tensor, rows: torch.Tensor, picked: list[int]) -> torch.Tensor:
-    try:
-        return col[rows]
-    except (NotImplementedError, RuntimeError):
-        if not col.is_nested:
-            raise
-    # A nested tensor without tensor indexing: rebuild it, in its own layout, from the
-    # picked rows (a copy, but only of the rows kept).
-    parts = col.unbind(0)
-    return torch.nested.nested_tensor([parts[i] for i in picked], layout=col.layout)
-
-
-def _is_nontensor(x: Any) -> bool:
-    from tensordict import NonTensorData, NonTensorStack
-
-    return isinstance(x, (NonTensorData, NonTensorStack))

@@ -12,8 +12,13 @@ from typing import Any
 
 import torch
 
+from ._columns import as_mapping
+from ._decl import Field
 from ._dims import DerivedDim, FreeDim
-from ._schema import Field, Schema
+from ._errors import SchemaError, Violation
+from ._kinds import describe_value
+from ._plan import Plan
+from ._values import fits_dtype, scalar_failures, tensor_has_failures
 
 __all__ = ["PaddingBatch", "make_padding", "new_padding_uid"]
 
@@ -68,7 +73,7 @@ def _check_int(name: str, v: Any, minimum: int = 0) -> int:
 
 
 def make_padding(
-    schema: Schema,
+    plan: Plan,
     count: int,
     *,
     eos_token_id: int,
@@ -77,56 +82,92 @@ def make_padding(
     include: Sequence[str] | None,
 ) -> PaddingBatch:
     """See :meth:`trajschema.Schema.padding`."""
-    from tensordict import TensorDict
-
-    from ._validate import _as_mapping
+    from ._check import validate_sample
 
     count = _check_int("count", count)
     eos = _check_int("eos_token_id", eos_token_id)
+    like_dims: dict[str, int] = {}
     if like is not None:
-        like = _as_mapping(like)
-        like_dims = schema.validate(like, depth="shapes")
-    else:
-        like_dims = {}
-    emitted = _emitted_fields(schema, like, include)
-    env = _padding_dims(schema, emitted, like_dims, dims)
+        like = as_mapping(like)
+        like_dims = validate_sample(plan, like, tag=None, dims=None, depth="shapes")
+    emitted = _emitted_fields(plan, like, include)
+    env = _padding_dims(plan, emitted, like_dims, dims)
     uid = new_padding_uid()
-
     columns: dict[str, Any] = {}
     for f in emitted:
-        _check_fill(schema, f, env, eos, like)
+        _check_fill(plan, f, env, eos, like)
         columns[f.name] = _column(f, count, env, eos, uid, like)
-    if like is not None and schema.extra == "allow":
-        for k, v in like.items():
-            if k not in schema.fields and v is not None:
-                columns[k] = _copied(v, count)
-
-    tensors = {k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}
-    fields = TensorDict(tensors, batch_size=[count])
-    for k, v in columns.items():
-        if not isinstance(v, torch.Tensor):
-            fields[k] = _nontensor_stack(v)
-    tag_values = {t.name: t.equals.evaluate(env) for t in schema.tags.values() if t.equals is not None}
+    if like is not None and plan.extra == "allow":
+        columns.update(_undeclared_copies(plan, like, like_dims, env, count))
+    tag_values = {t.name: t.equals.evaluate(env) for t in plan.length_tags if t.equals is not None}
     tag = {"is_padding": True, **{k: v for k, v in tag_values.items() if v is not None}}
     return PaddingBatch(
         keys=[f"{uid}_{i}_0" for i in range(count)],
         tags=[dict(tag) for _ in range(count)],
-        fields=fields,
+        fields=_table(columns, count),
         uid=uid,
-        dims={n: env[n] for n in schema.dims if n in env},
+        dims={n: env[n] for n in plan.dims if n in env},
         _columns=columns,
     )
 
 
-def _emitted_fields(schema: Schema, like: Mapping[str, Any] | None, include: Sequence[str] | None) -> list[Field]:
+def _table(columns: Mapping[str, Any], count: int) -> Any:
+    """The padding as a TensorDict: dense tensor columns, non-tensor columns as stacks."""
+    from tensordict import TensorDict
+
+    fields = TensorDict({k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}, batch_size=[count])
+    for k, v in columns.items():
+        if not isinstance(v, torch.Tensor):
+            fields[k] = _nontensor_stack(v)
+    return fields
+
+
+def _undeclared_copies(
+    plan: Plan, like: Mapping[str, Any], like_dims: Mapping[str, int], env: Mapping[str, int], count: int
+) -> dict[str, Any]:
+    """The reference's undeclared fields, copied; refused where a copy would keep a stale length.
+
+    A tensor that has an axis as long as a dim the padding resizes (a ``routed_experts``
+    of ``(111, 48, 8)`` beside ``seq=111`` when the schema does not declare it) would be
+    copied at the reference's length, not the padding's: that is an error, not a guess.
+    Axes of size 0 or 1 say nothing and are not matched.
+    """
+    resized = {n: v for n, v in like_dims.items() if n in env and env[n] != v and v > 1}
+    out: dict[str, Any] = {}
+    problems = []
+    for k, v in like.items():
+        if k in plan.fields or v is None:
+            continue
+        if isinstance(v, torch.Tensor):
+            follows = [(n, size) for n, size in resized.items() if size in tuple(v.shape)]
+            if follows:
+                problems.append(_stale_copy(plan, k, v, follows, env))
+                continue
+        out[k] = _copied(v, count)
+    if problems:
+        raise SchemaError(problems, schema_name=plan.name)
+    return out
+
+
+def _stale_copy(plan: Plan, name: str, v: torch.Tensor, follows: list[tuple[str, int]], env: Mapping[str, int]):
+    dim, size = follows[0]
+    msg = (
+        f"undeclared field {name!r} ({describe_value(v)}) has an axis of {size}, like the reference's "
+        f"{dim}={size}; padding would copy it at that length while the padding's {dim} is {env[dim]}. "
+        f"Declare {name!r} in schema {plan.name!r}, or use the schema that declares it (ts.schema_for_sample)"
+    )
+    return Violation(None, name, "extra", f"declared (it seems to follow {dim})", describe_value(v), msg)
+
+
+def _emitted_fields(plan: Plan, like: Mapping[str, Any] | None, include: Sequence[str] | None) -> list[Field]:
     if include is not None:
         if isinstance(include, str):
             include = [include]
-        unknown = [n for n in include if n not in schema.fields]
+        unknown = [n for n in include if n not in plan.fields]
         if unknown:
             raise ValueError(
-                f"include= names fields schema {schema.name!r} does not declare: {unknown} "
-                f"(its optional fields: {[f.name for f in schema.fields.values() if not f.required]})"
+                f"include= names fields schema {plan.name!r} does not declare: {unknown} "
+                f"(its optional fields: {[f.name for f in plan.fields.values() if not f.required]})"
             )
         if like is not None:
             lacking = [n for n in include if like.get(n) is None]
@@ -138,7 +179,7 @@ def _emitted_fields(schema: Schema, like: Mapping[str, Any] | None, include: Seq
                 )
     wanted = set(include or ())
     out = []
-    for f in schema.fields.values():
+    for f in plan.fields.values():
         if f.required:
             out.append(f)
         elif like is not None:
@@ -150,27 +191,23 @@ def _emitted_fields(schema: Schema, like: Mapping[str, Any] | None, include: Seq
 
 
 def _padding_dims(
-    schema: Schema, emitted: list[Field], like_dims: Mapping[str, int], dims: Mapping[str, int] | None
+    plan: Plan, emitted: list[Field], like_dims: Mapping[str, int], dims: Mapping[str, int] | None
 ) -> dict[str, int]:
+    from ._check import check_args
+
+    check_args(plan, dims, "shapes")  # unknown dims, bad sizes, a fixed dim re-pinned
     dims = dict(dims or {})
-    for k, v in dims.items():
-        if k not in schema.dims:
-            raise ValueError(
-                f"dims={{{k!r}: ...}}: schema {schema.name!r} has no dim {k!r} (its dims: {', '.join(schema.dims)})"
-            )
-        _check_int(f"dims[{k!r}]", v)
-        d = schema.dims[k]
+    for k in dims:
+        d = plan.dims[k]
         if isinstance(d, DerivedDim):
             raise ValueError(f"dims[{k!r}]: {k} is derived ({k} = {d.expr}); set {', '.join(d.expr.names())} instead")
-        if not isinstance(d, FreeDim) and v != d.size:
-            raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {schema.name!r}")
     # Which dims do the emitted fields and the length tags need?
     needed: list[str] = []
 
     def need(name: str) -> None:
         if name in needed:
             return
-        d = schema.dims[name]
+        d = plan.dims[name]
         if isinstance(d, DerivedDim):
             for m in d.expr.names():
                 need(m)
@@ -180,13 +217,13 @@ def _padding_dims(
         for e in f.shape or ():
             for n in e.names():
                 need(n)
-    for t in schema.tags.values():
+    for t in plan.tags.values():
         if t.equals is not None:
             for n in t.equals.names():
                 need(n)
     env: dict[str, int] = {}
     for name in needed:
-        d = schema.dims[name]
+        d = plan.dims[name]
         if isinstance(d, DerivedDim):
             env[name] = d.expr.evaluate(env)
             if env[name] < 0:
@@ -195,11 +232,11 @@ def _padding_dims(
         if not isinstance(d, FreeDim):
             env[name] = d.size
             continue
-        size = dims.get(name, schema.padding_sizes.get(name, like_dims.get(name)))
+        size = dims.get(name, plan.padding_sizes.get(name, like_dims.get(name)))
         if size is None:
             users = [f.name for f in emitted if any(name in e.names() for e in f.shape or ())]
             raise ValueError(
-                f"schema {schema.name!r} has no padding size for dim {name!r} (used by {', '.join(users) or 'tags'}); "
+                f"schema {plan.name!r} has no padding size for dim {name!r} (used by {', '.join(users) or 'tags'}); "
                 f"pass like=<a real sample of the batch> or dims={{{name!r}: <size>}}"
             )
         if not d.allows(size):
@@ -208,7 +245,7 @@ def _padding_dims(
     return env
 
 
-def _check_fill(schema: Schema, f: Field, env: Mapping[str, int], eos: int, like) -> None:
+def _check_fill(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Mapping[str, Any] | None) -> None:
     """Prove, on one scalar per field, that the column will pass the field's value checks.
 
     A column is one value broadcast (a fill, EOS), ``0..n-1`` (positions) or a copy of
@@ -227,34 +264,47 @@ def _check_fill(schema: Schema, f: Field, env: Mapping[str, int], eos: int, like
             probe: Any = f.shape[-1].evaluate(env) if f.shape else 0
         else:
             probe = eos if rule == "eos" else f.pad.value
-        problem = _fill_problem(f, rule, probe, dtype)  # pure: cached per field, rule, value and dtype
+        problem = _fill_problem(f, rule, probe, dtype)
     if problem:
         source = {"eos": f"eos_token_id={eos}", "copy": "the like= sample's value"}.get(rule, f"fill {f.pad}")
-        raise ValueError(f"schema {schema.name!r}: padding field {f.name!r} with {source} {problem}")
+        raise ValueError(f"schema {plan.name!r}: padding field {f.name!r} with {source} {problem}")
 
 
-@functools.lru_cache(maxsize=4096)
+_FILL_PROBLEMS: dict[tuple[Any, ...], str | None] = {}
+
+
 def _fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | None) -> str | None:
+    """What is wrong with filling ``f`` (of ``dtype``) by ``value``, or ``None``; pure, so cached."""
+    key = (f, rule, type(value), value, dtype)
+    if key not in _FILL_PROBLEMS:
+        if len(_FILL_PROBLEMS) > 4096:
+            _FILL_PROBLEMS.clear()
+        _FILL_PROBLEMS[key] = _find_fill_problem(f, rule, value, dtype)
+    return _FILL_PROBLEMS[key]
+
+
+def _find_fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | None) -> str | None:
     if dtype is None:
         return _value_problem(f, value)
     if rule == "positions":
-        probe = torch.arange(value, dtype=dtype)
-        if value and probe[-1].item() != value - 1:
+        if value and not fits_dtype(value - 1, dtype):
             return f"needs positions up to {value - 1}, which do not fit {dtype}"
-    else:
-        try:
-            probe = torch.tensor(value, dtype=dtype)
-        except RuntimeError:  # torch refuses some overflowing conversions outright
-            probe = None
-        if probe is None or probe.item() != value:
-            return f"does not fit dtype {dtype}"
-    return _value_problem(f, probe)
+        # min/max/finite are intervals: the two extremes stand for 0..value-1; a value set may not.
+        probe = torch.arange(value, dtype=dtype) if f.values is not None else torch.tensor([0, value - 1] if value else [])
+        return _value_problem(f, probe.to(dtype))
+    if not fits_dtype(value, dtype):
+        return f"does not fit dtype {dtype}"
+    return _value_problem(f, torch.tensor(value, dtype=dtype))
 
 
 def _value_problem(f: Field, probe: Any) -> str | None:
-    from ._validate import _has_bad_values
-
-    if probe is None or not f.has_value_checks or not _has_bad_values(f, probe):
+    if probe is None or not f.has_value_checks:
+        return None
+    if isinstance(probe, torch.Tensor) and f.is_tensor:
+        bad = tensor_has_failures(f, probe)
+    else:
+        bad = bool(scalar_failures(f, probe))
+    if not bad:
         return None
     return (
         f"breaks its value checks (values {list(f.values) if f.values is not None else 'any'}, "

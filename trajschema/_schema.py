@@ -1,122 +1,22 @@
-"""The compiled schema: fields, dims, tags and padding defaults of one model family."""
+"""The compiled schema: the front door whose methods delegate to the checking and padding layers."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-import torch
+from . import _check, _padding
+from ._decl import KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
+from ._plan import Plan, build_plan
+from ._types import Batch, Depth, Sample, TagDict
 
-from ._dims import DerivedDim, Expr, FixedDim, FreeDim
+from ._errors import SchemaError
 
 if TYPE_CHECKING:
     from ._errors import Violation
     from ._padding import PaddingBatch
 
-__all__ = ["Field", "PadRule", "Schema", "Tag"]
-
-Depth = Literal["shapes", "values"]
-
-#: Pad rules that are names rather than literals.
-PAD_RULES = ("eos", "positions", "uid", "index", "empty", "copy")
-#: Non-tensor kinds a field may declare.
-KINDS = ("int", "float", "bool", "str", "mapping", "any")
-
-_SHORT_DTYPE = {
-    torch.bool: "b",
-    torch.uint8: "u8",
-    torch.int8: "i8",
-    torch.int16: "i16",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.float32: "f32",
-    torch.float64: "f64",
-}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.int64`` -> ``"int64"``."""
-    return str(dtype).removeprefix("torch.")
-
-
-def short_dtype(dtype: torch.dtype) -> str:
-    """``torch.int16`` -> ``"i16"``, as tensors are printed in reports."""
-    return _SHORT_DTYPE.get(dtype, dtype_name(dtype))
-
-
-@dataclasses.dataclass(frozen=True)
-class PadRule:
-    """How a padding sample fills one field: a named rule or a literal fill value."""
-
-    rule: str  # one of PAD_RULES, or "fill"
-    value: int | float | bool | None = None
-
-    def __str__(self) -> str:
-        return repr(self.value) if self.rule == "fill" else self.rule
-
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    """One field of a sample: a tensor (``shape`` + ``dtypes``) or a non-tensor ``kind``.
-
-    Attributes:
-        name: the field's key in a sample.
-        kind: ``"tensor"`` or one of ``int float bool str mapping any``.
-        shape: for tensors, one parsed expression per axis.
-        dtypes: for tensors, the allowed dtypes; padding uses the first unless a reference
-            sample says otherwise.
-        required: whether every sample must have it.
-        pad: the padding rule.
-        values / min / max / finite: value checks (``depth="values"``).
-    """
-
-    name: str
-    kind: str
-    shape: tuple[Expr, ...] | None
-    dtypes: tuple[torch.dtype, ...]
-    required: bool
-    pad: PadRule
-    values: tuple[int | float | bool, ...] | None = None
-    min: int | float | None = None
-    max: int | float | None = None
-    finite: bool = False
-    description: str = ""
-
-    @property
-    def is_tensor(self) -> bool:
-        return self.kind == "tensor"
-
-    @property
-    def has_value_checks(self) -> bool:
-        return self.values is not None or self.min is not None or self.max is not None or self.finite
-
-    def describe(self) -> str:
-        """``int64[prompt + response]`` or ``int``."""
-        if not self.is_tensor:
-            return self.kind
-        dt = "|".join(dtype_name(d) for d in self.dtypes)
-        return f"{dt}[{', '.join(str(e) for e in self.shape or ())}]"
-
-
-@dataclasses.dataclass(frozen=True)
-class Tag:
-    """One declared key of the per-sample tag dict.
-
-    ``equals`` ties a tag to a dim expression (``seq_len: {equals: seq}``); ``kind``
-    constrains the value's type; ``default`` is what an absent tag means.
-    """
-
-    name: str
-    kind: str | None = None
-    default: Any = None
-    equals: Expr | None = None
-    description: str = ""
-
-
-Dim = FixedDim | FreeDim | DerivedDim
+__all__ = ["KINDS", "PAD_RULES", "Field", "PadRule", "Schema", "Tag", "dtype_name", "short_dtype"]
 
 
 class Schema:
@@ -165,8 +65,52 @@ class Schema:
         #: ``"allow"`` or ``"forbid"``: what happens to fields the schema does not name.
         self.extra = extra
         self.source = source
-        # Lazily built plans for the fast paths; derived only from the fields above.
-        self._plan: Any = None
+        # The checking plan, derived only from the attributes above: built on first use,
+        # never pickled or copied (see __getstate__), so a schema crosses process
+        # boundaries and compares equal whatever it has checked.
+        self._plan: Plan | None = None
+
+    def _compiled(self) -> Plan:
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = build_plan(
+                name=self.name,
+                dims=self.dims,
+                fields=self.fields,
+                tags=self.tags,
+                extra=self.extra,
+                padding_sizes=self.padding_sizes,
+            )
+        return plan
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.name,
+            self.description,
+            self.architectures,
+            self.lineage,
+            tuple(self.dims.items()),
+            tuple(self.fields.items()),
+            tuple((k, repr(t)) for k, t in self.tags.items()),  # a tag's default may be unhashable
+            tuple(self.padding_sizes.items()),
+            self.extra,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Schema):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(self.fields), tuple(self.dims)))
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_plan"] = None  # holds generated code; rebuilt from the declarations on first use
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     def __repr__(self) -> str:
         return f"<Schema {self.name!r}: {len(self.fields)} fields, dims {list(self.dims)}>"
@@ -188,14 +132,14 @@ class Schema:
             lines.append("  tags: " + ", ".join(self.tags))
         return "\n".join(lines)
 
-    # The checking and padding logic lives in _validate and _padding; these methods are
-    # the public front door and keep their signatures stable.
+    # The checking and padding logic lives in the layers below (_check, _padding); these
+    # methods are the public front door and keep their signatures stable.
 
     def violations(
         self,
-        sample: Mapping[str, Any],
+        sample: Sample,
         *,
-        tag: Mapping[str, Any] | None = None,
+        tag: TagDict | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> list[Violation]:
@@ -215,13 +159,13 @@ class Schema:
         Raises:
             TypeError: ``sample`` is not a mapping.
         """
-        return _validate.check_sample(self, sample, tag=tag, dims=dims, depth=depth)[1]
+        return _check.sample_violations(self._compiled(), sample, tag=tag, dims=dims, depth=depth)[1]
 
     def validate(
         self,
-        sample: Mapping[str, Any],
+        sample: Sample,
         *,
-        tag: Mapping[str, Any] | None = None,
+        tag: TagDict | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> dict[str, int]:
@@ -233,13 +177,13 @@ class Schema:
             SchemaError: with every violation found.
             TypeError: ``sample`` is not a mapping.
         """
-        return _validate.validate_sample(self, sample, tag=tag, dims=dims, depth=depth)
+        return _check.validate_sample(self._compiled(), sample, tag=tag, dims=dims, depth=depth)
 
     def validate_batch(
         self,
-        batch: Any,
+        batch: Batch,
         *,
-        tags: Sequence[Mapping[str, Any]] | None = None,
+        tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> None:
@@ -260,18 +204,20 @@ class Schema:
             SchemaError: with every violation of every sample.
             TypeError: ``batch`` is neither a sequence of mappings nor a TensorDict.
         """
-        _validate.check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=True)
+        found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
+        if found:
+            raise SchemaError(found, schema_name=self.name, bindings=bindings)
 
     def batch_violations(
         self,
-        batch: Any,
+        batch: Batch,
         *,
-        tags: Sequence[Mapping[str, Any]] | None = None,
+        tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> list[Violation]:
         """Like :meth:`validate_batch`, but return the violations instead of raising."""
-        return _validate.check_batch(self, batch, tags=tags, dims=dims, depth=depth, raise_errors=False)
+        return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
 
     def padding(
         self,
@@ -309,9 +255,4 @@ class Schema:
                 (the message says to pass ``like=`` or ``dims=``).
             SchemaError: ``like`` itself breaks the schema.
         """
-        return _padding.make_padding(self, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)
-
-
-# At the bottom on purpose: these modules import Schema from here, and the methods above
-# call into them on every check, so they are bound once rather than imported per call.
-from . import _padding, _validate  # noqa: E402
+        return _padding.make_padding(self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)

@@ -24,8 +24,11 @@ from typing import Any
 
 import torch
 
+from ._check import check_args, check_batch
+from ._columns import BatchShapeError, batch_view, is_tensordict
 from ._contract import is_padding
 from ._errors import SchemaError, Violation
+from ._kinds import describe_value
 from ._planning import padding_needed
 from ._schema import Schema, short_dtype
 from ._tq_layout import to_tq_fields
@@ -110,8 +113,6 @@ class TransferQueueWriter:
         depth: str = "values",
         timeout_s: float | None = 60,
     ) -> None:
-        from ._validate import _check_args
-
         if not isinstance(schema, Schema):
             raise TypeError(f"schema must be a trajschema.Schema, found {type(schema).__name__}")
         if not isinstance(partition_id, str) or not partition_id:
@@ -120,7 +121,7 @@ class TransferQueueWriter:
             raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive or None, found {timeout_s!r}")
-        _check_args(schema, dims, depth)
+        check_args(schema._compiled(), dims, depth)
         self.schema = schema
         self.partition_id = partition_id
         self.eos_token_id = int(eos_token_id)
@@ -336,12 +337,9 @@ class TransferQueueWriter:
 
     def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
         """Check a put completely; return what to write or raise with every problem."""
-        from ._validate import check_batch
-
+        plan = self.schema._compiled()
         bound: list[dict[str, int]] = []
-        found = check_batch(
-            self.schema, rows, tags=tags, dims=self.dims, depth=self.depth, raise_errors=False, bound_out=bound
-        )
+        found, _ = check_batch(plan, rows, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound)
         found += _key_violations(keys, existing, self.partition_id)
         found += _field_set_violations(rows, self._fields)
         dtypes, column_found = _column_violations(rows, self._dtypes)
@@ -350,11 +348,10 @@ class TransferQueueWriter:
         found += [v for v in column_found if (v.sample, v.field) not in reported]
         if found:
             raise SchemaError(_by_sample(found), schema_name=self.schema.name)
-        length_tags = [t for t in self.schema.tags.values() if t.equals is not None]
         for dims, tag in zip(bound, tags, strict=True):  # the dims the check above bound
-            tag.setdefault("is_padding", False)
-            for t in length_tags:
-                value = t.equals.evaluate(dims)
+            tag.setdefault("is_padding", plan.padding_default)
+            for t in plan.length_tags:
+                value = t.equals.evaluate(dims) if t.equals is not None else None
                 if value is not None:
                     tag.setdefault(t.name, value)
         return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
@@ -480,21 +477,12 @@ def _timeout_message(name: str, timeout_s: float | None) -> str:
 
 def _rows(samples: Any) -> list[dict[str, Any]]:
     """Samples as a list of plain dicts (tensors per sample, Python values), ``None`` values dropped."""
-    from ._validate import _as_mapping, _is_tensordict
-
-    if _is_tensordict(samples):
-        if samples.batch_dims != 1:
-            raise ValueError(f"a batch TensorDict needs one batch dim, found batch_size {list(samples.batch_size)}")
-        from ._batch import column_rows
-
-        n = samples.batch_size[0]
-        columns = {name: column_rows(samples.get(name), n) for name in samples.keys()}
-        return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(n)]
-    if isinstance(samples, (str, bytes, Mapping)) or not isinstance(samples, Sequence):
-        raise TypeError(
-            f"samples must be a list of sample mappings or a batch TensorDict, found {type(samples).__name__}"
-        )
-    return [{k: v for k, v in _as_mapping(s).items() if v is not None} for s in samples]
+    if isinstance(samples, Mapping) and not is_tensordict(samples):
+        raise TypeError("samples must be a list of sample mappings or a batch TensorDict, found a single mapping")
+    try:
+        return batch_view(samples).rows()
+    except BatchShapeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _one_row(batch: Any, key: str) -> dict[str, Any]:
@@ -598,8 +586,6 @@ def _column_violations(
     as a ``NonTensorStack``), and a tensor field must have one dtype, the one this
     writer's earlier puts used (TransferQueue casts mixed dtypes on read).
     """
-    from ._validate import describe_value
-
     dtypes: dict[str, torch.dtype] = {}
     first: dict[str, tuple[int, bool]] = {}  # field -> (first sample having it, is it a tensor there)
     found = []

@@ -1,0 +1,175 @@
+"""The entry points of checking: one sample (fast path first) and whole batches.
+
+:func:`validate_sample` first runs the generated straight-line checker, which only says
+"clean" or "look closer"; :func:`check_batch` screens a TensorDict column by column
+(:mod:`._screen`) and a list sample by sample. Either way only the rows that need a
+closer look reach :func:`trajschema._sample.check_sample`, the one writer of records.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._columns import BatchShapeError, BatchView, as_mapping, batch_view
+from ._dims import FixedDim
+from ._errors import SchemaError, Violation
+from ._kinds import describe_value, kind_ok
+from ._plan import Plan
+from ._sample import check_sample, tag_problems
+from ._screen import suspicious_rows
+from ._types import DEPTHS
+from ._values import scalar_failures, tensor_has_failures
+
+__all__ = ["check_args", "check_batch", "fast_bindings", "sample_violations", "tags_length_violation", "validate_sample"]
+
+
+def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
+    """Refuse a bad ``depth`` or ``dims=`` before looking at any data.
+
+    Raises:
+        ValueError: an unknown depth; a dim the schema lacks, a size that is not an int
+            >= 0, or a size for a fixed dim other than its own.
+    """
+    if depth not in DEPTHS:
+        raise ValueError(f"depth must be 'shapes' or 'values', found {depth!r}")
+    if dims is None:
+        return
+    if not isinstance(dims, Mapping):
+        raise ValueError(f"dims= must be a mapping of dim name to size, found {describe_value(dims)}")
+    declared = {n: d for n, d in plan.dim_plan.dims.items() if n not in plan.hidden}
+    for k, v in dims.items():
+        if k not in declared:
+            raise ValueError(
+                f"dims={{{k!r}: ...}}: schema {plan.name!r} has no dim {k!r} (its dims: {', '.join(declared)})"
+            )
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"dims[{k!r}] must be a non-negative int, found {v!r}")
+        d = declared[k]
+        if isinstance(d, FixedDim) and v != d.size:
+            raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")
+
+
+def fast_bindings(plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping[str, int] | None, depth: str):
+    """The sample's dims when it is certainly clean; ``None`` means "look closer"."""
+    env = plan.fast(sample)
+    if env is None:
+        return None
+    if dims:
+        for k, n in dims.items():
+            if env.get(k) != n:
+                return None
+    if plan.extra == "forbid" and any(k not in plan.fields for k in sample):
+        return None
+    if tag is not None and tag_problems(plan, tag, env):
+        return None
+    if depth == "values":
+        for f in plan.valued:
+            v = sample.get(f.name)
+            if v is None:
+                continue
+            if f.is_tensor:
+                if tensor_has_failures(f, v):
+                    return None
+            elif kind_ok(f.kind, v) and scalar_failures(f, v):
+                return None
+    return env
+
+
+def sample_violations(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str):
+    """(dims bound, violations) of one sample; raises only for bad arguments."""
+    check_args(plan, dims, depth)
+    return check_sample(plan, as_mapping(sample), tag=tag, dims=dims, depth=depth)
+
+
+def validate_sample(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str) -> dict[str, int]:
+    """Check one sample; return its dims or raise :class:`SchemaError` with every violation."""
+    check_args(plan, dims, depth)
+    mapping = as_mapping(sample)
+    fast = fast_bindings(plan, mapping, tag, dims, depth)
+    if fast is not None:
+        return fast
+    bound, found = check_sample(plan, mapping, tag=tag, dims=dims, depth=depth)
+    if found:
+        raise SchemaError(found, schema_name=plan.name, bindings={None: bound})
+    return bound
+
+
+def tags_length_violation(tags: Any, n: int) -> list[Violation]:
+    """A ``batch`` violation when ``tags`` is not one tag dict per sample."""
+    if tags is None:
+        return []
+    if isinstance(tags, Sequence) and not isinstance(tags, (str, bytes)) and len(tags) == n:
+        return []
+    found = f"{len(tags)} tag dicts" if isinstance(tags, Sequence) else describe_value(tags)
+    msg = f"tags= needs one tag dict per sample: expected {n}, found {found}"
+    return [Violation(None, "<tags>", "batch", f"{n} tag dicts", found, msg)]
+
+
+def check_batch(
+    plan: Plan,
+    batch: Any,
+    *,
+    tags: Sequence[Any] | None,
+    dims: Mapping[str, int] | None,
+    depth: str,
+    bound_out: list[dict[str, int]] | None = None,
+) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
+    """Every violation of a batch, and the dims bound by each sample that has one.
+
+    For a list of samples, ``bound_out`` (if given) receives the dims each sample binds,
+    in order, so a caller needs no second pass to learn them.
+    """
+    check_args(plan, dims, depth)
+    try:
+        view = batch_view(batch)
+    except BatchShapeError as exc:
+        size = list(batch.batch_size)
+        return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))], {}
+    if bound_out is not None and view.is_table:
+        raise ValueError("bound_out is only collected for a list of samples")
+    found = tags_length_violation(tags, view.n)
+    tag_list = None if found else tags
+    if view.is_table:
+        rows: Sequence[int] = suspicious_rows(plan, view, tags=tag_list, dims=dims, depth=depth)
+        get = _RowSource(view, rows)
+    else:
+        rows = range(view.n)
+        get = view.row
+    bindings: dict[int | None, dict[str, int]] = {}
+    for i in rows:
+        row = get(i)
+        tag = tag_list[i] if tag_list is not None else None
+        fast = None if view.is_table else fast_bindings(plan, row, tag, dims, depth)
+        if fast is None:
+            bound, vs = check_sample(plan, row, tag=tag, dims=dims, depth=depth, index=i)
+        else:
+            bound, vs = fast, []
+        if bound_out is not None:
+            bound_out.append(bound)
+        if vs:
+            found.extend(vs)
+            bindings[i] = bound
+    return found, bindings
+
+
+class _RowSource:
+    """Rows of a TensorDict batch for the rows that need a closer look.
+
+    A few rows are cut out one at a time; many rows (a column-wide problem) unbind each
+    column once instead, which is far cheaper than indexing the TensorDict per row.
+    """
+
+    _UNBIND_ABOVE = 32
+
+    def __init__(self, view: BatchView, rows: Sequence[int]) -> None:
+        self.view = view
+        self.columns: dict[str, Sequence[Any]] | None = None
+        if len(rows) > self._UNBIND_ABOVE:
+            self.columns = {k: view.values_of(k) for k in view.keys()}
+
+    def __call__(self, i: int) -> Mapping[str, Any]:
+        if self.columns is not None:
+            return {k: v[i] for k, v in self.columns.items()}
+        return self.view.row(i)

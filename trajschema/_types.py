@@ -1,0 +1,30 @@
+"""Type aliases of the public API: what a batch is, check depths and violation codes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+if TYPE_CHECKING:
+    from tensordict import TensorDictBase
+
+__all__ = ["DEPTHS", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
+
+#: How deep a check goes: ``"shapes"`` reads no tensor values, ``"values"`` also
+#: checks ``values``/``min``/``max``/``finite``.
+Depth = Literal["shapes", "values"]
+DEPTHS: tuple[Depth, ...] = ("shapes", "values")
+
+#: The stable machine-readable reason of a :class:`trajschema.Violation`.
+ViolationCode = Literal[
+    "missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra", "batch", "key",
+    "padding",
+]
+
+#: One sample: a mapping of field name to value (a dict, or one row of a TensorDict).
+Sample = Mapping[str, Any]
+#: The tag dict stored beside a sample in TransferQueue.
+TagDict = Mapping[str, Any]
+#: A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue
+#: returns it (jagged, strided or dense tensor columns; non-tensor columns).
+Batch = Union[Sequence[Sample], "TensorDictBase"]
