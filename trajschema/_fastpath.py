@@ -40,109 +40,141 @@ _SERIAL = itertools.count()
 
 def compile_fast_checker(plan: Plan) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
     """Generate the fast checker for a checking plan (see :mod:`._plan`)."""
-    dims = plan.dim_plan.dims
-    consts: dict[str, Any] = {"T": torch.Tensor, "STRIDED": torch.strided, "kind_ok": kind_ok}
-    local = {name: f"d{i}" for i, name in enumerate(dims)}
-    fixed = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
-    state = {n: "no" for n in dims if n not in fixed}  # bound: "no", "maybe" or "yes"
-    lines = ["def check(sample):", "    get = sample.get"]
-    if state:
-        lines.append("    " + " = ".join(local[n] for n in state) + " = None")
+    w = _Source(plan)
+    for f, axes in plan.tensors:
+        w.tensor(f, axes)
+    for f in plan.others:
+        w.other(f)
+    w.derived()
+    w.ranges()
+    w.result()
+    return w.compile()
 
-    def const(value: Any) -> str:
-        name = f"C{len(consts)}"
-        consts[name] = value
+
+class _Source:
+    """The generated function's source, written phase by phase; tracks which dims are bound."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.dims = plan.dim_plan.dims
+        self.consts: dict[str, Any] = {"T": torch.Tensor, "STRIDED": torch.strided, "kind_ok": kind_ok}
+        self.local = {name: f"d{i}" for i, name in enumerate(self.dims)}
+        self.fixed = {n: d.size for n, d in self.dims.items() if isinstance(d, FixedDim)}
+        self.state = {n: "no" for n in self.dims if n not in self.fixed}  # bound: "no", "maybe" or "yes"
+        self.lines = ["def check(sample):", "    get = sample.get"]
+        if self.state:
+            self.lines.append("    " + " = ".join(self.local[n] for n in self.state) + " = None")
+
+    def const(self, value: Any) -> str:
+        name = f"C{len(self.consts)}"
+        self.consts[name] = value
         return name
 
-    for f, axes in plan.tensors:
-        lines.append(f"    v = get({f.name!r})")
+    def tensor(self, f: Any, axes: Any) -> None:
+        add = self.lines.append
+        add(f"    v = get({f.name!r})")
         if f.required:
-            lines.append("    if v is None: return None")
+            add("    if v is None: return None")
             ind = "    "
         else:
-            lines.append("    if v is not None:")
+            add("    if v is not None:")
             ind = "        "
+        one = len(f.dtypes) == 1
         dtype = (
-            f"v.dtype is not {const(f.dtypes[0])}"
-            if len(f.dtypes) == 1
-            else f"v.dtype not in {const(frozenset(f.dtypes))}"
+            f"v.dtype is not {self.const(f.dtypes[0])}" if one else f"v.dtype not in {self.const(frozenset(f.dtypes))}"
         )
-        lines.append(f"{ind}if type(v) is not T or {dtype} or v.is_nested or v.layout is not STRIDED: return None")
-        lines.append(f"{ind}s = v.shape")
-        lines.append(f"{ind}if len(s) != {len(axes)}: return None")
+        add(f"{ind}if type(v) is not T or {dtype} or v.is_nested or v.layout is not STRIDED: return None")
+        add(f"{ind}s = v.shape")
+        add(f"{ind}if len(s) != {len(axes)}: return None")
         for k, (name, lit) in enumerate(axes):
-            if name is None:
-                lines.append(f"{ind}if s[{k}] != {lit}: return None")
-            elif name in fixed:
-                lines.append(f"{ind}if s[{k}] != {fixed[name]}: return None")
-            elif state[name] == "yes":
-                lines.append(f"{ind}if s[{k}] != {local[name]}: return None")
-            elif state[name] == "no" and f.required:
-                lines.append(f"{ind}{local[name]} = s[{k}]")
-                state[name] = "yes"
-            else:
-                lines.append(f"{ind}if {local[name]} is None: {local[name]} = s[{k}]")
-                lines.append(f"{ind}elif {local[name]} != s[{k}]: return None")
-                state[name] = "yes" if f.required else "maybe"
-    for f in plan.others:
-        lines.append(f"    v = get({f.name!r})")
+            self.axis(ind, k, name, lit, f.required)
+
+    def axis(self, ind: str, k: int, name: str | None, lit: int, required: bool) -> None:
+        add, local, state = self.lines.append, self.local, self.state
+        if name is None:
+            add(f"{ind}if s[{k}] != {lit}: return None")
+        elif name in self.fixed:
+            add(f"{ind}if s[{k}] != {self.fixed[name]}: return None")
+        elif state[name] == "yes":
+            add(f"{ind}if s[{k}] != {local[name]}: return None")
+        elif state[name] == "no" and required:
+            add(f"{ind}{local[name]} = s[{k}]")
+            state[name] = "yes"
+        else:
+            add(f"{ind}if {local[name]} is None: {local[name]} = s[{k}]")
+            add(f"{ind}elif {local[name]} != s[{k}]: return None")
+            state[name] = "yes" if required else "maybe"
+
+    def other(self, f: Any) -> None:
+        add = self.lines.append
+        add(f"    v = get({f.name!r})")
         check = "" if f.kind == "any" else f"type(v) is not {_EXACT[f.kind]} and not kind_ok({f.kind!r}, v)"
         if f.required:
-            lines.append("    if v is None: return None")
+            add("    if v is None: return None")
             if check:
-                lines.append(f"    if {check}: return None")
+                add(f"    if {check}: return None")
         elif check:
-            lines.append(f"    if v is not None and {check}: return None")
-    for d in plan.dim_plan.derived:
-        inputs = d.expr.names()
-        if any(n not in fixed and state[n] == "no" for n in inputs):
-            lines.append("    return None  # an input dim is never bound: the full check solves for it")
-            break
-        maybe = [local[n] for n in inputs if n not in fixed and state[n] == "maybe"]
-        if maybe:
-            lines.append(f"    if {' is None or '.join(maybe)} is None: return None")
-        lines.append(f"    c = {_emit(d.expr, local, fixed)}")
-        target = local[d.name]
-        if state[d.name] == "yes":
-            lines.append(f"    if {target} != c: return None")
-        elif state[d.name] == "no":
-            lines.append(f"    {target} = c")
-        else:
-            lines.append(f"    if {target} is None: {target} = c")
-            lines.append(f"    elif {target} != c: return None")
-        state[d.name] = "yes"
-    for d in dims.values():
-        if not isinstance(d, FreeDim) or state[d.name] == "no":
-            continue
-        x = local[d.name]
-        tests = [f"{x} < {d.min}"] if d.min else []
-        if d.max is not None:
-            tests.append(f"{x} > {d.max}")
-        if d.multiple_of is not None:
-            tests.append(f"{x} % {d.multiple_of}")
-        if tests:
-            guard = f"{x} is not None and " if state[d.name] == "maybe" else ""
-            lines.append(f"    if {guard}({' or '.join(tests)}): return None")
-    lines.append("    out = {}")
-    for name in dims:
-        if name in plan.hidden:
-            continue
-        if name in fixed:
-            lines.append(f"    out[{name!r}] = {fixed[name]}")
-        elif state[name] == "yes":
-            lines.append(f"    out[{name!r}] = {local[name]}")
-        elif state[name] == "maybe":
-            lines.append(f"    if {local[name]} is not None: out[{name!r}] = {local[name]}")
-    lines.append("    return out")
-    source = "\n".join(lines) + "\n"
-    # A unique file name, registered in linecache, so that tracebacks show the real lines.
-    filename = f"<trajschema fast checker {plan.name!r} #{next(_SERIAL)}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = dict(consts)
-    exec(compile(source, filename, "exec"), namespace)
-    check = namespace["check"]
-    check.__source__ = source  # for debugging: print(plan.fast.__source__)
-    return check
+            add(f"    if v is not None and {check}: return None")
+
+    def derived(self) -> None:
+        add, local, state, fixed = self.lines.append, self.local, self.state, self.fixed
+        for d in self.plan.dim_plan.derived:
+            inputs = d.expr.names()
+            if any(n not in fixed and state[n] == "no" for n in inputs):
+                add("    return None  # an input dim is never bound: the full check solves for it")
+                return
+            maybe = [local[n] for n in inputs if n not in fixed and state[n] == "maybe"]
+            if maybe:
+                add(f"    if {' is None or '.join(maybe)} is None: return None")
+            add(f"    c = {_emit(d.expr, local, fixed)}")
+            target = local[d.name]
+            if state[d.name] == "yes":
+                add(f"    if {target} != c: return None")
+            elif state[d.name] == "no":
+                add(f"    {target} = c")
+            else:
+                add(f"    if {target} is None: {target} = c")
+                add(f"    elif {target} != c: return None")
+            state[d.name] = "yes"
+
+    def ranges(self) -> None:
+        for d in self.dims.values():
+            if not isinstance(d, FreeDim) or self.state[d.name] == "no":
+                continue
+            x = self.local[d.name]
+            tests = [f"{x} < {d.min}"] if d.min else []
+            if d.max is not None:
+                tests.append(f"{x} > {d.max}")
+            if d.multiple_of is not None:
+                tests.append(f"{x} % {d.multiple_of}")
+            if tests:
+                guard = f"{x} is not None and " if self.state[d.name] == "maybe" else ""
+                self.lines.append(f"    if {guard}({' or '.join(tests)}): return None")
+
+    def result(self) -> None:
+        add = self.lines.append
+        add("    out = {}")
+        for name in self.dims:
+            if name in self.plan.hidden:
+                continue
+            if name in self.fixed:
+                add(f"    out[{name!r}] = {self.fixed[name]}")
+            elif self.state[name] == "yes":
+                add(f"    out[{name!r}] = {self.local[name]}")
+            elif self.state[name] == "maybe":
+                add(f"    if {self.local[name]} is not None: out[{name!r}] = {self.local[name]}")
+        add("    return out")
+
+    def compile(self) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
+        source = "\n".join(self.lines) + "\n"
+        # A unique file name, registered in linecache, so that tracebacks show the real lines.
+        filename = f"<trajschema fast checker {self.plan.name!r} #{next(_SERIAL)}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace = dict(self.consts)
+        exec(compile(source, filename, "exec"), namespace)
+        check = namespace["check"]
+        check.__source__ = source  # for debugging: print(plan.fast.__source__)
+        return check
 
 
 def _emit(e: Expr, local: Mapping[str, str], fixed: Mapping[str, int]) -> str:

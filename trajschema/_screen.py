@@ -25,7 +25,7 @@ from ._decl import Field
 from ._kinds import kind_ok, kinds_ok
 from ._plan import Plan
 from ._sample import tag_problems
-from ._values import element_failures, scalar_failures, tensor_clean
+from ._values import element_failures, scalar_failures, tensor_clean, tensor_has_failures
 
 __all__ = ["suspicious_rows"]
 
@@ -146,7 +146,9 @@ def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> N
         if not kinds_ok(f.kind, values):
             marks.mark(torch.tensor([v is not None and not kind_ok(f.kind, v) for v in values]))
         if depth == "values" and f.has_value_checks:
-            marks.mark(torch.tensor([v is not None and kind_ok(f.kind, v) and bool(scalar_failures(f, v)) for v in values]))
+            marks.mark(
+                torch.tensor([v is not None and kind_ok(f.kind, v) and bool(scalar_failures(f, v)) for v in values])
+            )
 
 
 def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
@@ -162,7 +164,7 @@ def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
             return torch.zeros(n, dtype=torch.bool, device=values.device)
         return rows_hit(col, n, [m for _, m in element_failures(f, values)])
     # Strided nested tensors (TransferQueue's rare fallback) have no flat values view.
-    return torch.tensor([not tensor_clean(f, t) and any(bool(m.any()) for _, m in element_failures(f, t)) for t in col.unbind()])
+    return torch.tensor([tensor_has_failures(f, t) for t in col.unbind()])
 
 
 def _screen_tags(plan: Plan, tags: Sequence[Any], env: Mapping[str, torch.Tensor], marks: _Marks) -> None:

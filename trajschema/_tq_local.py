@@ -97,6 +97,22 @@ def start_local_transfer_queue(
             raises, or if it has not finished within ``timeout_s``.
         ValueError: if ``storage_units < 1`` or ``timeout_s <= 0``.
     """
+    needed = _check_budget(num_cpus, storage_units, timeout_s)
+    ray, tq = _import_tq()
+    own_ray = _start_ray(ray, num_cpus, needed, storage_units)
+
+    def stop() -> None:
+        _stop(ray, tq, own_ray=own_ray, storage_units=storage_units)
+
+    _init_tq(tq, storage_units, timeout_s, stop, own_ray=own_ray, needed=needed)
+    try:
+        yield tq
+    finally:
+        stop()
+
+
+def _check_budget(num_cpus: int | None, storage_units: int, timeout_s: float) -> int:
+    """The CPUs TransferQueue reserves; refuses arguments that could only hang."""
     if storage_units < 1:
         raise ValueError(f"storage_units must be at least 1, got {storage_units}")
     if timeout_s <= 0:
@@ -108,7 +124,10 @@ def start_local_transfer_queue(
             f"unit(s) reserve {needed} CPUs (1 + {storage_units}), so transfer_queue.init would hang; "
             f"pass num_cpus>={needed} or fewer storage_units"
         )
+    return needed
 
+
+def _import_tq() -> tuple[Any, Any]:
     try:
         # Client-side puts and gets warn on every call when TQ_NUM_THREADS (default 8)
         # exceeds the physical cores; a matching default keeps small machines quiet.
@@ -119,9 +138,12 @@ def start_local_transfer_queue(
         raise ImportError(
             "start_local_transfer_queue needs Ray and TransferQueue: pip install 'trajschema[tq]'"
         ) from exc
+    return ray, tq
 
-    own_ray = not ray.is_initialized()
-    if own_ray:
+
+def _start_ray(ray: Any, num_cpus: int | None, needed: int, storage_units: int) -> bool:
+    """Start a local Ray, or check the running one has room; whether we started it."""
+    if not ray.is_initialized():
         ray.init(
             address="local",
             num_cpus=num_cpus if num_cpus is not None else max(2, needed),
@@ -129,31 +151,30 @@ def start_local_transfer_queue(
             logging_level=logging.ERROR,
             log_to_driver=False,
         )
-    else:
-        if num_cpus is not None:
-            raise TransferQueueStartError(
-                f"num_cpus={num_cpus} was given but Ray is already initialized in this process; "
-                "pass num_cpus=None to use the running Ray as it is"
-            )
-        free = ray.available_resources().get("CPU", 0.0)
-        if free < needed:
-            raise TransferQueueStartError(
-                f"the running Ray has {free:g} free CPUs but the TransferQueue controller and "
-                f"{storage_units} storage unit(s) need {needed}; transfer_queue.init would hang"
-            )
-        try:
-            ray.get_actor(_CONTROLLER_NAME, namespace=_TQ_NAMESPACE)
-        except ValueError:
-            pass
-        else:
-            raise TransferQueueStartError(
-                "a TransferQueue controller is already running in this Ray; attach to it with "
-                "transfer_queue.init() instead (closing it from here would kill it for everyone)"
-            )
+        return True
+    if num_cpus is not None:
+        raise TransferQueueStartError(
+            f"num_cpus={num_cpus} was given but Ray is already initialized in this process; "
+            "pass num_cpus=None to use the running Ray as it is"
+        )
+    free = ray.available_resources().get("CPU", 0.0)
+    if free < needed:
+        raise TransferQueueStartError(
+            f"the running Ray has {free:g} free CPUs but the TransferQueue controller and "
+            f"{storage_units} storage unit(s) need {needed}; transfer_queue.init would hang"
+        )
+    try:
+        ray.get_actor(_CONTROLLER_NAME, namespace=_TQ_NAMESPACE)
+    except ValueError:
+        return False
+    raise TransferQueueStartError(
+        "a TransferQueue controller is already running in this Ray; attach to it with "
+        "transfer_queue.init() instead (closing it from here would kill it for everyone)"
+    )
 
-    def stop() -> None:
-        _stop(ray, tq, own_ray=own_ray, storage_units=storage_units)
 
+def _init_tq(tq: Any, storage_units: int, timeout_s: float, stop: Any, *, own_ray: bool, needed: int) -> None:
+    """``tq.init``, bounded by ``timeout_s``; on any failure everything started is stopped."""
     conf = {"backend": {"storage_backend": "SimpleStorage", "SimpleStorage": {"num_data_storage_units": storage_units}}}
     try:
         init_thread, finished, exc = _run_with_timeout(lambda: tq.init(conf), timeout_s, "transfer_queue.init")
@@ -173,11 +194,6 @@ def start_local_transfer_queue(
     if exc is not None:
         stop()
         raise TransferQueueStartError(f"transfer_queue.init failed: {type(exc).__name__}: {exc}") from exc
-
-    try:
-        yield tq
-    finally:
-        stop()
 
 
 def _stop(ray: Any, tq: Any, *, own_ray: bool, storage_units: int) -> None:
