@@ -179,3 +179,35 @@ def test_masks_stay_on_the_tensors_device_and_shape():
     t = torch.tensor([[0, 5], [1, 9]])
     for _, mask in element_failures(f, t):
         assert mask.shape == t.shape and mask.device == t.device and mask.dtype == torch.bool
+
+
+_DECLARABLE = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+_DECLARABLE += [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    dtype=st.sampled_from(_DECLARABLE),
+    raw=st.binary(min_size=1, max_size=16),
+    values=st.none() | st.lists(NUMBER.filter(lambda v: not (isinstance(v, float) and math.isnan(v))), min_size=1),
+    lo=st.none() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False),
+    hi=st.none() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False),
+    finite=st.booleans(),
+)
+def test_validate_and_violations_never_disagree(dtype, raw, values, lo, hi, finite):
+    import trajschema as ts
+
+    decl = {"shape": ["n"], "dtype": str(dtype).removeprefix("torch."), "pad": "copy", "finite": finite}
+    decl.update({k: v for k, v in {"values": values, "min": lo, "max": hi}.items() if v is not None})
+    try:
+        schema = ts.schema_from_dict({"name": "v", "dims": {"n": {}}, "fields": {"x": decl}})
+    except ts.SchemaDefinitionError:
+        return  # e.g. min above max: the loader refuses it, which is its own test's business
+    sample = {"x": _tensor(dtype, raw)}
+    found = schema.violations(sample)
+    try:
+        schema.validate(sample)
+    except ts.SchemaError as e:
+        assert e.violations == found and found
+    else:
+        assert found == []
