@@ -150,8 +150,8 @@ def bind(
 
 def _bind_derived(d: DerivedDim, seen: Sequence[tuple[str, V]], pin: int | None, sizes: Sizes[V], out: Binding[V]):
     env = out.env
-    computed = d.expr.evaluate(env)
-    computed = None if computed is None else sizes.lift(computed)
+    value = d.expr.evaluate(env)
+    computed: V | None = None if value is None else sizes.lift(value)
     if pin is not None:
         target: V | None = sizes.lift(pin)
     elif seen:
@@ -169,7 +169,7 @@ def _bind_derived(d: DerivedDim, seen: Sequence[tuple[str, V]], pin: int | None,
         return
     unbound = [m for m in d.expr.names() if m not in env]
     if len(unbound) != 1:
-        out.relations.append((d.name, target, None, sizes.lift(1) != 0))
+        out.relations.append((d.name, target, None, True if isinstance(sizes, ScalarSizes) else sizes.lift(1) != 0))
         return
     sol, ok = solve_linear(d.expr, unbound[0], target, env, lift=sizes.lift, where=sizes.where)
     if isinstance(ok, torch.Tensor) or ok:

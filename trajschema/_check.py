@@ -9,7 +9,7 @@ closer look reach :func:`trajschema._sample.check_sample`, the one writer of rec
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._columns import BatchShapeError, BatchView, as_mapping, batch_view
@@ -22,7 +22,14 @@ from ._screen import suspicious_rows
 from ._types import DEPTHS
 from ._values import scalar_failures, tensor_has_failures
 
-__all__ = ["check_args", "check_batch", "fast_bindings", "sample_violations", "tags_length_violation", "validate_sample"]
+__all__ = [
+    "check_args",
+    "check_batch",
+    "fast_bindings",
+    "sample_violations",
+    "tags_length_violation",
+    "validate_sample",
+]
 
 
 def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
@@ -125,12 +132,13 @@ def check_batch(
     try:
         view = batch_view(batch)
     except BatchShapeError as exc:
-        size = list(batch.batch_size)
+        size = list(batch.batch_size)  # only a TensorDict raises this
         return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))], {}
     if bound_out is not None and view.is_table:
         raise ValueError("bound_out is only collected for a list of samples")
     found = tags_length_violation(tags, view.n)
     tag_list = None if found else tags
+    get: Callable[[int], Mapping[str, Any]]
     if view.is_table:
         rows: Sequence[int] = suspicious_rows(plan, view, tags=tag_list, dims=dims, depth=depth)
         get = _RowSource(view, rows)

@@ -29,8 +29,8 @@ __all__ = [
     "column_shapes",
     "index_rows",
     "is_tensordict",
-    "nonzero_per_row",
     "nontensor_values",
+    "nonzero_per_row",
     "rows_hit",
 ]
 
@@ -102,13 +102,28 @@ def column_rows(col: Any, n: int) -> Sequence[Any]:
         return values
     if not isinstance(col, torch.Tensor):
         return [col] * n
-    if col.is_nested and col.layout == torch.jagged and col.lengths() is None:
+    if col.is_nested and col.layout == torch.jagged and _lengths(col) is None:
         flat, axis = col.values(), _ragged_axis(col)
         if flat.is_meta:
             return col.unbind(0)
-        bounds = col.offsets().tolist()
+        bounds = _offsets(col).tolist()
         return [flat.narrow(axis, bounds[i], bounds[i + 1] - bounds[i]) for i in range(n)]
     return col.unbind(0)
+
+
+# Jagged nested tensors (NJTs) carry offsets/lengths/_ragged_idx, which torch's stubs do
+# not declare on Tensor; these three accessors are the only places that touch them.
+def _offsets(col: torch.Tensor) -> torch.Tensor:
+    return col.offsets()  # type: ignore[attr-defined]  # NJT-only method
+
+
+def _lengths(col: torch.Tensor) -> torch.Tensor | None:
+    return col.lengths()  # type: ignore[attr-defined]  # NJT-only method; None unless narrowed
+
+
+def _row_lengths(col: torch.Tensor) -> torch.Tensor:
+    lengths = _lengths(col)
+    return lengths if lengths is not None else _offsets(col).diff()
 
 
 def _ragged_axis(col: torch.Tensor) -> int:
@@ -130,8 +145,8 @@ def column_shapes(col: Any, n: int) -> torch.Tensor | None:
             return None
         return torch.tensor(col.shape[1:], dtype=torch.int64).expand(n, col.dim() - 1)
     if col.layout == torch.jagged:
-        ragged = col._ragged_idx  # type: ignore[attr-defined]  # NJT-only attribute
-        lengths = col.lengths() if col.lengths() is not None else col.offsets().diff()
+        ragged = _ragged_axis(col) + 1
+        lengths = _row_lengths(col)
         dev = lengths.device
         cols = [
             lengths.to(torch.int64) if d == ragged else torch.full((n,), col.shape[d], dtype=torch.int64, device=dev)
@@ -139,7 +154,7 @@ def column_shapes(col: Any, n: int) -> torch.Tensor | None:
         ]
         return torch.stack(cols, dim=1) if cols else torch.zeros((n, 0), dtype=torch.int64, device=dev)
     # A strided nested tensor keeps its sizes on the host.
-    return col._nested_tensor_size().to(torch.int64)  # type: ignore[attr-defined]
+    return col._nested_tensor_size().to(torch.int64)
 
 
 def rows_hit(col: torch.Tensor, n: int, masks: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -159,8 +174,8 @@ def _positions_to_rows(col: torch.Tensor, n: int, per_pos: torch.Tensor) -> torc
     A narrowed jagged tensor (``lengths`` set) leaves gaps between its rows; positions in
     a gap belong to no sample.
     """
-    offsets = col.offsets()
-    lengths = col.lengths() if col.lengths() is not None else offsets.diff()
+    offsets = _offsets(col)
+    lengths = _row_lengths(col)
     pos = torch.arange(per_pos.shape[0], device=per_pos.device)
     row = (torch.searchsorted(offsets[:n].contiguous(), pos, right=True) - 1).clamp(min=0)
     inside = (pos >= offsets[row]) & (pos < offsets[row] + lengths[row])
@@ -182,7 +197,7 @@ def nonzero_per_row(col: Any, n: int) -> tuple[torch.Tensor, torch.Tensor] | Non
         width = 1  # elements per ragged position, e.g. 4 rope rows
         for d in other:
             width *= values.shape[d]
-        lengths = col.lengths() if col.lengths() is not None else col.offsets().diff()
+        lengths = _row_lengths(col)
         return _positions_to_rows(col, n, nonzero_at), lengths.to(torch.int64) * width
     # A strided nested tensor has no flat values view; count per sample.
     parts = col.unbind(0)
@@ -246,9 +261,7 @@ def batch_view(batch: Any) -> BatchView:
     """
     if is_tensordict(batch):
         if batch.batch_dims != 1:
-            raise BatchShapeError(
-                f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}"
-            )
+            raise BatchShapeError(f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}")
         return BatchView(td=batch)
     if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes, Mapping)):
         return BatchView(samples=[as_mapping(s) for s in batch])

@@ -154,7 +154,7 @@ def padding_contract_violations(
     try:
         view = batch_view(samples_or_batch)
     except BatchShapeError as exc:
-        size = list(samples_or_batch.batch_size)
+        size = list(samples_or_batch.batch_size)  # type: ignore[union-attr]  # only a TensorDict raises this
         return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))]
     tag_list: list[Any] = [None] * view.n if tags is None else tags  # type: ignore[assignment]
     found = tags_length_violation(tag_list, view.n)
@@ -210,7 +210,8 @@ def _mask_violations(plan: Plan, view: BatchView, padding: list[int]) -> list[Vi
             counts = nonzero_per_row(view.column(name), view.n)
             if counts is None:
                 continue  # not a per-sample tensor column: validate_batch reports that
-            nonzero, total = (c.tolist() for c in counts)
+            nonzero: list[int] = counts[0].tolist()
+            total: list[int] = counts[1].tolist()
             rows = [(i, nonzero[i], total[i]) for i in padding if nonzero[i]]
         else:
             for i in padding:
@@ -219,15 +220,15 @@ def _mask_violations(plan: Plan, view: BatchView, padding: list[int]) -> list[Vi
                     k = int(v.count_nonzero())
                     if k:
                         rows.append((i, k, v.numel()))
-        for i, k, total in rows:
+        for i, k, size in rows:
             found.append(
                 Violation(
                     i,
                     name,
                     "padding",
                     "all zeros (padding sample)",
-                    f"{k} of {total} elements non-zero",
-                    f"padding sample (is_padding=True) has {k} non-zero {name} elements of {total}; "
+                    f"{k} of {size} elements non-zero",
+                    f"padding sample (is_padding=True) has {k} non-zero {name} elements of {size}; "
                     "padding must add nothing to the loss or metrics",
                 )
             )
@@ -263,7 +264,13 @@ def _uid_violations(plan: Plan, view: BatchView, tags: Sequence[Any], status: li
             )
         elif s is False and isinstance(u, str) and _PADDING_UID.fullmatch(u):
             tag = tags[i]
-            actual = "no tag dict" if tag is None else "tag without is_padding" if "is_padding" not in tag else "is_padding=False"
+            actual = (
+                "no tag dict"
+                if tag is None
+                else "tag without is_padding"
+                if "is_padding" not in tag
+                else "is_padding=False"
+            )
             found.append(
                 Violation(
                     i,

@@ -62,8 +62,11 @@ class Expr:
             out.update(dict.fromkeys(a.names()))
         return tuple(out)
 
-    def evaluate(self, env: Mapping[str, int]) -> int | None:
-        """The value under ``env``, or ``None`` when a name is unbound."""
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        """The value under ``env``, or ``None`` when a name is unbound.
+
+        Sizes are Python ints, or anything with ``+ - *`` (tensors of per-sample sizes).
+        """
         op = self.op
         if op == "int":
             return self.args[0]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from ._types import ViolationCode
+
 __all__ = ["SchemaDefinitionError", "SchemaError", "SchemaNotFoundError", "Violation"]
 
 # Long reports are capped so that a batch with thousands of bad samples still prints
@@ -34,7 +36,7 @@ class Violation:
 
     sample: int | None
     field: str
-    code: str
+    code: ViolationCode
     expected: str
     actual: str
     message: str

@@ -13,7 +13,13 @@ from ._decl import short_dtype
 __all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok"]
 
 # Exact types accepted without the (slower) abstract-class checks below.
-_PLAIN_TYPES = {"int": {int}, "float": {float, int}, "bool": {bool}, "str": {str}, "mapping": {dict}}
+_PLAIN_TYPES: dict[str, set[type]] = {
+    "int": {int},
+    "float": {float, int},
+    "bool": {bool},
+    "str": {str},
+    "mapping": {dict},
+}
 
 
 def kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:

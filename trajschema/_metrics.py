@@ -13,8 +13,6 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-import torch
-
 from ._columns import BatchShapeError, batch_view, index_rows, is_tensordict
 from ._contract import real_mask
 from ._types import Batch, TagDict

@@ -290,7 +290,9 @@ def _find_fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | Non
         if value and not fits_dtype(value - 1, dtype):
             return f"needs positions up to {value - 1}, which do not fit {dtype}"
         # min/max/finite are intervals: the two extremes stand for 0..value-1; a value set may not.
-        probe = torch.arange(value, dtype=dtype) if f.values is not None else torch.tensor([0, value - 1] if value else [])
+        probe = (
+            torch.arange(value, dtype=dtype) if f.values is not None else torch.tensor([0, value - 1] if value else [])
+        )
         return _value_problem(f, probe.to(dtype))
     if not fits_dtype(value, dtype):
         return f"does not fit dtype {dtype}"
@@ -328,7 +330,7 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
     if f.is_tensor:
         shape = (count, *(e.evaluate(env) for e in f.shape or ()))
         dtype = _dtype(f, like)
-        if rule == "fill":
+        if rule == "fill" and value is not None:
             # zeros skips full's per-element fill loop: about twice as fast for wide columns.
             return torch.zeros(shape, dtype=dtype) if value == 0 else torch.full(shape, value, dtype=dtype)
         if rule == "eos":
@@ -373,8 +375,9 @@ class _EmptyMapping(dict):
             "replace it (sample[key] = {}) instead of changing it"
         )
 
-    __setitem__ = __delitem__ = __ior__ = _read_only
-    update = setdefault = pop = popitem = clear = _read_only
+    # Every mutator refuses; their signatures differ from dict's on purpose.
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _read_only  # type: ignore[assignment]
 
     def __reduce__(self):
         return (dict, ())

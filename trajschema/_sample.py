@@ -20,6 +20,7 @@ from ._decl import Field, dtype_name
 from ._errors import Violation
 from ._kinds import describe_value, fmt_shape, kind_ok
 from ._plan import Plan
+from ._types import ViolationCode
 from ._values import element_failures, scalar_failures
 
 __all__ = ["check_sample", "tag_problems"]
@@ -37,8 +38,8 @@ class _Report:
     shapes: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     literal_bad: set[str] = dataclasses.field(default_factory=set)
 
-    def add(self, field: str, code: str, expected: str, actual: str, message: str) -> None:
-        self.out.append(Violation(self.index, field, code, expected, actual, message))  # type: ignore[arg-type]
+    def add(self, field: str, code: ViolationCode, expected: str, actual: str, message: str) -> None:
+        self.out.append(Violation(self.index, field, code, expected, actual, message))
 
 
 def check_sample(
@@ -131,7 +132,7 @@ def _fmt_expected(f: Field, env: Mapping[str, int]) -> str:
 
 def _report_shapes(plan: Plan, b: Binding[int], r: _Report) -> None:
     """One shape record per field: the first dim it disagrees with decides the code."""
-    codes: dict[str, str] = {}
+    codes: dict[str, ViolationCode] = {}
     for field, dim, bad in b.odd:
         if bad:
             codes.setdefault(field, "shape" if dim in plan.dim_plan.fixed else "dim_mismatch")
@@ -173,13 +174,21 @@ def _report_ranges(plan: Plan, b: Binding[int], r: _Report) -> None:
         via = (x.name for x in plan.dim_plan.derived if d.name in x.expr.names() and r.obs.get(x.name))
         field = who[0] if who else next(via, d.name)
         size = b.env[d.name]
-        r.add(field, "dim_range", f"{d.name} {d.describe()}", f"{d.name}={size}", f"dim {d.name}={size} is not {d.describe()}")
+        r.add(
+            field,
+            "dim_range",
+            f"{d.name} {d.describe()}",
+            f"{d.name}={size}",
+            f"dim {d.name}={size} is not {d.describe()}",
+        )
 
 
 def tag_problems(plan: Plan, tag: Any, env: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """``(field, expected, actual, message)`` per problem of a tag dict, given the sample's dims."""
     if not isinstance(tag, Mapping):
-        return [("<tag>", "a mapping", describe_value(tag), f"a tag dict must be a mapping, found {describe_value(tag)}")]
+        return [
+            ("<tag>", "a mapping", describe_value(tag), f"a tag dict must be a mapping, found {describe_value(tag)}")
+        ]
     out = []
     for t in plan.tags.values():
         if t.name not in tag:
@@ -191,7 +200,9 @@ def tag_problems(plan: Plan, tag: Any, env: Mapping[str, Any]) -> list[tuple[str
         if t.equals is not None:
             want = t.equals.evaluate(env)
             if want is not None and v != want:
-                out.append((t.name, f"{want} ({t.equals})", str(v), f"tag says {v} but the sample's {t.equals} is {want}"))
+                out.append(
+                    (t.name, f"{want} ({t.equals})", str(v), f"tag says {v} but the sample's {t.equals} is {want}")
+                )
     return out
 
 
@@ -214,4 +225,10 @@ def _report_values(f: Field, v: Any, r: _Report) -> None:
         example = v.reshape(-1)[flat].item()
         where = f"[{','.join(map(str, pos))}]"
         found = f"{n_bad} of {v.numel()} elements (first at {where}: {example!r})"
-        r.add(f.name, "value", expected, found, f"{n_bad} of {v.numel()} elements are not {expected} (first at {where}: {example!r})")
+        r.add(
+            f.name,
+            "value",
+            expected,
+            found,
+            f"{n_bad} of {v.numel()} elements are not {expected} (first at {where}: {example!r})",
+        )

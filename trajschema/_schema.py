@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import _check, _padding
 from ._decl import KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
+from ._errors import SchemaError
 from ._plan import Plan, build_plan
 from ._types import Batch, Depth, Sample, TagDict
-
-from ._errors import SchemaError
 
 if TYPE_CHECKING:
     from ._errors import Violation
@@ -255,4 +254,6 @@ class Schema:
                 (the message says to pass ``like=`` or ``dims=``).
             SchemaError: ``like`` itself breaks the schema.
         """
-        return _padding.make_padding(self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)
+        return _padding.make_padding(
+            self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include
+        )

@@ -17,7 +17,18 @@ DEPTHS: tuple[Depth, ...] = ("shapes", "values")
 
 #: The stable machine-readable reason of a :class:`trajschema.Violation`.
 ViolationCode = Literal[
-    "missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra", "batch", "key",
+    "missing",
+    "kind",
+    "dtype",
+    "rank",
+    "shape",
+    "dim_mismatch",
+    "dim_range",
+    "value",
+    "tag",
+    "extra",
+    "batch",
+    "key",
     "padding",
 ]
 

@@ -169,9 +169,7 @@ def _member_check(label: str, values: Sequence[Any], dom: _Domain, dtype: torch.
         compute = dom.compute or dtype
         kept = sorted({float(v) for v in values if not _is_nan(v) and fits_dtype(v, compute)})
         return _Check(label, "in", members=tuple(kept)) if kept else _Check(label, "bad")
-    ints = sorted(
-        {int(v) for v in values if (not isinstance(v, float) or v.is_integer()) and dom.lo <= v <= dom.hi}
-    )
+    ints = sorted({int(v) for v in values if (not isinstance(v, float) or v.is_integer()) and dom.lo <= v <= dom.hi})
     if not ints:
         return _Check(label, "bad")
     if ints[-1] - ints[0] + 1 == len(ints):  # distinct and sorted, so contiguous
@@ -292,11 +290,12 @@ def scalar_failures(f: Field, v: Any) -> list[str]:
         out.append(f"one of {list(f.values)}")
     if not isinstance(v, numbers.Real):
         return out
-    if f.min is not None and not v >= f.min:
+    x: Any = v  # any Real: int, float, bool, numpy scalars; compared as Python compares them
+    if f.min is not None and not x >= f.min:
         out.append(f">= {f.min}")
-    if f.max is not None and not v <= f.max:
+    if f.max is not None and not x <= f.max:
         out.append(f"<= {f.max}")
-    if f.finite and isinstance(v, float) and not math.isfinite(v):
+    if f.finite and isinstance(x, float) and not math.isfinite(x):
         out.append("finite")
     return out
 

@@ -32,6 +32,7 @@ from ._kinds import describe_value
 from ._planning import padding_needed
 from ._schema import Schema, short_dtype
 from ._tq_layout import to_tq_fields
+from ._types import Depth
 
 __all__ = ["TransferQueueWriter"]
 
@@ -110,7 +111,7 @@ class TransferQueueWriter:
         eos_token_id: int,
         dims: Mapping[str, int] | None = None,
         client: Any = None,
-        depth: str = "values",
+        depth: Depth = "values",
         timeout_s: float | None = 60,
     ) -> None:
         if not isinstance(schema, Schema):
@@ -122,13 +123,13 @@ class TransferQueueWriter:
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"timeout_s must be positive or None, found {timeout_s!r}")
         check_args(schema._compiled(), dims, depth)
-        self.schema = schema
-        self.partition_id = partition_id
-        self.eos_token_id = int(eos_token_id)
-        self.dims = dict(dims) if dims else None
-        self.depth = depth
-        self.timeout_s = timeout_s
-        self._client = client
+        self.schema: Schema = schema
+        self.partition_id: str = partition_id
+        self.eos_token_id: int = int(eos_token_id)
+        self.dims: dict[str, int] | None = dict(dims) if dims else None
+        self.depth: Depth = depth
+        self.timeout_s: float | None = timeout_s
+        self._client: Any = client
         #: dtype of every tensor field this writer has written to the partition.
         self._dtypes: dict[str, torch.dtype] = {}
         #: the field set of this writer's earlier puts (``None`` before the first).

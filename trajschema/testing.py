@@ -73,7 +73,8 @@ def verl_sample(
         "uid": uid,
     }
     pos_field = schema.fields.get("position_ids")
-    rows = pos_field.shape[0].evaluate(_fixed(schema)) if pos_field and len(pos_field.shape or ()) == 2 else None
+    pos_shape = pos_field.shape or () if pos_field is not None else ()
+    rows = pos_shape[0].evaluate(_fixed(schema)) if len(pos_shape) == 2 else None
     if rows is None:
         sample["position_ids"] = text_pos
     else:
