@@ -23,11 +23,14 @@ from ._padding import PaddingBatch, new_padding_uid
 from ._planning import padding_needed, required_multiple
 from ._schema import Field, PadRule, Schema, Tag
 from ._tq_local import TransferQueueStartError, start_local_transfer_queue
+from ._types import Batch, Depth, ViolationCode
 from ._writer import TransferQueueWriter
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
+    "Depth",
     "DerivedDim",
     "Expr",
     "Field",
@@ -44,6 +47,7 @@ __all__ = [
     "TransferQueueStartError",
     "TransferQueueWriter",
     "Violation",
+    "ViolationCode",
     "check_padding_contract",
     "exclude_padding",
     "is_padding",

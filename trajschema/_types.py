@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from tensordict import TensorDictBase
+from tensordict import TensorDictBase
 
 __all__ = ["DEPTHS", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
 
@@ -38,4 +37,4 @@ Sample = Mapping[str, Any]
 TagDict = Mapping[str, Any]
 #: A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue
 #: returns it (jagged, strided or dense tensor columns; non-tensor columns).
-Batch = Union[Sequence[Sample], "TensorDictBase"]
+Batch = Sequence[Sample] | TensorDictBase
