@@ -22,6 +22,7 @@ from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
 from ._padding import PaddingBatch, new_padding_uid
 from ._planning import padding_needed, required_multiple
 from ._schema import Field, PadRule, Schema, Tag
+from ._select import schema_for_sample
 from ._tq_local import TransferQueueStartError, start_local_transfer_queue
 from ._types import Batch, Depth, ViolationCode
 from ._writer import TransferQueueWriter
@@ -59,6 +60,7 @@ __all__ = [
     "real_mask",
     "required_multiple",
     "schema_for_architecture",
+    "schema_for_sample",
     "schema_from_dict",
     "schema_names",
     "schema_search_path",
