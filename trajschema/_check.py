@@ -45,7 +45,7 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
         return
     if not isinstance(dims, Mapping):
         raise ValueError(f"dims= must be a mapping of dim name to size, found {describe_value(dims)}")
-    declared = {n: d for n, d in plan.dim_plan.dims.items() if n not in plan.hidden}
+    declared = plan.dims
     for k, v in dims.items():
         if k not in declared:
             raise ValueError(

@@ -195,18 +195,20 @@ def _compile(
     return dom, tuple(checks)
 
 
-# Keyed by repr, not by value: 0, 0.0 and False are equal (and hash alike) but label differently.
-_COMPILED: dict[tuple[str, torch.dtype], tuple[_Domain, tuple[_Check, ...]]] = {}
+# Compiled checks per (field, dtype). Keyed by the field object itself (held, so its id
+# stays unique), not by value: 0, 0.0 and False compare equal but label differently.
+_COMPILED: dict[tuple[int, torch.dtype], tuple[Field, tuple[_Domain, tuple[_Check, ...]]]] = {}
 
 
 def _checks_for(f: Field, dtype: torch.dtype) -> tuple[_Domain, tuple[_Check, ...]]:
-    key = (repr((f.values, f.min, f.max, f.finite)), dtype)
-    hit = _COMPILED.get(key)
-    if hit is None:
-        if len(_COMPILED) > 4096:
-            _COMPILED.clear()
-        hit = _COMPILED[key] = _compile(f.values, f.min, f.max, f.finite, dtype)
-    return hit
+    hit = _COMPILED.get((id(f), dtype))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    if len(_COMPILED) > 4096:
+        _COMPILED.clear()
+    compiled = _compile(f.values, f.min, f.max, f.finite, dtype)
+    _COMPILED[(id(f), dtype)] = (f, compiled)
+    return compiled
 
 
 def _mask(c: _Check, x: torch.Tensor) -> torch.Tensor:
