@@ -15,6 +15,8 @@ a tensor to another device or reads device memory except where a function says s
 
 from __future__ import annotations
 
+import multiprocessing.managers
+import multiprocessing.sharedctypes
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +31,7 @@ __all__ = [
     "column_shapes",
     "index_rows",
     "is_tensordict",
+    "nontensor_column",
     "nontensor_values",
     "nonzero_per_row",
     "rows_hit",
@@ -79,16 +82,59 @@ def _unwrap(v: Any) -> Any:
 
 
 def nontensor_values(col: Any, n: int) -> list[Any] | None:
-    """A non-tensor column as one Python value per sample; ``None`` for a tensor column."""
+    """A non-tensor column as one Python value per sample; ``None`` for a tensor column.
+
+    The values are exactly what ``NonTensorStack.tolist()`` returns, read much faster
+    (see :func:`_stacked_data`).
+    """
     from tensordict import NonTensorData, NonTensorStack
 
     if isinstance(col, NonTensorStack):
-        return list(col.tolist()) if n else []
+        if not n:
+            return []
+        fast = _stacked_data(col)
+        return fast if fast is not None else list(col.tolist())
     if isinstance(col, NonTensorData):
         return [col.data] * n
     if isinstance(col, list):  # some tensordict versions hand back plain lists
         return col
     return None
+
+
+# What tensordict stores for a non-tensor value in shared memory; its public accessors
+# unwrap exactly these (and return every other stored value as it is).
+_SHARED_TYPES = (
+    multiprocessing.managers.BaseProxy,
+    multiprocessing.sharedctypes.Synchronized,
+    multiprocessing.sharedctypes.SynchronizedArray,
+)
+
+
+def _stacked_data(col: Any) -> list[Any] | None:
+    """The values of a one-dim stack of ``NonTensorData``, read from where tensordict keeps them.
+
+    ``NonTensorStack.tolist()`` builds each value through tensordict's attribute
+    machinery: ~25 ms for 4096 rows on tensordict 0.10.0 (~1 ms on 0.15), most of a
+    whole batch check. The stored values are the same objects; this reads them directly
+    (~0.2 ms) and returns ``None`` — use the public path — for anything it does not
+    recognise: another stacking layout, a member that is not plain ``NonTensorData``,
+    or a value tensordict would unwrap from shared memory. A test holds it to
+    ``tolist()`` on every supported tensordict version.
+    """
+    from tensordict import NonTensorData
+
+    if getattr(col, "stack_dim", None) != 0 or col.batch_dims != 1:
+        return None
+    members = getattr(col, "tensordicts", None)
+    if not isinstance(members, list):
+        return None
+    try:
+        values = [m._non_tensordict["data"] for m in members if type(m) is NonTensorData]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    if len(values) != len(members) or any(issubclass(t, _SHARED_TYPES) for t in set(map(type, values))):
+        return None
+    return values
 
 
 def column_rows(col: Any, n: int) -> Sequence[Any]:
@@ -295,14 +341,22 @@ def index_rows(td: Any, rows: torch.Tensor) -> Any:
             others[key] = [values[i] for i in picked] if values is not None else col[rows]
     out = TensorDict(tensors, batch_size=[len(picked)])
     for key, col in others.items():
-        out[key] = _stack(col) if isinstance(col, list) else col
+        out[key] = nontensor_column(col) if isinstance(col, list) else col
     return out
 
 
-def _stack(values: list[Any]) -> Any:
-    from tensordict import NonTensorStack
+def nontensor_column(values: Sequence[Any]) -> Any:
+    """A non-tensor column holding ``values``, one per row, that every tensordict version accepts.
 
-    return NonTensorStack.from_list(values) if values else NonTensorStack(batch_size=[0])
+    An empty ``NonTensorStack`` cannot be put into a TensorDict on tensordict 0.10.0 (it
+    reads the names of its first member); an empty ``NonTensorData`` can, and reads
+    back as no values everywhere.
+    """
+    from tensordict import NonTensorData, NonTensorStack
+
+    if not len(values):
+        return NonTensorData(data=None, batch_size=[0])
+    return NonTensorStack.from_list(list(values))
 
 
 def _index_column(col: torch.Tensor, rows: torch.Tensor, picked: list[int]) -> torch.Tensor:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ._columns import as_mapping
+from ._columns import as_mapping, nontensor_column
 from ._decl import Field
 from ._dims import DerivedDim, FreeDim
 from ._errors import SchemaError, Violation
@@ -414,9 +414,9 @@ class _Same(Sequence):
 def _nontensor_stack(values: Sequence[Any]):
     from tensordict import NonTensorData, NonTensorStack
 
-    if isinstance(values, _Same):
+    if isinstance(values, _Same) and len(values):
         # One NonTensorData shared by every row is safe for an immutable value (and the
         # read-only EMPTY_MAPPING) and much cheaper than building `count` of them.
         one = NonTensorData(data=values.value)
-        return NonTensorStack(*([one] * len(values))) if len(values) else NonTensorStack.from_list([])
-    return NonTensorStack.from_list(list(values))
+        return NonTensorStack(*([one] * len(values)))
+    return nontensor_column(values)

@@ -102,7 +102,7 @@ def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
         >>> samples = [{"responses": torch.arange(3), "uid": "a"}, {"responses": torch.arange(5), "uid": "b"}]
         >>> fields = to_tq_fields(samples)
         >>> # tq.kv_batch_put(["k0", "k1"], "train", fields=fields)
-        >>> fields["uid"].tolist()
+        >>> fields.get("uid").tolist()
         ['a', 'b']
 
     Args:
