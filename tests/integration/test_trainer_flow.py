@@ -217,7 +217,9 @@ def grpo_advantages(batch, eps: float = 1e-6) -> torch.Tensor:
     """Per-sample outcome advantages as verl's ``compute_grpo_outcome_advantage`` (normalised by std)."""
     scores = torch.stack([r.sum() for r in batch["rm_scores"].unbind(0)])
     groups = defaultdict(list)
-    for i, uid in enumerate(batch["uid"].tolist()):
+    # .get(...).tolist() is NonTensorStack.tolist() on every tensordict version; batch["uid"] is a
+    # LinkedList, which has no .tolist() on tensordict 0.10.0.
+    for i, uid in enumerate(batch.get("uid").tolist()):
         groups[uid].append(i)
     advantages = torch.empty_like(scores)
     for rows in groups.values():
@@ -285,7 +287,7 @@ def test_padding_changes_no_advantage_loss_or_metric(tq_client, partition):
     assert metrics == rollout_metrics(real, real_tags)
     assert metrics["samples"] == n
     kept = ts.select_real(batch, padded.tags)
-    assert kept.batch_size[0] == n and kept["uid"].tolist() == [s["uid"] for s in samples]
+    assert kept.batch_size[0] == n and kept.get("uid").tolist() == [s["uid"] for s in samples]
     assert kept["loss_mask"].unbind(0)[truncated].count_nonzero() == 0
     # ... while unfiltered, padding (1 response token, score 0) dilutes them.
     diluted = rollout_metrics(batch, padded.tags)
