@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 import torch
@@ -171,15 +172,38 @@ def test_an_extra_field_mixing_tensors_and_other_values_is_refused(tq_client, pa
     assert stored(tq_client, partition) == {}
 
 
+class _Hung:
+    """The real TransferQueue, except that its listing calls hang until released (fault injection)."""
+
+    def __init__(self, real):
+        self.real = real
+        self.release = threading.Event()
+
+    def kv_list(self, *args, **kwargs):
+        self.release.wait(60)
+        return self.real.kv_list(*args, **kwargs)
+
+    async def async_kv_list(self, *args, **kwargs):
+        while not self.release.is_set():
+            await asyncio.sleep(0.01)
+        return await self.real.async_kv_list(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
 def test_a_hung_call_times_out(tq_client, partition):
     schema = ts.load_schema("text")
     keys, samples = group(schema, "q0", [(3, 4)])
-    # A real call cannot answer within a microsecond: this is what a hung TransferQueue looks like.
-    writer = writer_for(schema, partition, tq_client, timeout_s=1e-6)
-    with pytest.raises(TimeoutError, match="kv_list did not return"):
-        writer.put(keys, samples)
-    with pytest.raises(TimeoutError, match="async_kv_list did not return"):
-        asyncio.run(writer.async_put(keys, samples))
+    hung = _Hung(tq_client)
+    writer = writer_for(schema, partition, hung, timeout_s=0.5)
+    try:
+        with pytest.raises(TimeoutError, match="kv_list did not return"):
+            writer.put(keys, samples)
+        with pytest.raises(TimeoutError, match="async_kv_list did not return"):
+            asyncio.run(writer.async_put(keys, samples))
+    finally:
+        hung.release.set()
     assert stored(tq_client, partition) == {}
 
 
