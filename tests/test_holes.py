@@ -71,19 +71,16 @@ def test_a_used_schema_crosses_a_spawned_process():
 def test_dims_cannot_repin_a_fixed_dim(call):
     sample = verl_sample(VLM, 5, 3)
     dims = {"rope_rows": 3}
+    calls = {
+        "validate": lambda: VLM.validate(sample, dims=dims),
+        "violations": lambda: VLM.violations(sample, dims=dims),
+        "validate_batch": lambda: VLM.validate_batch([sample], dims=dims),
+        "batch_violations": lambda: VLM.batch_violations(tq_batch([sample]), dims=dims),
+        "padding": lambda: VLM.padding(1, eos_token_id=2, dims=dims),
+        "writer": lambda: ts.TransferQueueWriter(VLM, partition_id="p", eos_token_id=2, dims=dims, client=object()),
+    }
     with pytest.raises(ValueError, match="rope_rows is fixed at 4"):
-        if call == "validate":
-            VLM.validate(sample, dims=dims)
-        elif call == "violations":
-            VLM.violations(sample, dims=dims)
-        elif call == "validate_batch":
-            VLM.validate_batch([sample], dims=dims)
-        elif call == "batch_violations":
-            VLM.batch_violations(tq_batch([sample]), dims=dims)
-        elif call == "padding":
-            VLM.padding(1, eos_token_id=2, dims=dims)
-        else:
-            ts.TransferQueueWriter(VLM, partition_id="p", eos_token_id=2, dims=dims, client=object())
+        calls[call]()
 
 
 def test_dims_may_restate_a_fixed_dim():
@@ -188,7 +185,7 @@ def test_the_is_padding_default_comes_from_its_tag_declaration():
     undeclared = ts.schema_from_dict({"name": "bare", "fields": {"n": {"kind": "int", "pad": 0}}})
     assert undeclared._compiled().padding_default is False
     # A declaration that made untagged (real) samples padding would hide them from metrics.
-    with pytest.raises(ts.SchemaDefinitionError, match="tags.is_padding"):
+    with pytest.raises(ts.SchemaDefinitionError, match=r"tags\.is_padding"):
         ts.schema_from_dict(
             {
                 "name": "x",

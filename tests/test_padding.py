@@ -253,15 +253,21 @@ def _one_field_schema(field: dict) -> ts.Schema:
             id="eos-breaks-values",
         ),
         pytest.param(
-            {"shape": ["n"], "dtype": "int64", "max": 1, "pad": "positions"},
+            {"shape": ["n"], "dtype": "int64", "max": 3, "pad": "positions"},
             "breaks its value checks",
-            id="positions-break-max",
+            id="positions-break-max-at-the-callers-size",
         ),
     ],
 )
 def test_padding_refuses_values_that_would_not_validate(field, match):
+    # The schema's own padding size (n=3) passes; dims= asks for positions 0..4.
     with pytest.raises(ValueError, match=match):
-        _one_field_schema(field).padding(2, eos_token_id=151643)
+        _one_field_schema(field).padding(2, eos_token_id=151643, dims={"n": 5})
+
+
+def test_positions_that_break_max_at_the_schemas_own_padding_size_fail_at_load_time():
+    with pytest.raises(ts.SchemaDefinitionError, match=r"fields\.t\.pad: pad rule 'positions' fills 0\.\.2"):
+        _one_field_schema({"shape": ["n"], "dtype": "int64", "max": 1, "pad": "positions"})
 
 
 def test_a_fill_that_breaks_its_own_value_checks_is_a_schema_error():

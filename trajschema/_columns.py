@@ -129,7 +129,8 @@ def _stacked_data(col: Any) -> list[Any] | None:
     if not isinstance(members, list):
         return None
     try:
-        values = [m._non_tensordict["data"] for m in members if type(m) is NonTensorData]
+        # tensordict's own store of a NonTensorData's value, which its .data property reads
+        values = [m._non_tensordict["data"] for m in members if type(m) is NonTensorData]  # type: ignore[attr-defined]
     except (AttributeError, KeyError, TypeError):
         return None
     if len(values) != len(members) or any(issubclass(t, _SHARED_TYPES) for t in set(map(type, values))):

@@ -1,21 +1,33 @@
-"""Finding, parsing, composing (``extends``) and compiling schema files."""
+"""Finding, parsing, composing (``extends``) and compiling schema files.
+
+Schema files are strict: anything malformed fails at load time with a
+:class:`SchemaDefinitionError` naming the file, the key path and the problem — never a
+Python or torch error, and never later at first use. Reading a file goes through four
+gates, each of which refuses what the next one could not survive:
+
+1. bytes: a regular file of at most ``_MAX_FILE_BYTES``, UTF-8;
+2. YAML (:class:`_SchemaYAMLLoader`): no key given twice, no merge keys, string keys
+   only, at most ``_MAX_DEPTH`` levels of nesting;
+3. the parsed tree (:func:`_check_tree`): no structure that contains itself (an alias
+   inside its own anchor) and at most ``_MAX_NODES`` values once aliases are expanded;
+4. declarations (pydantic models and the ``_compile_*`` functions): every key, type,
+   range, dim, dtype and pad fill.
+"""
 
 from __future__ import annotations
 
 import difflib
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, NoReturn
 
-import pydantic
-import torch
-import yaml
-
-from ._dims import DerivedDim, Expr, ExprError, FixedDim, FreeDim, parse_expr
-from ._errors import SchemaDefinitionError, SchemaNotFoundError
-from ._schema import KINDS, PAD_RULES, Field, PadRule, Schema, Tag, dtype_name
+from ._compile import _compile
+from ._errors import SchemaNotFoundError
+from ._filetext import _MAX_EXTENDS_DEPTH, _raise
+from ._schema import Schema
+from ._syntax import _decl, _FreeDimDecl, _SchemaDecl
+from ._yaml import _read_yaml
 
 __all__ = [
     "load_schema",
@@ -28,91 +40,6 @@ __all__ = [
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
 #: searched before the packaged ones so a project can add or override families.
 ENV_VAR = "TRAJSCHEMA_PATH"
-
-_DTYPES: dict[str, torch.dtype] = {
-    dtype_name(d): d
-    for d in (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-    )
-}
-# torch's own aliases are traps: torch.int is int32 and torch.float is float32.
-_DTYPE_HINTS = {
-    "int": "int64 (torch.int is int32; say int32 if that is meant)",
-    "long": "int64",
-    "float": "float32 (or float64)",
-    "double": "float64",
-    "half": "float16",
-    "short": "int16",
-    "bfloat": "bfloat16",
-    "uint16": "int32 (uint16 tensors are not supported by most torch ops)",
-}
-
-
-# ---------------------------------------------------------------------------
-# Declarations as written in YAML (validated with pydantic, then compiled)
-
-
-class _Strict(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
-
-
-class _FreeDimDecl(_Strict):
-    min: pydantic.NonNegativeInt = 0
-    max: pydantic.NonNegativeInt | None = None
-    multiple_of: pydantic.PositiveInt | None = None
-    description: str = ""
-
-
-class _FieldDecl(_Strict):
-    shape: list[pydantic.StrictInt | str] | None = None
-    dtype: str | list[str] | None = None
-    kind: str | None = None
-    required: pydantic.StrictBool = True
-    pad: pydantic.StrictBool | pydantic.StrictInt | pydantic.StrictFloat | str | None = None
-    values: list[pydantic.StrictBool | pydantic.StrictInt | pydantic.StrictFloat] | None = None
-    min: pydantic.StrictInt | pydantic.StrictFloat | None = None
-    max: pydantic.StrictInt | pydantic.StrictFloat | None = None
-    finite: pydantic.StrictBool = False
-    description: str = ""
-
-
-class _TagDecl(_Strict):
-    kind: str | None = None
-    default: Any = None
-    equals: pydantic.StrictInt | str | None = None
-    description: str = ""
-
-
-class _SchemaDecl(_Strict):
-    name: str
-    description: str = ""
-    architectures: list[str] = []
-    extends: list[str] = []
-    dims: dict[str, pydantic.StrictInt | str | _FreeDimDecl] = {}
-    fields: dict[str, _FieldDecl] = {}
-    tags: dict[str, _TagDecl] = {}
-    padding: dict[str, pydantic.NonNegativeInt] = {}
-    extra: Literal["allow", "forbid"] | None = None
-
-    @pydantic.field_validator("extends", "architectures", mode="before")
-    @classmethod
-    def _one_or_many(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
-
-    @pydantic.field_validator("dims", "fields", "tags", "padding", mode="before")
-    @classmethod
-    def _empty_section(cls, v: Any) -> Any:
-        return {} if v is None else v  # `fields:` with nothing under it
-
 
 # ---------------------------------------------------------------------------
 # Search path
@@ -187,7 +114,11 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
     is_path = isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text
     if is_path:
         path = Path(text)
+        if path.is_dir():
+            _raise(str(path), "", "is a directory, not a schema file")
         if not path.is_file():
+            if path.exists():  # a FIFO or a device: reading it could block forever
+                _raise(str(path), "", "is not a regular file")
             raise SchemaNotFoundError(f"no schema file at {text!r}")
         return _load_file(path.resolve())
     files = _files_by_name(schema_search_path())
@@ -205,13 +136,13 @@ def schema_for_architecture(architecture: str) -> Schema:
 
     Raises:
         SchemaNotFoundError: no schema (or more than one) declares it.
+        SchemaDefinitionError: a file on the search path is malformed.
     """
     hits: list[str] = []
     known: list[str] = []
     for name, path in _files_by_name(schema_search_path()).items():
-        archs = _read_yaml(path).get("architectures") or []
-        archs = [archs] if isinstance(archs, str) else archs
-        known.extend(a for a in archs if isinstance(a, str))
+        archs = _decl(_read_yaml(path), str(path)).architectures
+        known.extend(archs)
         if architecture in archs:
             hits.append(name)
     if len(hits) > 1:
@@ -227,7 +158,7 @@ def schema_from_dict(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str
     ``extends`` names are looked up in ``base_dir`` first, then on the search path.
     """
     chain = _Chain(base_dir=Path(base_dir) if base_dir else None)
-    return chain.compile(dict(data), "<mapping>")
+    return chain.compile(data, "<mapping>", None)
 
 
 # ---------------------------------------------------------------------------
@@ -253,115 +184,90 @@ def _load_file(path: Path) -> Schema:
         return hit[0]
     chain = _Chain(base_dir=path.parent)
     stamp = _mtime(path)
-    schema = chain.compile(_read_yaml(path), str(path))
+    schema = chain.compile(_read_yaml(path), str(path), path)
     used = ((path, stamp), *((Path(src), _mtime(Path(src))) for _, src in chain.decls.values()))
     _CACHE[path] = (schema, search, used)
     return schema
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SchemaDefinitionError(str(path), where, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    except OSError as exc:
-        raise SchemaDefinitionError(str(path), "", f"cannot read: {exc}") from None
-    if not isinstance(data, dict):
-        raise SchemaDefinitionError(str(path), "", f"expected a mapping at the top level, found {type(data).__name__}")
-    return data
-
-
-def _decl(data: Mapping[str, Any], source: str) -> _SchemaDecl:
-    try:
-        return _SchemaDecl.model_validate(data)
-    except pydantic.ValidationError as exc:
-        errors = exc.errors()
-        # A union (a dim is an int, an expression or a mapping) fails once per member;
-        # an unknown key is the most telling of those failures, so report it first.
-        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        loc = [str(p) for p in err["loc"]]
-        # pydantic reports union members as extra path parts; keep the real key path.
-        keys = [p for p in loc if p not in _UNION_TAGS and not p.startswith(("function-", "list["))]
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            where = "" if len(keys) == 1 else keys[0] if len(keys) == 3 else None
-            section = _SECTION_KEYS.get(where, ())
-            close = difflib.get_close_matches(keys[-1], section, n=1)
-            msg = f"unknown key {keys[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-        elif err["type"] == "missing":
-            msg = f"missing required key {keys[-1]!r}"
-        else:
-            msg = f"{msg} (found {err.get('input')!r})"
-        return _raise(source, ".".join(keys[:-1] if err["type"] in ("extra_forbidden", "missing") else keys), msg)
-
-
-_UNION_TAGS = {"int", "str", "bool", "float", "_FreeDimDecl", "list[...]"}
-_SECTION_KEYS = {
-    "": tuple(_SchemaDecl.model_fields),
-    "fields": tuple(_FieldDecl.model_fields),
-    "dims": tuple(_FreeDimDecl.model_fields),
-    "tags": tuple(_TagDecl.model_fields),
-}
-
-
-def _raise(source: str, path: str, problem: str):
-    raise SchemaDefinitionError(source, path, problem)
-
-
 class _Chain:
-    """Resolves ``extends`` (C3 order) for one load, detecting cycles."""
+    """Resolves ``extends`` (C3 order) for one load, detecting cycles.
+
+    Schemas are known by name, and a parent is found by its file name, so a parent's
+    ``name:`` must be its file name; a schema is identified by its file too, so a file
+    that reaches itself under another name is a cycle, and two files of one name a clash.
+    """
 
     def __init__(self, base_dir: Path | None) -> None:
         self.base_dir = base_dir
         self.decls: dict[str, tuple[_SchemaDecl, str]] = {}
-        self.loading: list[str] = []
+        self.loading: list[tuple[str, Path | None]] = []
         self.mro: dict[str, list[str]] = {}
 
-    def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
-        if name in self.loading:
-            cycle = " -> ".join([*self.loading[self.loading.index(name) :], name])
-            _raise(child_source, "extends", f"cycle in extends: {cycle}")
-        if name in self.decls:
-            return self.decls[name]
-        dirs = ([child_dir] if child_dir else []) + schema_search_path()
-        files = _files_by_name(dirs)
+    def _find(self, name: str, child_source: str, child_dir: Path | None) -> Path:
+        files = _files_by_name(([child_dir] if child_dir else []) + schema_search_path())
         if name not in files:
             close = difflib.get_close_matches(name, sorted(files), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             _raise(child_source, "extends", f"unknown parent schema {name!r}{hint}")
-        path = files[name]
+        return files[name].resolve()
+
+    def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
+        path = self._find(name, child_source, child_dir)
+        for i, (n, p) in enumerate(self.loading):
+            if p == path or n == name:
+                self._cycle(i, name, path, child_source)
+        if name in self.decls:
+            if self.decls[name][1] != str(path):  # found beside another child: another file
+                _raise(child_source, "extends", f"two schemas are named {name!r}: {self.decls[name][1]} and {path}")
+            return self.decls[name]
         decl = _decl(_read_yaml(path), str(path))
+        if decl.name != name:
+            _raise(
+                str(path),
+                "name",
+                f"this file is found as {name!r} (its file name) but declares name {decl.name!r}; "
+                "a parent's name must be its file name",
+            )
         self.decls[name] = (decl, str(path))
-        self._linearize(decl, str(path), path.parent)
+        self._linearize(decl, str(path), path)
         return decl, str(path)
 
-    def _linearize(self, decl: _SchemaDecl, source: str, here: Path | None) -> list[str]:
+    def _cycle(self, i: int, name: str, path: Path, child_source: str) -> NoReturn:
+        n, p = self.loading[i]
+        cycle = " -> ".join([*(m for m, _ in self.loading[i:]), name])
+        if p == path:
+            note = "" if n == name else f" ({path.name}, found as {name!r}, is the file of {n!r})"
+            _raise(child_source, "extends", f"cycle in extends: {cycle}{note}")
+        where = f"{p}" if p else "the mapping being compiled"
+        _raise(child_source, "extends", f"two schemas are named {name!r}: {where} and {path}, which it extends")
+
+    def _linearize(self, decl: _SchemaDecl, source: str, path: Path | None) -> list[str]:
         if decl.name in self.mro:
             return self.mro[decl.name]
-        self.loading.append(decl.name)
+        if len(self.loading) >= _MAX_EXTENDS_DEPTH:
+            _raise(source, "extends", f"extends chains more than {_MAX_EXTENDS_DEPTH} schemas deep")
+        here = path.parent if path else self.base_dir
+        self.loading.append((decl.name, path))
         try:
             parents = [self._parent(p, source, here) for p in decl.extends]
-            if len(set(decl.extends)) != len(decl.extends):
-                _raise(source, "extends", f"a parent is listed twice: {decl.extends}")
-            seqs = [self._linearize(p, s, Path(s).parent) for p, s in parents]
+            seqs = [self._linearize(p, s, Path(s)) for p, s in parents]
             mro = [decl.name, *_c3_merge([*seqs, list(decl.extends)], source)]
         finally:
             self.loading.pop()
         self.mro[decl.name] = mro
         return mro
 
-    def compile(self, data: dict[str, Any], source: str) -> Schema:
+    def compile(self, data: Any, source: str, path: Path | None) -> Schema:
         decl = _decl(data, source)
-        here = self.base_dir
-        mro = self._linearize(decl, source, here)
+        mro = self._linearize(decl, source, path)
         by_name = {decl.name: (decl, source), **{n: self.decls[n] for n in mro[1:]}}
         ancestors = {n: set(self.mro[n][1:]) for n in mro}
         merged: dict[str, dict[str, tuple[Any, str]]] = {}
         for section in ("dims", "fields", "tags", "padding"):
             merged[section] = _merge_section(section, mro, by_name, ancestors, source)
-        extra = next((by_name[n][0].extra for n in mro if by_name[n][0].extra), "allow")
+        _drop_outdated_padding(merged, [by_name[n][1] for n in mro])
+        extra = next((e for n in mro if (e := by_name[n][0].extra)), "allow")
         return _compile(decl, source, mro, merged, extra)
 
 
@@ -379,6 +285,17 @@ def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:
         seqs = [[x for x in s if x != head] for s in seqs]
         seqs = [s for s in seqs if s]
     return out
+
+
+def _drop_outdated_padding(merged: dict[str, dict[str, tuple[Any, str]]], sources: list[str]) -> None:
+    """A padding size belongs to the free dim it sizes: a schema that redeclares an inherited
+    free dim as fixed or derived replaces it whole, inherited padding size included (a size
+    declared as new as the dim, or newer, still has to be a free dim's)."""
+    rank = {src: i for i, src in reversed(list(enumerate(sources)))}
+    for name, (_, src) in list(merged["padding"].items()):
+        dim = merged["dims"].get(name)
+        if dim is not None and not isinstance(dim[0], _FreeDimDecl) and rank[dim[1]] < rank[src]:
+            del merged["padding"][name]
 
 
 _WHAT = {"dims": "dim", "fields": "field", "tags": "tag", "padding": "padding size"}
@@ -411,222 +328,3 @@ def _merge_section(section, mro, by_name, ancestors, source) -> dict[str, tuple[
         owner = declarers[0]
         out[key] = (getattr(by_name[owner][0], section)[key], by_name[owner][1])
     return out
-
-
-# ---------------------------------------------------------------------------
-# Compiling merged declarations
-
-
-def _expr(text: Any, source: str, path: str) -> Expr:
-    try:
-        return parse_expr(text)
-    except ExprError as exc:
-        _raise(source, path, str(exc))
-        raise  # unreachable
-
-
-def _compile(decl, source, mro, merged, extra) -> Schema:
-    dims: dict[str, Any] = {}
-    for name, (d, src) in merged["dims"].items():
-        path = f"dims.{name}"
-        if not name.isidentifier():
-            _raise(src, path, f"dim name {name!r} is not an identifier")
-        if isinstance(d, int):
-            if d < 0:
-                _raise(src, path, f"a fixed dim cannot be negative, found {d}")
-            dims[name] = FixedDim(name, d)
-        elif isinstance(d, str):
-            dims[name] = DerivedDim(name, _expr(d, src, path))
-        else:
-            if d.max is not None and d.max < d.min:
-                _raise(src, path, f"max {d.max} is below min {d.min}")
-            dims[name] = FreeDim(name, d.min, d.max, d.multiple_of)
-    for d in dims.values():
-        if isinstance(d, DerivedDim):
-            _check_names(d.expr, dims, merged["dims"][d.name][1], f"dims.{d.name}")
-    _check_dim_cycles(dims, merged["dims"])
-
-    fields: dict[str, Field] = {}
-    for name, (f, src) in merged["fields"].items():
-        fields[name] = _compile_field(name, f, src, dims)
-
-    tags: dict[str, Tag] = {}
-    for name, (t, src) in merged["tags"].items():
-        path = f"tags.{name}"
-        eq = None
-        if t.equals is not None:
-            eq = _expr(t.equals, src, f"{path}.equals")
-            _check_names(eq, dims, src, f"{path}.equals")
-        if t.kind is not None and t.kind not in KINDS:
-            _raise(src, f"{path}.kind", _unknown("kind", t.kind, KINDS))
-        tags[name] = Tag(name, t.kind or ("int" if eq is not None else None), t.default, eq, t.description)
-
-    padding: dict[str, int] = {}
-    for name, (size, src) in merged["padding"].items():
-        if name not in dims:
-            _raise(src, f"padding.{name}", _unknown("dim", name, list(dims)))
-        if not isinstance(dims[name], FreeDim):
-            _raise(
-                src, f"padding.{name}", f"only free dims take a padding size; {name!r} is {type(dims[name]).__name__}"
-            )
-        if not dims[name].allows(size):
-            _raise(src, f"padding.{name}", f"padding size {size} breaks the dim's bounds ({dims[name].describe()})")
-        padding[name] = size
-
-    return Schema(
-        name=decl.name,
-        description=decl.description,
-        architectures=decl.architectures,
-        lineage=mro,
-        dims=dims,
-        fields=fields,
-        tags=tags,
-        padding_sizes=padding,
-        extra=extra,
-        source=source,
-    )
-
-
-def _unknown(what: str, found: str, known) -> str:
-    close = difflib.get_close_matches(str(found), list(known), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown {what} {found!r}{hint} (known: {', '.join(map(str, known))})"
-
-
-def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) -> None:
-    for n in expr.names():
-        if n not in dims:
-            _raise(source, path, _unknown("dim", n, list(dims)) + "; declare it under dims:")
-
-
-def _check_dim_cycles(dims: Mapping[str, Any], decls) -> None:
-    state: dict[str, int] = {}
-
-    def visit(name: str, trail: list[str]) -> None:
-        if state.get(name) == 2:
-            return
-        if state.get(name) == 1:
-            cycle = " -> ".join([*trail[trail.index(name) :], name])
-            _raise(decls[trail[0]][1], f"dims.{trail[0]}", f"dims depend on each other in a cycle: {cycle}")
-        state[name] = 1
-        d = dims[name]
-        if isinstance(d, DerivedDim):
-            for n in d.expr.names():
-                visit(n, [*trail, name])
-        state[name] = 2
-
-    for name in dims:
-        visit(name, [])
-
-
-def _compile_dtype(name: Any, source: str, path: str) -> torch.dtype:
-    if not isinstance(name, str):
-        _raise(source, path, f"expected a torch dtype name, found {name!r}")
-    name = name.removeprefix("torch.")
-    if name in _DTYPES:
-        return _DTYPES[name]
-    if name in _DTYPE_HINTS:
-        _raise(source, path, f"ambiguous dtype {name!r}; did you mean {_DTYPE_HINTS[name]}?")
-    _raise(source, path, _unknown("dtype", name, list(_DTYPES)))
-    raise AssertionError  # unreachable
-
-
-def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
-    path = f"fields.{name}"
-    if f.pad is None:
-        _raise(
-            src,
-            f"{path}.pad",
-            f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
-        )
-    if f.kind is not None and f.kind != "tensor":
-        if f.kind not in KINDS:
-            _raise(src, f"{path}.kind", _unknown("kind", f.kind, KINDS))
-        if f.shape is not None or f.dtype is not None:
-            _raise(src, path, f"a {f.kind!r} field has no shape or dtype; drop them or drop kind")
-        kind, shape, dtypes = f.kind, None, ()
-    else:
-        if f.shape is None or f.dtype is None:
-            missing = "shape" if f.shape is None else "dtype"
-            _raise(
-                src,
-                path,
-                f"a tensor field needs both shape and dtype ({missing} is missing), "
-                f"or a kind: one of {', '.join(KINDS)}",
-            )
-        kind = "tensor"
-        shape = tuple(_expr(e, src, f"{path}.shape[{i}]") for i, e in enumerate(f.shape))
-        for i, e in enumerate(shape):
-            _check_names(e, dims, src, f"{path}.shape[{i}]")
-        raw = f.dtype if isinstance(f.dtype, list) else [f.dtype]
-        if not raw:
-            _raise(src, f"{path}.dtype", "an empty dtype list allows nothing")
-        dtypes = tuple(_compile_dtype(d, src, f"{path}.dtype") for d in raw)
-    pad = _compile_pad(f.pad, kind, dtypes, src, f"{path}.pad")
-    if pad.rule == "fill" and not isinstance(pad.value, bool):
-        value = pad.value
-        broken = (
-            (f.values is not None and value not in f.values and "in values")
-            or (f.min is not None and value < f.min and f">= min {f.min}")
-            or (f.max is not None and value > f.max and f"<= max {f.max}")
-            or (f.finite and not math.isfinite(value) and "finite")
-        )
-        if broken:
-            _raise(src, f"{path}.pad", f"fill {value!r} must itself pass the field's value checks (be {broken})")
-    if f.values is not None and not f.values:
-        _raise(src, f"{path}.values", "an empty values list allows nothing")
-    for key in ("min", "max"):
-        v = getattr(f, key)
-        if v is not None and kind not in ("tensor", "int", "float"):
-            _raise(src, f"{path}.{key}", f"{key} applies to tensors, int and float, not {kind!r}")
-    if f.finite and kind not in ("tensor", "float"):
-        _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
-    return Field(
-        name=name,
-        kind=kind,
-        shape=shape,
-        dtypes=dtypes,
-        required=f.required,
-        pad=pad,
-        values=tuple(f.values) if f.values is not None else None,
-        min=f.min,
-        max=f.max,
-        finite=f.finite,
-        description=f.description,
-    )
-
-
-_RULE_KINDS = {
-    "eos": ("tensor", "int"),
-    "positions": ("tensor",),
-    "uid": ("str",),
-    "index": ("int", "any"),
-    "empty": ("mapping", "any"),
-    "copy": ("tensor", *KINDS),
-}
-
-
-def _compile_pad(pad: Any, kind: str, dtypes, src: str, path: str) -> PadRule:
-    if isinstance(pad, str):
-        if pad not in PAD_RULES:
-            _raise(src, path, _unknown("pad rule", pad, PAD_RULES))
-        if kind not in _RULE_KINDS[pad]:
-            _raise(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
-        return PadRule(pad)
-    if kind == "tensor":
-        if isinstance(pad, float) and not math.isfinite(pad) and not any(d.is_floating_point for d in dtypes):
-            _raise(src, path, f"fill {pad!r} does not fit integer dtypes")
-        if isinstance(pad, float) and not all(d.is_floating_point for d in dtypes) and not pad.is_integer():
-            _raise(src, path, f"fill {pad!r} is not an integer but the field allows integer dtypes")
-    elif kind in ("str", "mapping"):
-        _raise(
-            src,
-            path,
-            f"a {kind!r} field cannot be filled with the number {pad!r}; "
-            f"use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}",
-        )
-    elif kind == "int" and not (isinstance(pad, int) and not isinstance(pad, bool)):
-        _raise(src, path, f"an 'int' field needs an integer fill, found {pad!r}")
-    elif kind == "bool" and not isinstance(pad, bool):
-        _raise(src, path, f"a 'bool' field needs true or false, found {pad!r}")
-    return PadRule("fill", pad)

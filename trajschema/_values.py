@@ -30,7 +30,14 @@ import torch
 
 from ._decl import Field
 
-__all__ = ["element_failures", "fits_dtype", "scalar_failures", "tensor_clean", "tensor_has_failures"]
+__all__ = [
+    "element_failures",
+    "fits_dtype",
+    "scalar_failures",
+    "tensor_clean",
+    "tensor_has_failures",
+    "value_failures",
+]
 
 _INF = math.inf
 
@@ -179,17 +186,28 @@ def _member_check(label: str, values: Sequence[Any], dom: _Domain, dtype: torch.
     return _Check(label, "in", members=tuple(i - dom.shift for i in ints))
 
 
+def number_label(x: Any) -> str:
+    """``repr(x)`` for a bound or listed value, but never thousands of digits (nor an error for them)."""
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
+        return f"{'-' if x < 0 else ''}(an integer of {x.bit_length()} bits)"
+    return repr(x)
+
+
+def values_label(values: Sequence[Any]) -> str:
+    return "[" + ", ".join(map(number_label, values)) + "]"
+
+
 def _compile(
     values: tuple[Any, ...] | None, lo: Any, hi: Any, finite: bool, dtype: torch.dtype
 ) -> tuple[_Domain, tuple[_Check, ...]]:
     dom = _domain(dtype)
     checks = []
     if values is not None:
-        checks.append(_member_check(f"in {{{', '.join(map(repr, values))}}}", values, dom, dtype))
+        checks.append(_member_check(f"in {{{', '.join(map(number_label, values))}}}", values, dom, dtype))
     if lo is not None:
-        checks.append(_bound_check(f">= {lo}", lo, True, dom, dtype))
+        checks.append(_bound_check(f">= {number_label(lo)}", lo, True, dom, dtype))
     if hi is not None:
-        checks.append(_bound_check(f"<= {hi}", hi, False, dom, dtype))
+        checks.append(_bound_check(f"<= {number_label(hi)}", hi, False, dom, dtype))
     if finite and dom.is_float:
         checks.append(_Check("finite", "finite"))
     return dom, tuple(checks)
@@ -287,17 +305,22 @@ def scalar_failures(f: Field, v: Any) -> list[str]:
         if v.is_meta or v.dim() != 0 or v.is_complex():
             return []
         v = v.item()
+    return value_failures(v, values=f.values, lo=f.min, hi=f.max, finite=f.finite)
+
+
+def value_failures(v: Any, *, values: Sequence[Any] | None, lo: Any, hi: Any, finite: bool) -> list[str]:
+    """:func:`scalar_failures` for checks given one by one (e.g. while a field is being compiled)."""
     out = []
-    if f.values is not None and not any(_equal(v, w) for w in f.values):
-        out.append(f"one of {list(f.values)}")
+    if values is not None and not any(_equal(v, w) for w in values):
+        out.append(f"one of {values_label(values)}")
     if not isinstance(v, numbers.Real):
         return out
     x: Any = v  # any Real: int, float, bool, numpy scalars; compared as Python compares them
-    if f.min is not None and not x >= f.min:
-        out.append(f">= {f.min}")
-    if f.max is not None and not x <= f.max:
-        out.append(f"<= {f.max}")
-    if f.finite and isinstance(x, float) and not math.isfinite(x):
+    if lo is not None and not x >= lo:
+        out.append(f">= {number_label(lo)}")
+    if hi is not None and not x <= hi:
+        out.append(f"<= {number_label(hi)}")
+    if finite and isinstance(x, float) and not math.isfinite(x):
         out.append("finite")
     return out
 
