@@ -197,3 +197,17 @@ def test_the_is_padding_default_comes_from_its_tag_declaration():
 
 def test_dim_descriptions_are_kept():
     assert TEXT.dims["prompt"].description.startswith("prompt tokens")
+
+
+def test_padding_sizes_that_make_an_inline_axis_negative_are_a_value_error():
+    schema = ts.schema_from_dict(
+        {
+            "name": "diff",
+            "dims": {"n": {"min": 2}, "m": {}},
+            "padding": {"n": 3, "m": 1},
+            "fields": {"t": {"shape": ["n - m"], "dtype": "int64", "pad": 0}},
+        }
+    )
+    assert schema.padding(1, eos_token_id=0).fields["t"].shape == (1, 2)
+    with pytest.raises(ValueError, match=r"negative axis \(n - m=-3\)"):
+        schema.padding(1, eos_token_id=0, dims={"n": 2, "m": 5})

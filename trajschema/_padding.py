@@ -329,6 +329,9 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
         return _copied(like[f.name], count)
     if f.is_tensor:
         shape = (count, *(e.evaluate(env) for e in f.shape or ()))
+        if any(n < 0 for n in shape[1:]):
+            sizes = ", ".join(f"{e}={n}" for e, n in zip(f.shape or (), shape[1:]))
+            raise ValueError(f"padding sizes give field {f.name!r} a negative axis ({sizes}); pass other dims=")
         dtype = _dtype(f, like)
         if rule == "fill" and value is not None:
             # zeros skips full's per-element fill loop: about twice as fast for wide columns.
