@@ -9,12 +9,10 @@ from tensordict import TensorDictBase
 
 __all__ = ["DEPTHS", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
 
-#: How deep a check goes: ``"shapes"`` reads no tensor values, ``"values"`` also
-#: checks ``values``/``min``/``max``/``finite``.
 Depth = Literal["shapes", "values"]
+"""How deep a check goes: ``"shapes"`` reads no tensor values, ``"values"`` also checks ``values``/``min``/``max``/``finite``."""
 DEPTHS: tuple[Depth, ...] = ("shapes", "values")
 
-#: The stable machine-readable reason of a :class:`trajschema.Violation`.
 ViolationCode = Literal[
     "missing",
     "kind",
@@ -30,11 +28,12 @@ ViolationCode = Literal[
     "key",
     "padding",
 ]
+"""The stable machine-readable reason of a `Violation` (see its `code`)."""
 
 #: One sample: a mapping of field name to value (a dict, or one row of a TensorDict).
 Sample = Mapping[str, Any]
 #: The tag dict stored beside a sample in TransferQueue.
 TagDict = Mapping[str, Any]
-#: A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue
-#: returns it (jagged, strided or dense tensor columns; non-tensor columns).
 Batch = Sequence[Sample] | TensorDictBase
+"""A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue returns it
+(jagged, strided or dense tensor columns; non-tensor columns)."""
