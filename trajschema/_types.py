@@ -10,7 +10,8 @@ from tensordict import TensorDictBase
 __all__ = ["DEPTHS", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
 
 Depth = Literal["shapes", "values"]
-"""How deep a check goes: ``"shapes"`` reads no tensor values, ``"values"`` also checks ``values``/``min``/``max``/``finite``."""
+"""How deep a check goes: ``"shapes"`` reads no tensor values; ``"values"`` also checks
+``values``/``min``/``max``/``finite``."""
 DEPTHS: tuple[Depth, ...] = ("shapes", "values")
 
 ViolationCode = Literal[
