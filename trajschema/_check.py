@@ -22,6 +22,9 @@ from ._screen import suspicious_rows
 from ._types import DEPTHS
 from ._values import scalar_failures, tensor_has_failures
 
+#: The largest size a torch tensor can have (sizes are int64).
+MAX_SIZE = 2**63 - 1
+
 __all__ = [
     "check_args",
     "check_batch",
@@ -51,8 +54,8 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
             raise ValueError(
                 f"dims={{{k!r}: ...}}: schema {plan.name!r} has no dim {k!r} (its dims: {', '.join(declared)})"
             )
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
-            raise ValueError(f"dims[{k!r}] must be a non-negative int, found {v!r}")
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= v <= MAX_SIZE:
+            raise ValueError(f"dims[{k!r}] must be an int in 0..2**63-1 (a torch size), found {v!r}")
         d = declared[k]
         if isinstance(d, FixedDim) and v != d.size:
             raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")
@@ -146,12 +149,13 @@ def check_batch(
         rows = range(view.n)
         get = view.row
     bindings: dict[int | None, dict[str, int]] = {}
+    opaque = view.opaque()
     for i in rows:
         row = get(i)
         tag = tag_list[i] if tag_list is not None else None
         fast = None if view.is_table else fast_bindings(plan, row, tag, dims, depth)
         if fast is None:
-            bound, vs = check_sample(plan, row, tag=tag, dims=dims, depth=depth, index=i)
+            bound, vs = check_sample(plan, row, tag=tag, dims=dims, depth=depth, index=i, opaque=opaque)
         else:
             bound, vs = fast, []
         if bound_out is not None:

@@ -147,12 +147,14 @@ def column_rows(col: Any, n: int) -> Sequence[Any]:
     values = nontensor_values(col, n)
     if values is not None:
         return values
+    if is_tensordict(col):
+        return col.unbind(0)  # a sub-TensorDict: one row each
     if not isinstance(col, torch.Tensor):
         return [col] * n
+    if is_opaque(col):
+        return [opaque_row(col)] * n
     if col.is_nested and col.layout == torch.jagged and _lengths(col) is None:
         flat, axis = col.values(), _ragged_axis(col)
-        if flat.is_meta:
-            return col.unbind(0)
         bounds = _offsets(col).tolist()
         return [flat.narrow(axis, bounds[i], bounds[i + 1] - bounds[i]) for i in range(n)]
     return col.unbind(0)
@@ -173,6 +175,19 @@ def _row_lengths(col: torch.Tensor) -> torch.Tensor:
     return lengths if lengths is not None else _offsets(col).diff()
 
 
+def is_opaque(col: Any) -> bool:
+    """A nested column whose per-sample shapes cannot be read: its offsets live on the ``meta`` device."""
+    return isinstance(col, torch.Tensor) and col.is_nested and col.is_meta
+
+
+def opaque_row(col: torch.Tensor) -> torch.Tensor:
+    """What a sample of an opaque column is known to be: dtype and rank (a ``meta`` stand-in, 0 on unknown axes).
+
+    The sample check is told (``opaque=``) not to read shapes from it.
+    """
+    return torch.empty((0,) * (col.dim() - 1), dtype=col.dtype, device="meta")
+
+
 def _ragged_axis(col: torch.Tensor) -> int:
     """The ragged dim's axis in a jagged column's flat values."""
     return col._ragged_idx - 1  # type: ignore[attr-defined]  # NJT-only attribute, typed nowhere
@@ -185,7 +200,7 @@ def column_shapes(col: Any, n: int) -> torch.Tensor | None:
     The result is on the device of the sizes it is read from: a jagged column's offsets
     (so ``meta`` offsets give ``meta`` sizes), or the CPU for static shapes.
     """
-    if not isinstance(col, torch.Tensor):
+    if not isinstance(col, torch.Tensor) or col.layout not in (torch.strided, torch.jagged) or is_opaque(col):
         return None
     if not col.is_nested:
         if col.dim() == 0:
@@ -296,7 +311,16 @@ class BatchView:
     def row(self, i: int) -> Mapping[str, Any]:
         if self.td is None:
             return (self.samples or [])[i]
-        return as_mapping(self.td[i])
+        opaque = self.opaque()
+        if not opaque:
+            return as_mapping(self.td[i])
+        return {k: v[i] for k, v in ((k, self.values_of(k)) for k in self.td.keys())}
+
+    def opaque(self) -> frozenset[str]:
+        """Columns whose per-sample shapes cannot be read (see :func:`is_opaque`)."""
+        if self.td is None:
+            return frozenset()
+        return frozenset(k for k in self.td.keys() if is_opaque(self.td.get(k)))
 
 
 def batch_view(batch: Any) -> BatchView:
@@ -309,10 +333,20 @@ def batch_view(batch: Any) -> BatchView:
     if is_tensordict(batch):
         if batch.batch_dims != 1:
             raise BatchShapeError(f"a batch TensorDict needs one batch dim, found batch_size {list(batch.batch_size)}")
-        return BatchView(td=batch)
+        rows = _lazy_rows(batch)
+        return BatchView(td=batch) if rows is None else BatchView(samples=[as_mapping(r) for r in rows])
     if isinstance(batch, Sequence) and not isinstance(batch, (str, bytes, Mapping)):
         return BatchView(samples=[as_mapping(s) for s in batch])
     raise TypeError(f"a batch must be a list of sample mappings or a TensorDict, found {type(batch).__name__}")
+
+
+def _lazy_rows(td: Any) -> list[Any] | None:
+    """The per-sample TensorDicts of a lazy stack along the batch dim (their shapes may differ), else ``None``."""
+    from tensordict import LazyStackedTensorDict
+
+    if isinstance(td, LazyStackedTensorDict) and td.stack_dim == 0 and not _is_nontensor(td):
+        return list(td.tensordicts)
+    return None
 
 
 def index_rows(td: Any, rows: torch.Tensor) -> Any:

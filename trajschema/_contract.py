@@ -150,6 +150,8 @@ def padding_contract_violations(
         from ._loading import load_schema
 
         schema = load_schema(schema)
+    if not isinstance(schema, Schema):
+        raise TypeError(f"schema must be a trajschema.Schema or a schema name, found {describe_value(schema)}")
     plan = schema._compiled()
     try:
         view = batch_view(samples_or_batch)
@@ -207,6 +209,8 @@ def _mask_violations(plan: Plan, view: BatchView, padding: list[int]) -> list[Vi
             continue
         rows: list[tuple[int, int, int]] = []
         if view.is_table:
+            if view.column(name).is_meta:
+                continue  # no values to read
             counts = nonzero_per_row(view.column(name), view.n)
             if counts is None:
                 continue  # not a per-sample tensor column: validate_batch reports that
@@ -216,7 +220,7 @@ def _mask_violations(plan: Plan, view: BatchView, padding: list[int]) -> list[Vi
         else:
             for i in padding:
                 v = view.row(i).get(name)
-                if isinstance(v, torch.Tensor) and not v.is_nested and not v.is_meta:
+                if isinstance(v, torch.Tensor) and v.layout == torch.strided and not v.is_meta:
                     k = int(v.count_nonzero())
                     if k:
                         rows.append((i, k, v.numel()))

@@ -12,13 +12,14 @@ from typing import Any
 
 import torch
 
+from ._check import MAX_SIZE
 from ._columns import as_mapping, nontensor_column
 from ._decl import Field
 from ._dims import DerivedDim, FreeDim
 from ._errors import SchemaError, Violation
 from ._kinds import describe_value
 from ._plan import Plan
-from ._values import fits_dtype, scalar_failures, tensor_has_failures
+from ._values import counts_exactly_to, fits_dtype, scalar_failures, tensor_has_failures
 
 __all__ = ["PaddingBatch", "make_padding", "new_padding_uid"]
 
@@ -67,8 +68,8 @@ class PaddingBatch:
 
 
 def _check_int(name: str, v: Any, minimum: int = 0) -> int:
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, found {v!r}")
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not minimum <= int(v) <= MAX_SIZE:
+        raise ValueError(f"{name} must be an int in {minimum}..2**63-1, found {v!r}")
     return int(v)
 
 
@@ -85,6 +86,9 @@ def make_padding(
     from ._check import validate_sample
 
     count = _check_int("count", count)
+    if like is not None and not all(isinstance(k, str) for k in as_mapping(like)):
+        bad = [k for k in as_mapping(like) if not isinstance(k, str)]
+        raise TypeError(f"like= has keys that are not field names (str): {bad[:8]!r}")
     eos = _check_int("eos_token_id", eos_token_id)
     like_dims: dict[str, int] = {}
     if like is not None:
@@ -96,7 +100,7 @@ def make_padding(
     columns: dict[str, Any] = {}
     for f in emitted:
         _check_fill(plan, f, env, eos, like)
-        columns[f.name] = _column(f, count, env, eos, uid, like)
+        columns[f.name] = _like_reference(_column(f, count, env, eos, uid, like), like, f)
     if like is not None and plan.extra == "allow":
         columns.update(_undeclared_copies(plan, like, like_dims, env, count))
     tag_values = {t.name: t.equals.evaluate(env) for t in plan.length_tags if t.equals is not None}
@@ -109,6 +113,18 @@ def make_padding(
         dims={n: env[n] for n in plan.dims if n in env},
         _columns=columns,
     )
+
+
+def _like_reference(col: Any, like: Mapping[str, Any] | None, f: Field) -> Any:
+    """A non-tensor column as 0-d tensors where the reference wrote 0-d tensors (a dense ``(B,)`` column).
+
+    TransferQueue packs a column of 0-d tensors densely; mixing in Python values would
+    turn the whole column into a ``NonTensorStack`` on read.
+    """
+    ref = like.get(f.name) if like is not None else None
+    if f.is_tensor or isinstance(col, torch.Tensor) or not isinstance(ref, torch.Tensor) or ref.dim() != 0:
+        return col
+    return torch.tensor(list(col), dtype=ref.dtype)
 
 
 def _table(columns: Mapping[str, Any], count: int) -> Any:
@@ -138,12 +154,12 @@ def _undeclared_copies(
     for k, v in like.items():
         if k in plan.fields or v is None:
             continue
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, torch.Tensor) and not v.is_nested:
             follows = [(n, size) for n, size in resized.items() if size in tuple(v.shape)]
             if follows:
                 problems.append(_stale_copy(plan, k, v, follows, env))
                 continue
-        out[k] = _copied(v, count)
+        out[k] = _copied(v, count, k)
     if problems:
         raise SchemaError(problems, schema_name=plan.name)
     return out
@@ -287,8 +303,8 @@ def _find_fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | Non
     if dtype is None:
         return _value_problem(f, value)
     if rule == "positions":
-        if value and not fits_dtype(value - 1, dtype):
-            return f"needs positions up to {value - 1}, which do not fit {dtype}"
+        if value and value - 1 > counts_exactly_to(dtype):
+            return f"needs positions up to {value - 1}, but {dtype} counts exactly only to {counts_exactly_to(dtype)}"
         # min/max/finite are intervals: the two extremes stand for 0..value-1; a value set may not.
         probe = (
             torch.arange(value, dtype=dtype) if f.values is not None else torch.tensor([0, value - 1] if value else [])
@@ -354,12 +370,17 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
     raise AssertionError(rule)
 
 
-def _copied(v: Any, count: int) -> Any:
-    if isinstance(v, torch.Tensor) and not v.is_nested:
+def _copied(v: Any, count: int, name: str = "") -> Any:
+    if isinstance(v, torch.Tensor):
+        if v.is_nested or v.layout != torch.strided:
+            raise ValueError(f"field {name!r} of like= is a {describe_value(v)}, which padding cannot copy; declare it")
         return v.unsqueeze(0).expand(count, *v.shape).clone()
     if isinstance(v, (str, int, float, bool, type(None))):
         return _Same(v, count)
-    return [copy.deepcopy(v) for _ in range(count)]
+    try:
+        return [copy.deepcopy(v) for _ in range(count)]
+    except RecursionError:
+        raise ValueError(f"field {name!r} of like= is nested too deeply to copy into padding") from None
 
 
 class _EmptyMapping(dict):

@@ -50,10 +50,15 @@ def check_sample(
     dims: Mapping[str, int] | None = None,
     depth: str = "values",
     index: int | None = None,
+    opaque: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, int], list[Violation]]:
-    """Check one sample (already a mapping); return (dims bound, violations). Never raises for bad data."""
+    """Check one sample (already a mapping); return (dims bound, violations). Never raises for bad data.
+
+    ``opaque`` names fields whose shapes are unknowable (a row of a ``meta`` jagged column):
+    their kind, dtype and rank are checked, their sizes are not.
+    """
     r = _Report(index)
-    _observe_tensors(plan, sample, r)
+    _observe_tensors(plan, sample, r, opaque)
     _observe_others(plan, sample, r)
     b = bind(plan.dim_plan, r.obs, dims or {}, _SCALAR)
     _report_shapes(plan, b, r)
@@ -66,7 +71,7 @@ def check_sample(
         for k in sample:
             if k not in plan.fields:
                 r.add(
-                    k,
+                    k if isinstance(k, str) else repr(k),
                     "extra",
                     "no such field",
                     describe_value(sample[k]),
@@ -79,7 +84,7 @@ def check_sample(
     return plan.public_dims(b.env), r.out
 
 
-def _observe_tensors(plan: Plan, sample: Mapping[str, Any], r: _Report) -> None:
+def _observe_tensors(plan: Plan, sample: Mapping[str, Any], r: _Report, opaque: frozenset[str]) -> None:
     for f, axes in plan.tensors:
         v = sample.get(f.name)
         if v is None:
@@ -98,6 +103,8 @@ def _observe_tensors(plan: Plan, sample: Mapping[str, Any], r: _Report) -> None:
             want = f"{len(axes)} dims {_fmt_expected(f, {})}"
             got = f"{len(shape)} dims {fmt_shape(shape)}"
             r.add(f.name, "rank", want, got, f"expected {want}, found {got}")
+            continue
+        if f.name in opaque:
             continue
         r.shapes[f.name] = shape
         for (name, lit), size in zip(axes, shape, strict=True):

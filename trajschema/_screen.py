@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ._binding import TensorSizes, bind
-from ._columns import BatchView, column_shapes, nontensor_values, rows_hit
+from ._columns import BatchView, column_shapes, is_opaque, nontensor_values, rows_hit
 from ._decl import Field
 from ._kinds import kind_ok, kinds_ok
 from ._plan import Plan
@@ -77,8 +77,8 @@ def suspicious_rows(
     except _LookAtAll:
         return list(range(n))
     device = _common_device(obs)
-    if device is not None and device.type != "cpu":
-        obs = {k: [(f, s.to(device)) for f, s in v] for k, v in obs.items()}
+    if device is not None:
+        obs = {k: [(f, s if s.device == device else s.to(device)) for f, s in v] for k, v in obs.items()}
     b = bind(plan.dim_plan, obs, dims or {}, TensorSizes(n, device or torch.device("cpu")))
     for _, _, bad in b.odd:
         marks.mark(bad)
@@ -92,11 +92,16 @@ def suspicious_rows(
 
 
 def _common_device(obs: Mapping[str, list[tuple[str, torch.Tensor]]]) -> torch.device | None:
-    """The device all sizes live on; the host when they differ (sizes are tiny)."""
+    """Where to bind sizes from several devices: ``meta`` if any are (nothing is knowable
+    then), else the one accelerator they use (static host sizes are copied to it, which
+    reads nothing), else the host (sizes are tiny)."""
     devices = {s.device for seen in obs.values() for _, s in seen}
-    if len(devices) == 1:
-        return devices.pop()
-    return torch.device("cpu") if devices else None
+    if not devices:
+        return None
+    if any(d.type == "meta" for d in devices):
+        return torch.device("meta")
+    others = {d for d in devices if d.type != "cpu"}
+    return others.pop() if len(others) == 1 else torch.device("cpu")
 
 
 def _observe_tensors(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> dict[str, list[tuple[str, Any]]]:
@@ -108,11 +113,13 @@ def _observe_tensors(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> 
                 raise _LookAtAll
             continue
         col = view.column(f.name)
+        if is_opaque(col):  # sizes unknowable: only what the column as a whole shows
+            if col.dtype not in f.dtypes or col.dim() - 1 != len(axes):
+                raise _LookAtAll
+            continue
         shapes = column_shapes(col, view.n)
         if shapes is None or col.dtype not in f.dtypes or shapes.shape[1] != len(axes):
             raise _LookAtAll
-        if shapes.device.type != "cpu" and not shapes.is_meta and shapes.device != col.device:
-            shapes = shapes.to(col.device)
         for i, (name, lit) in enumerate(axes):
             if name is None:
                 marks.mark(shapes[:, i] != lit)
@@ -141,7 +148,7 @@ def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> N
             if depth == "values" and f.has_value_checks:
                 marks.mark(_bad_value_rows(f, col, view.n))
             continue
-        if f.required and None in values:
+        if f.required and any(v is None for v in values):
             marks.mark(torch.tensor([v is None for v in values]))
         if not kinds_ok(f.kind, values):
             marks.mark(torch.tensor([v is not None and not kind_ok(f.kind, v) for v in values]))
@@ -171,11 +178,10 @@ def _screen_tags(plan: Plan, tags: Sequence[Any], env: Mapping[str, torch.Tensor
     """Tag dicts are Python objects: kinds are checked per row, length tags against the sizes, vectorized."""
     length_tags = {t.name for t in plan.length_tags}
     for i, tag in enumerate(tags):
-        if not isinstance(tag, Mapping):
+        if not isinstance(tag, Mapping) or tag_problems(plan, tag, {}):  # with no dims: kinds only
             marks.host[i] = True
-            continue
-        if any(field not in length_tags for field, *_ in tag_problems(plan, tag, {})):
-            marks.host[i] = True
+        elif any(t in tag and not _is_int(tag[t]) for t in length_tags):
+            marks.host[i] = True  # a length tag the sizes cannot be compared with here
     for t in plan.length_tags:
         want = t.equals.evaluate(env) if t.equals is not None else None
         if want is None:

@@ -12,7 +12,7 @@ from ._schema import Schema
 __all__ = ["schema_for_sample"]
 
 
-def schema_for_sample(sample: Any, *, candidates: list[str] | None = None) -> Schema:
+def schema_for_sample(sample: Any, *, candidates: str | list[str] | None = None) -> Schema:
     """The schema on the search path that fits ``sample`` best.
 
     A schema fits when the sample passes it at ``depth="shapes"``. Of those, the one that
@@ -29,7 +29,7 @@ def schema_for_sample(sample: Any, *, candidates: list[str] | None = None) -> Sc
 
     Args:
         sample: one sample (a mapping, or a TensorDict row).
-        candidates: schema names to choose from (default: every name on the search path).
+        candidates: schema names (or one name) to choose from (default: every name on the search path).
 
     Raises:
         SchemaNotFoundError: no candidate fits; the message gives each one's first problem.
@@ -39,7 +39,8 @@ def schema_for_sample(sample: Any, *, candidates: list[str] | None = None) -> Sc
     present = {k for k, v in mapping.items() if v is not None}
     fits: list[tuple[int, int, str, Schema]] = []
     misfits: list[str] = []
-    for name in candidates if candidates is not None else schema_names():
+    names = schema_names() if candidates is None else [candidates] if isinstance(candidates, str) else candidates
+    for name in names:
         schema = load_schema(name)
         found = schema.violations(mapping, depth="shapes")
         if found:

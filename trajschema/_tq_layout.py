@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from tensordict import NonTensorStack, TensorDict
+from tensordict import NonTensorStack, TensorDict, TensorDictBase
 
 __all__ = ["to_tq_fields", "tq_layout"]
 
@@ -128,6 +128,9 @@ def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
             problems.append(f"field {name!r} is missing from samples {_short(lacking)}")
             continue
         values = [s[name] for s in samples]
+        if any(isinstance(v, TensorDictBase) for v in values):
+            problems.append(f"field {name!r} holds TensorDicts; store its entries as fields of their own")
+            continue
         is_tensor = [isinstance(v, torch.Tensor) for v in values]
         if any(is_tensor) and not all(is_tensor):
             others = [i for i, t in enumerate(is_tensor) if not t]

@@ -31,6 +31,7 @@ import torch
 from ._decl import Field
 
 __all__ = [
+    "counts_exactly_to",
     "element_failures",
     "fits_dtype",
     "scalar_failures",
@@ -320,7 +321,7 @@ def value_failures(v: Any, *, values: Sequence[Any] | None, lo: Any, hi: Any, fi
         out.append(f">= {number_label(lo)}")
     if hi is not None and not x <= hi:
         out.append(f"<= {number_label(hi)}")
-    if finite and isinstance(x, float) and not math.isfinite(x):
+    if finite and not isinstance(x, numbers.Integral) and not math.isfinite(x):  # numpy floats too
         out.append("finite")
     return out
 
@@ -330,6 +331,16 @@ def _equal(v: Any, w: Any) -> bool:
         return bool(v == w)
     except Exception:  # an object with an odd __eq__ is simply not a listed value
         return False
+
+
+def counts_exactly_to(dtype: torch.dtype) -> int:
+    """The largest ``n`` such that ``dtype`` holds every integer ``0..n`` exactly (e.g. 256 for bfloat16)."""
+    if dtype == torch.bool:
+        return 1
+    if dtype.is_floating_point:
+        precision = 1 - math.frexp(torch.finfo(dtype).eps)[1] + 1  # eps == 2**(1 - precision)
+        return 2**precision
+    return int(torch.iinfo(dtype).max)
 
 
 def fits_dtype(value: int | float | bool, dtype: torch.dtype) -> bool:

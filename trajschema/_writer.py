@@ -120,8 +120,12 @@ class TransferQueueWriter:
             raise ValueError(f"partition_id must be a non-empty str, found {partition_id!r}")
         if not isinstance(eos_token_id, numbers.Integral) or isinstance(eos_token_id, bool) or eos_token_id < 0:
             raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
-        if timeout_s is not None and not timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive or None, found {timeout_s!r}")
+        if timeout_s is not None and not (
+            isinstance(timeout_s, numbers.Real) and 0 < timeout_s <= threading.TIMEOUT_MAX
+        ):
+            raise ValueError(
+                f"timeout_s must be a positive number of seconds, or None to wait forever; found {timeout_s!r}"
+            )
         check_args(schema._compiled(), dims, depth)
         self.schema: Schema = schema
         self.partition_id: str = partition_id
@@ -333,7 +337,8 @@ class TransferQueueWriter:
                 raise ValueError(f"tags must be a list of tag dicts, one per sample, found {type(tags).__name__}")
             if len(tags) != len(rows):
                 raise ValueError(f"put got {len(tags)} tag dicts for {len(rows)} samples; pass one per sample")
-            tag_list = [dict(t) if isinstance(t, Mapping) else t for t in tags]
+            # None is an empty tag dict, as for is_padding and real_mask.
+            tag_list = [dict(t) if isinstance(t, Mapping) else {} if t is None else t for t in tags]
         return rows, keys, tag_list
 
     def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
