@@ -19,11 +19,8 @@ from ._kinds import describe_value, kind_ok
 from ._plan import Plan
 from ._sample import check_sample, tag_problems
 from ._screen import suspicious_rows
-from ._types import DEPTHS
+from ._types import DEPTHS, MAX_SIZE
 from ._values import scalar_failures, tensor_has_failures
-
-#: The largest size a torch tensor can have (sizes are int64).
-MAX_SIZE = 2**63 - 1
 
 __all__ = [
     "check_args",

@@ -12,6 +12,7 @@ import torch
 
 from ._decl import dtype_name
 from ._errors import SchemaDefinitionError
+from ._types import MAX_SIZE
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
 #: searched before the packaged ones so a project can add or override families.
@@ -27,7 +28,7 @@ _MAX_DIM_CHAIN = 32  # derived dims of derived dims ...: resolved recursively at
 _MAX_EXPR_CHARS = 200  # the expression parser is recursive-descent
 _MAX_EXPR_DEPTH = 32
 #: torch sizes are int64.
-_MAX_SIZE = 2**63 - 1
+_MAX_SIZE = MAX_SIZE
 _MAX_SIZE_TEXT = "2**63 - 1, the largest size torch can hold"
 
 _DTYPES: dict[str, torch.dtype] = {

@@ -12,13 +12,13 @@ from typing import Any
 
 import torch
 
-from ._check import MAX_SIZE
 from ._columns import as_mapping, nontensor_column
 from ._decl import Field
 from ._dims import DerivedDim, FreeDim
 from ._errors import SchemaError, Violation
 from ._kinds import describe_value
 from ._plan import Plan
+from ._types import MAX_SIZE
 from ._values import counts_exactly_to, fits_dtype, scalar_failures, tensor_has_failures
 
 __all__ = ["PaddingBatch", "make_padding", "new_padding_uid"]

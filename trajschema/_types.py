@@ -7,7 +7,10 @@ from typing import Any, Literal
 
 from tensordict import TensorDictBase
 
-__all__ = ["DEPTHS", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
+__all__ = ["DEPTHS", "MAX_SIZE", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
+
+#: The largest size a torch tensor can have (sizes are int64).
+MAX_SIZE = 2**63 - 1
 
 Depth = Literal["shapes", "values"]
 """How deep a check goes: ``"shapes"`` reads no tensor values; ``"values"`` also checks
