@@ -352,9 +352,9 @@ def _lazy_rows(td: Any) -> list[Any] | None:
 def index_rows(td: Any, rows: torch.Tensor) -> Any:
     """``td[rows]``, also for columns that cannot be indexed by a tensor.
 
-    tensordict indexes jagged nested columns (and ``NonTensorStack``) by a LongTensor;
-    strided nested tensors (TransferQueue's fallback layout) do not support it, so such a
-    TensorDict is rebuilt column by column.
+    Where tensordict cannot index a column by a LongTensor — strided nested tensors
+    (TransferQueue's fallback layout) on every version, jagged ones on tensordict 0.10.0 —
+    the TensorDict is rebuilt column by column.
     """
     try:
         return td[rows]
