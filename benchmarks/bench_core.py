@@ -14,26 +14,34 @@ checks that do the same job. See benchmarks/README.md for what each row compares
 Timing: ``time.perf_counter_ns`` around blocks of ``number`` calls, the block size chosen
 so one block lasts at least ``--min-block`` seconds; ``--repeats`` blocks per
 measurement, ``gc.collect()`` before and the garbage collector disabled during each
-block; the reported figure is the median per-call time over the blocks.
+block; the reported figure is the median per-call time over the blocks
+(:func:`measure`). Calls too slow and too stateful for blocks (TransferQueue puts, whose
+keys must be fresh and cleared between calls) are timed one call per block, with untimed
+set-up and clean-up around each call (:func:`measure_calls`); both interleave the
+candidates round-robin.
 """
 
 import argparse
+import contextlib
 import copy
 import cProfile
 import dataclasses
 import datetime
 import gc
+import importlib.metadata
 import io
+import logging
 import os
 import platform
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +55,7 @@ from tensordict import NonTensorStack, TensorDict
 from torch import Tensor
 
 import trajschema as ts
-from trajschema.testing import tq_batch
+from trajschema.testing import tq_batch, verl_sample
 
 EOS = 2
 VOCAB = 151_936
@@ -69,6 +77,12 @@ TENSOR_FIELDS = (
     "routed_experts",
 )
 NONTENSOR_FIELDS = ("num_turns", "uid", "multi_modal_inputs")
+#: The non-tensor columns of a ``verl_samples`` sample: what verl's TransferQueue trainer
+#: writes, plus ``data_source``, a dataset column the schema does not declare
+#: (``extra: allow``), which every reader still has to carry.
+VERL_NONTENSOR_FIELDS = ("num_turns", "uid", "session_id", "multi_modal_inputs", "data_source")
+DATA_SOURCES = ("openai/gsm8k", "hiyouga/geometry3k")
+GROUP = 8  # GRPO rollout.n: samples per uid
 
 
 # ---------------------------------------------------------------------------
@@ -149,6 +163,30 @@ def bad_variants(sample: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def verl_samples(
+    schema: ts.Schema, prompts: Sequence[int], responses: Sequence[int], *, layers: int, topk: int
+) -> list[dict[str, Any]]:
+    """``vlm_mrope_moe`` samples built by ``trajschema.testing.verl_sample``, one per (P, R).
+
+    ``verl_sample`` fills every tensor field verl writes (with the optional
+    ``attention_mask``, ``rollout_log_probs`` and ``rm_scores``) and ``num_turns``,
+    ``uid``, ``session_id`` and ``multi_modal_inputs`` (``image_grid_thw`` only). On
+    top, each sample gets varied ``num_turns``, a GRPO ``uid`` and ``session_id`` per
+    group of ``GROUP`` samples, and an undeclared ``data_source`` str column.
+    """
+    out = []
+    for i, (p, r) in enumerate(zip(prompts, responses)):
+        group = i // GROUP
+        s = verl_sample(schema, p, r, uid=str(uuid.UUID(int=group + 1)), layers=layers, topk=topk, seed=i)
+        s["num_turns"] = 1 + i % 3
+        s["session_id"] = group
+        s["data_source"] = DATA_SOURCES[group % len(DATA_SOURCES)]
+        out.append(s)
+    assert out and all(k in out[0] for k in VERL_NONTENSOR_FIELDS), sorted(out[0]) if out else out
+    assert isinstance(out[0]["multi_modal_inputs"], dict) and isinstance(out[0]["session_id"], int)
+    return out
+
+
 # ---------------------------------------------------------------------------
 # The alternatives
 
@@ -174,6 +212,36 @@ def check_jaxtyping(
     assert input_ids.shape[0] == p + r, "S != P + R"
     assert p >= 1 and routed_experts.shape[1] >= 1 and routed_experts.shape[2] >= 1
 
+
+@jaxtyped(typechecker=beartype_checker)
+def check_jaxtyping_verl(
+    prompts: Int64[Tensor, "P"],  # noqa: F821 - jaxtyping dim strings
+    responses: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    input_ids: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    position_ids: Int64[Tensor, "4 S"],  # noqa: F722 - jaxtyping dim strings
+    response_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    loss_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    attention_mask: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    rollout_log_probs: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    rm_scores: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    routed_experts: Int16[Tensor, "S layers topk"],  # noqa: F722 - jaxtyping dim strings
+    num_turns: int,
+    uid: str,
+    session_id: int,
+    multi_modal_inputs: dict,
+    **undeclared: object,
+) -> None:
+    """``check_jaxtyping`` for a ``verl_samples`` sample: also ``rm_scores`` and ``session_id``.
+
+    Undeclared columns (``data_source``) are accepted unchecked, as the schema's
+    ``extra: allow`` accepts them.
+    """
+    p, r = prompts.shape[0], responses.shape[0]
+    assert input_ids.shape[0] == p + r, "S != P + R"
+    assert p >= 1 and routed_experts.shape[1] >= 1 and routed_experts.shape[2] >= 1
+
+
+JT_ERRORS = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError)
 
 _INT16_32_64 = (torch.int16, torch.int32, torch.int64)
 
@@ -262,6 +330,83 @@ def tq_layout_source() -> str:
     return "trajschema.testing.tq_batch (the layout pinned against real TransferQueue round trips)"
 
 
+def tq_pack_function() -> Callable[[list[Any]], Any]:
+    """TransferQueue's own read-side packer: per-sample values of one field -> one batch column.
+
+    ``AsyncSimpleStorageManager._pack_field_values`` is a staticmethod; it is called
+    through the class, with no manager, Ray or storage unit. Raises ImportError when
+    TransferQueue is not installed.
+    """
+    from transfer_queue.storage.managers.simple_storage_manager import AsyncSimpleStorageManager
+
+    return AsyncSimpleStorageManager._pack_field_values
+
+
+def tq_pack(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
+    """The TensorDict ``kv_batch_get`` returns for ``samples``, packed by TransferQueue's own code.
+
+    What ``AsyncSimpleStorageManager.get_data`` does once the storage units have
+    answered: gather each field's per-sample values (a storage unit keeps every
+    field of every sample as the value written), pack each field with
+    ``_pack_field_values``, in the order of ``BatchMeta.field_names`` (sorted), and
+    wrap the columns in ``TensorDict(columns, batch_size=len(samples))``. Part 4
+    asserts that a real ``kv_batch_get`` returns this very layout.
+    """
+    pack = tq_pack_function()
+    with _quiet_transfer_queue():  # a fallback to a strided nested tensor logs a warning per column
+        columns = {f: pack([s[f] for s in samples]) for f in sorted(samples[0])}
+    return TensorDict(columns, batch_size=[len(samples)])
+
+
+@contextlib.contextmanager
+def _quiet_transfer_queue() -> Iterator[None]:
+    from transfer_queue.storage.managers import simple_storage_manager
+
+    log = logging.getLogger(simple_storage_manager.__name__)  # the logger _pack_field_values warns on
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Tensor):
+        if a.is_nested:
+            if a.layout != b.layout or a.dtype != b.dtype or a.size(0) != b.size(0):
+                return False
+            if a.layout == torch.jagged:
+                return (
+                    a._ragged_idx == b._ragged_idx
+                    and torch.equal(a.offsets(), b.offsets())
+                    and torch.equal(a.values(), b.values())
+                )
+            return all(torch.equal(x, y) for x, y in zip(a.unbind(), b.unbind()))
+        return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, Mapping):
+        return list(a) == list(b) and all(_same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def same_batch(a: TensorDict, b: TensorDict) -> str | None:
+    """Why TensorDicts ``a`` and ``b`` differ (keys, column types, layouts, values), or None."""
+    if list(a.keys()) != list(b.keys()) or a.batch_size != b.batch_size:
+        return f"keys/batch size {list(a.keys())} {a.batch_size} != {list(b.keys())} {b.batch_size}"
+    for k in a.keys():
+        x, y = a.get(k), b.get(k)
+        if type(x) is not type(y):
+            return f"{k}: {type(x).__name__} != {type(y).__name__}"
+        same = _same_value(x, y) if isinstance(x, Tensor) else _same_value(x.tolist(), y.tolist())
+        if not same:
+            return f"{k}: values or layout differ"
+    return None
+
+
 # ---------------------------------------------------------------------------
 # Timing
 
@@ -325,6 +470,36 @@ def measure(
     return {k: Timing(statistics.median(v), min(v), max(v), numbers[k], repeats, tuple(v)) for k, v in per_call.items()}
 
 
+def _nothing() -> None:
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One candidate of :func:`measure_calls`: ``run`` is timed; ``before`` and ``after`` are not."""
+
+    run: Callable[[], Any]
+    before: Callable[[], Any] = _nothing
+    after: Callable[[], Any] = _nothing
+
+
+def measure_calls(calls: Mapping[str, Call], *, repeats: int) -> dict[str, Timing]:
+    """Time ``repeats`` single calls of each candidate, round-robin (a, b, c, a, b, c, ...).
+
+    For operations that change state (a TransferQueue put needs fresh keys, cleared
+    afterwards): each round runs, per candidate, ``before()``, then ``run()`` as a
+    timed block of one call (``gc`` collected before, disabled during, as in
+    :func:`measure`), then ``after()``. Warm the candidates up before calling this.
+    """
+    per_call: dict[str, list[float]] = {k: [] for k in calls}
+    for _ in range(repeats):
+        for k, c in calls.items():
+            c.before()
+            per_call[k].append(float(_block(c.run, 1)))
+            c.after()
+    return {k: Timing(statistics.median(v), min(v), max(v), 1, repeats, tuple(v)) for k, v in per_call.items()}
+
+
 def fmt_ratio(r: float) -> str:
     return f"{r:.1f}×" if r >= 1 else f"{r:.2f}×"
 
@@ -356,23 +531,40 @@ def verify_single(schema: ts.Schema, sample: dict[str, Any]) -> None:
     schema.validate(sample, depth="values")
     check_jaxtyping(**sample)
     check_asserts(sample)
-    jt_errors = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError)
     for what, bad in bad_variants(sample).items():
         try:
             for depth in ("shapes", "values"):
                 _rejects(lambda bad=bad, depth=depth: schema.validate(bad, depth=depth), (ts.SchemaError,))
-            _rejects(lambda bad=bad: check_jaxtyping(**bad), jt_errors)
+            _rejects(lambda bad=bad: check_jaxtyping(**bad), JT_ERRORS)
             _rejects(lambda bad=bad: check_asserts(bad), (AssertionError,))
         except AssertionError as e:
             raise AssertionError(f"{what}: {e}") from None
 
 
-def verify_batch(schema: ts.Schema, samples: list[dict[str, Any]], td: TensorDict) -> None:
+def _jaxtyping_per_sample(s: Mapping[str, Any]) -> None:
+    check_jaxtyping(**s)
+
+
+def verify_batch(
+    schema: ts.Schema,
+    samples: list[dict[str, Any]],
+    td: TensorDict,
+    *,
+    pack: Callable[[list[dict[str, Any]]], TensorDict] = tq_batch,
+    loops: Mapping[str, tuple[Callable[[Mapping[str, Any]], None], tuple[type[BaseException], ...]]] | None = None,
+) -> None:
+    """Every validator accepts ``samples`` (and ``td``, their batch) and rejects each broken batch.
+
+    ``pack`` lays a list of samples out as a batch; ``loops`` are the per-sample
+    baselines (by default the jaxtyping function and the hand-written asserts).
+    """
+    if loops is None:
+        loops = {"jaxtyping": (_jaxtyping_per_sample, JT_ERRORS), "asserts": (check_asserts, (AssertionError,))}
     schema.validate_batch(td, depth="shapes")
     schema.validate_batch(td, depth="values")
     for s in samples:
-        check_jaxtyping(**s)
-        check_asserts(s)
+        for check, _ in loops.values():
+            check(s)
     # A small batch of the same samples with one broken sample in the middle.
     small = samples[:64]
     for what, bad in bad_variants(small[3]).items():
@@ -380,7 +572,7 @@ def verify_batch(schema: ts.Schema, samples: list[dict[str, Any]], td: TensorDic
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "nested tensors are a prototype"
             try:
-                bad_td = tq_batch(broken)
+                bad_td = pack(broken)
             except (RuntimeError, TypeError, ValueError):  # a column our fallback layout cannot pack
                 bad_td = None
         if bad_td is not None and bad_td.get("routed_experts").dtype != bad["routed_experts"].dtype:
@@ -397,16 +589,16 @@ def verify_batch(schema: ts.Schema, samples: list[dict[str, Any]], td: TensorDic
                 else:
                     raise AssertionError(f"validate_batch accepted a batch with {what}")
 
-        def jt_loop(broken=broken) -> None:
-            for s in broken:
-                check_jaxtyping(**s)
+        for name, (check, errors) in loops.items():
 
-        def assert_loop(broken=broken) -> None:
-            for s in broken:
-                check_asserts(s)
+            def loop(broken=broken, check=check) -> None:
+                for s in broken:
+                    check(s)
 
-        _rejects(jt_loop, (jaxtyping.TypeCheckError, beartype.roar.BeartypeException, AssertionError))
-        _rejects(assert_loop, (AssertionError,))
+            try:
+                _rejects(loop, errors)
+            except AssertionError:
+                raise AssertionError(f"{name} loop accepted a batch with {what}") from None
 
 
 def verify_padding(schema: ts.Schema, ref: dict[str, Any], count: int) -> None:
@@ -448,6 +640,8 @@ class Row:
     # "speedup": ratio = baseline / trajschema, target is a minimum.
     # "overhead": ratio = trajschema / baseline, target is a maximum.
     kind: str = "speedup"
+    #: why a side of the row was not measured (the row then reads "skipped")
+    skipped: str | None = None
 
     def _ratio(self, ours: float, theirs: float) -> float:
         return ours / theirs if self.kind == "overhead" else theirs / ours
@@ -467,6 +661,8 @@ class Row:
 
     @property
     def result(self) -> str:
+        if self.skipped:
+            return "skipped"
         if self.target is None or self.ratio is None:
             return "info"
         ok = self.ratio <= self.target if self.kind == "overhead" else self.ratio >= self.target
@@ -489,16 +685,16 @@ def _cells(row: Row) -> tuple[str, ...]:
     )
 
 
-def render(rows: list[Row], markdown: bool) -> str:
-    table = [HEADER, *(_cells(r) for r in rows)]
+def render(rows: list[Row], markdown: bool, header: Sequence[str] = HEADER) -> str:
+    table = [tuple(header), *(_cells(r) for r in rows)]
     if markdown:
         out = [
-            "| " + " | ".join(HEADER) + " |",
+            "| " + " | ".join(header) + " |",
             "|" + "|".join(["---", "---:", "---", "---:", "---:", "---:", "---"]) + "|",
         ]
         out += ["| " + " | ".join(c) + " |" for c in table[1:]]
         return "\n".join(out)
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADER))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     right = {1, 3, 4, 5}
     lines = []
     for j, r in enumerate(table):
@@ -541,8 +737,16 @@ def machine_info() -> list[str]:
         f"machine: {_cpu_model()}, os.cpu_count()={os.cpu_count()}, usable cpus={affinity}, {platform.platform()}",
         f"python {platform.python_version()}, torch {torch.__version__} (intra-op threads: {torch.get_num_threads()}), "
         f"tensordict {tensordict.__version__}, jaxtyping {jaxtyping.__version__}, beartype {beartype.__version__}, "
-        f"trajschema {ts.__version__} @ {_git_rev()}",
+        f"trajschema {ts.__version__} @ {_git_rev()}, TransferQueue {_dist_version('TransferQueue')}, "
+        f"verl {_dist_version('verl')}",
     ]
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _range(text: str) -> tuple[int, int]:
@@ -571,6 +775,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--batch-response", type=_range, default=(1, 256), metavar="LO:HI", help="uniform range of R in the batch"
     )
     ap.add_argument("--pad-counts", default="15,255,1023", help="padding row counts (the target applies to 255)")
+    ap.add_argument(
+        "--put-batch",
+        type=int,
+        default=None,
+        help="samples per TransferQueueWriter.put in part 4, lengths from --batch-* (default 377, --quick 64)",
+    )
     ap.add_argument("--repeats", type=int, default=None, help="timed blocks per measurement (default 9, --quick 3)")
     ap.add_argument(
         "--min-block", type=float, default=None, help="seconds per timed block (default 0.25, --quick 0.02)"
@@ -586,6 +796,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     args.batch = args.batch if args.batch is not None else (256 if args.quick else 4096)
     args.repeats = args.repeats if args.repeats is not None else (3 if args.quick else 9)
+    args.put_batch = args.put_batch if args.put_batch is not None else (64 if args.quick else 377)
     args.min_block = args.min_block if args.min_block is not None else (0.02 if args.quick else 0.25)
     args.warmup = 0.02 if args.quick else 0.2
     args.pad_counts = [int(c) for c in args.pad_counts.split(",") if c]
@@ -593,6 +804,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error("--prompt and --response must be >= 1")
     if args.batch_prompt[0] < 1 or args.batch_response[0] < 1:
         ap.error("batch P and R ranges must start at >= 1")
+    if args.batch < 4 or args.put_batch < 1:
+        ap.error("--batch must be >= 4 (the broken-batch checks break sample 3) and --put-batch >= 1")
     return args
 
 
@@ -603,8 +816,41 @@ def profile_call(label: str, fn: Callable[[], Any], calls: int) -> str:
         fn()
     prof.disable()
     buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(25)
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("cumulative").print_stats(25)
+    stats.sort_stats("tottime").print_stats(12)
     return f"=== cProfile: {label} ({calls} calls) ===\n{buf.getvalue()}"
+
+
+def nontensor_share(schema: ts.Schema, td: TensorDict, timing: Mapping[str, Any]) -> str:
+    """Unprofiled: how much of ``validate_batch(td)`` reading its declared non-tensor columns costs.
+
+    cProfile inflates code that makes many small Python calls (``tolist()`` makes
+    several per row), so this times ``validate_batch``, ``tolist()`` of the columns it
+    reads, and the fast recipe of ``bench_nontensor.py`` on the same columns,
+    interleaved like any other measurement.
+    """
+    from bench_nontensor import raw_type_guard
+
+    declared = [k for k in VERL_NONTENSOR_FIELDS if k in schema.fields]
+    cols = [td.get(k) for k in declared]
+    assert all(all(a is b for a, b in zip(raw_type_guard(c), c.tolist(), strict=True)) for c in cols)
+    t = measure(
+        {
+            "validate_batch": lambda: schema.validate_batch(td, depth="shapes"),
+            "tolist": lambda: [c.tolist() for c in cols],
+            "recipe": lambda: [raw_type_guard(c) for c in cols],
+        },
+        **timing,
+    )
+    whole, slow, fast = (t[k].median_ns for k in ("validate_batch", "tolist", "recipe"))
+    return (
+        f"=== unprofiled (medians of interleaved blocks): validate_batch(td packed by TransferQueue, "
+        f'depth="shapes") takes {fmt_ns(whole)}. Reading the {len(cols)} declared non-tensor columns it reads '
+        f"({', '.join(declared)}) takes {fmt_ns(slow)} with NonTensorStack.tolist() ({slow / whole:.2f}x that call) "
+        f"and {fmt_ns(fast)} with bench_nontensor.py's recipe ({fmt_ratio(slow / fast)} faster); the cProfile "
+        "above shows which of the two trajschema calls ===\n"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -619,8 +865,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()
     log = sys.stderr
 
+    started = time.perf_counter()
+
     def say(msg: str) -> None:
-        print(msg, file=log, flush=True)
+        print(f"{time.perf_counter() - started:6.1f}s {msg}", file=log, flush=True)
 
     rows: list[Row] = []
 
@@ -700,6 +948,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         Row(f'{op}, depth="values"', t["values"], "", None, None),
     ]
 
+    # 2b. The same lengths, verl's columns, laid out by TransferQueue's own code -------
+    real_td = None
+    try:
+        tq_pack_function()
+    except ImportError as e:
+        why = f"transfer_queue not importable ({type(e).__name__}: {e})"
+        say(f"[2b/4] skipped: {why}")
+        label = f'{op}, depth="shapes", packed by TransferQueue'
+        rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
+    else:
+        say(f"[2b/4] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+        vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
+        real_td = tq_pack(vsamples)
+        assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
+        assert all(type(real_td.get(k)) is NonTensorStack for k in VERL_NONTENSOR_FIELDS), real_td
+        verify_batch(
+            schema,
+            vsamples,
+            real_td,
+            pack=tq_pack,
+            loops={"jaxtyping": (lambda s: check_jaxtyping_verl(**s), JT_ERRORS)},
+        )
+        say("      validators agree on good and bad batches; timing...")
+
+        def jt_verl_loop() -> None:
+            for s in vsamples:
+                check_jaxtyping_verl(**s)
+
+        t = measure(
+            {"shapes": lambda: schema.validate_batch(real_td, depth="shapes"), "jaxtyping": jt_verl_loop}, **timing
+        )
+        rows.append(
+            Row(
+                f'{op}, depth="shapes", packed by TransferQueue',
+                t["shapes"],
+                f"jaxtyping+beartype, loop of {n}",
+                t["jaxtyping"],
+                50,
+            )
+        )
+
     # 3. Padding ------------------------------------------------------------------
     say(f"[3/4] padding {args.pad_counts} rows like the P={P} R={R} sample...")
     for count in args.pad_counts:
@@ -720,15 +1009,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_tq:
         from bench_tq import tq_rows
 
-        say(f"[4/4] pad_to_multiple {args.pad_counts} rows on a local TransferQueue (starts Ray, ~15 s)...")
-        rows += tq_rows(args.pad_counts, repeats=3 if args.quick else 31, layers=args.layers, topk=args.topk, say=say)
+        say(
+            f"[4/4] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+            "on a local TransferQueue (starts Ray, ~15 s)..."
+        )
+        rows += tq_rows(
+            args.pad_counts,
+            repeats=3 if args.quick else 31,
+            layers=args.layers,
+            topk=args.topk,
+            say=say,
+            put_batch=args.put_batch,
+            prompt_range=args.batch_prompt,
+            response_range=args.batch_response,
+            seed=args.seed,
+        )
 
     load_after = os.getloadavg()
     lines = machine_info()
     lines.append(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f}")
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    lines.append(f"peak resident memory of this process (Ray and TransferQueue run in others): {peak_gb:.1f} GB")
     lines.append(
         f"sizes: single sample P={P}, R={R}, layers={args.layers}, topk={args.topk}; batch of {n} with P uniform in "
-        f"{plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}"
+        f"{plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}; "
+        "the same lengths as verl_sample samples with verl's non-tensor columns, packed by TransferQueue's "
+        "AsyncSimpleStorageManager._pack_field_values"
     )
     lines.append(
         f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
@@ -739,7 +1045,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(render(rows, args.markdown))
     print()
-    print("Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema).")
+    print(
+        "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
+        "except in the put and pad_to_multiple rows, where it is trajschema / baseline (an overhead, lower is better)."
+    )
+    skipped = [r for r in rows if r.skipped]
+    if skipped:
+        print()
+        print("Skipped rows:")
+        if args.markdown:
+            print()
+        for r in skipped:
+            print(f"{bullet}{r.operation}{' vs ' + r.baseline if r.baseline else ''}: {r.skipped}")
     print()
     print("Spread per measurement (blocks x calls per block; paired ratios compare blocks run back to back):")
     if args.markdown:
@@ -767,6 +1084,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 'schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20
             )
         )
+        if real_td is not None:
+            print(
+                profile_call(
+                    'schema.validate_batch(td packed by TransferQueue, verl columns, depth="shapes")',
+                    lambda: schema.validate_batch(real_td, depth="shapes"),
+                    20,
+                )
+            )
+            print(nontensor_share(schema, real_td, timing))
         c0 = 255 if 255 in args.pad_counts else args.pad_counts[0]
         print(
             profile_call(
