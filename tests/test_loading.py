@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from loading_cases import BASE
+from loading_cases import edit_base as _edit
 
 import trajschema as ts
 from trajschema.testing import verl_sample
@@ -414,24 +416,6 @@ def test_trajschema_path_overrides_a_packaged_schema(tmp_path: Path, monkeypatch
 
 # ---------------------------------------------------------------------------
 # Malformed schema files: file, key path and problem in every message
-
-BASE = """\
-name: bad
-dims:
-  prompt: {min: 1}
-  response: {}
-  seq: prompt + response
-  rope_rows: 4
-fields:
-  input_ids: {shape: [seq], dtype: int64, pad: eos}
-  uid: {kind: str, pad: uid}
-"""
-
-
-def _edit(old: str, new: str) -> str:
-    assert old in BASE, old
-    return BASE.replace(old, new, 1)
-
 
 MALFORMED = [
     pytest.param(

@@ -23,27 +23,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from loading_cases import BASE
+from loading_cases import edit_base as _edit
 
 import trajschema as ts
 from trajschema._compile import fill_fits_dtype
 from trajschema._filetext import _MAX_DEPTH, _MAX_NODES
-
-BASE = """\
-name: bad
-dims:
-  prompt: {min: 1}
-  response: {}
-  seq: prompt + response
-  rope_rows: 4
-fields:
-  input_ids: {shape: [seq], dtype: int64, pad: eos}
-  uid: {kind: str, pad: uid}
-"""
-
-
-def _edit(old: str, new: str) -> str:
-    assert old in BASE, old
-    return BASE.replace(old, new, 1)
 
 
 def _field(spec: str, name: str = "x") -> str:
