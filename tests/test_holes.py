@@ -211,3 +211,13 @@ def test_padding_sizes_that_make_an_inline_axis_negative_are_a_value_error():
     assert schema.padding(1, eos_token_id=0).fields["t"].shape == (1, 2)
     with pytest.raises(ValueError, match=r"negative axis \(n - m=-3\)"):
         schema.padding(1, eos_token_id=0, dims={"n": 2, "m": 5})
+
+
+def test_messages_name_numpy_types_and_odd_tags_plainly():
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError, match=r"found numpy\.bool"):
+        ts.is_padding({"is_padding": np.True_})
+    (v,) = TEXT.batch_violations([verl_sample(TEXT, 3, 2)], tags="x")
+    assert v.actual == "str 'x'"
+    pad = MOE.padding(1, eos_token_id=2, dims={"layers": np.int64(2), "topk": np.int32(2)})
+    assert all(type(n) is int for n in pad.dims.values())

@@ -32,8 +32,8 @@ __all__ = [
 ]
 
 
-def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
-    """Refuse a bad ``depth`` or ``dims=`` before looking at any data.
+def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[str, int] | None:
+    """Refuse a bad ``depth`` or ``dims=`` before looking at any data; return ``dims`` as plain ints.
 
     Raises:
         ValueError: an unknown depth; a dim the schema lacks, a size that is not an int
@@ -42,7 +42,7 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
     if depth not in DEPTHS:
         raise ValueError(f"depth must be 'shapes' or 'values', found {depth!r}")
     if dims is None:
-        return
+        return None
     if not isinstance(dims, Mapping):
         raise ValueError(f"dims= must be a mapping of dim name to size, found {describe_value(dims)}")
     declared = plan.dims
@@ -56,6 +56,7 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> None:
         d = declared[k]
         if isinstance(d, FixedDim) and v != d.size:
             raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")
+    return {k: int(v) for k, v in dims.items()}  # numpy ints and the like become ints
 
 
 def fast_bindings(plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping[str, int] | None, depth: str):
@@ -86,13 +87,13 @@ def fast_bindings(plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping
 
 def sample_violations(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str):
     """(dims bound, violations) of one sample; raises only for bad arguments."""
-    check_args(plan, dims, depth)
+    dims = check_args(plan, dims, depth)
     return check_sample(plan, as_mapping(sample), tag=tag, dims=dims, depth=depth)
 
 
 def validate_sample(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str) -> dict[str, int]:
     """Check one sample; return its dims or raise :class:`SchemaError` with every violation."""
-    check_args(plan, dims, depth)
+    dims = check_args(plan, dims, depth)
     mapping = as_mapping(sample)
     fast = fast_bindings(plan, mapping, tag, dims, depth)
     if fast is not None:
@@ -109,7 +110,8 @@ def tags_length_violation(tags: Any, n: int) -> list[Violation]:
         return []
     if isinstance(tags, Sequence) and not isinstance(tags, (str, bytes)) and len(tags) == n:
         return []
-    found = f"{len(tags)} tag dicts" if isinstance(tags, Sequence) else describe_value(tags)
+    is_list = isinstance(tags, Sequence) and not isinstance(tags, (str, bytes))
+    found = f"{len(tags)} tag dicts" if is_list else describe_value(tags)
     msg = f"tags= needs one tag dict per sample: expected {n}, found {found}"
     return [Violation(None, "<tags>", "batch", f"{n} tag dicts", found, msg)]
 
@@ -128,7 +130,7 @@ def check_batch(
     For a list of samples, ``bound_out`` (if given) receives the dims each sample binds,
     in order, so a caller needs no second pass to learn them.
     """
-    check_args(plan, dims, depth)
+    dims = check_args(plan, dims, depth)
     try:
         view = batch_view(batch)
     except BatchShapeError as exc:

@@ -67,14 +67,20 @@ def describe_value(v: Any) -> str:
         layout = "" if v.layout == torch.strided else f" {str(v.layout).removeprefix('torch.')}"
         return f"{short_dtype(v.dtype)}[{','.join(str(s) for s in v.shape)}]{layout}"
     if isinstance(v, (bool, numbers.Number)):
-        return f"{type(v).__name__} {_clip_repr(v)}"
+        return f"{_type_name(v)} {_clip_repr(v)}"
     if isinstance(v, str):
         return f"str {_clip_repr(v)}"
     if isinstance(v, Mapping):
         return f"{type(v).__name__} with {len(v)} keys"
     if isinstance(v, (list, tuple)):
         return f"{type(v).__name__} of {len(v)}"
-    return type(v).__name__
+    return _type_name(v)
+
+
+def _type_name(v: Any) -> str:
+    """``int``, but ``numpy.bool`` for a numpy bool (which would otherwise read as a Python bool)."""
+    t = type(v)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
 
 
 def _clip_repr(v: Any, n: int = 40) -> str:

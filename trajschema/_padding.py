@@ -211,8 +211,7 @@ def _padding_dims(
 ) -> dict[str, int]:
     from ._check import check_args
 
-    check_args(plan, dims, "shapes")  # unknown dims, bad sizes, a fixed dim re-pinned
-    dims = dict(dims or {})
+    dims = check_args(plan, dims, "shapes") or {}  # unknown dims, bad sizes, a fixed dim re-pinned
     for k in dims:
         d = plan.dims[k]
         if isinstance(d, DerivedDim):

@@ -126,7 +126,7 @@ class TransferQueueWriter:
             raise ValueError(
                 f"timeout_s must be a positive number of seconds, or None to wait forever; found {timeout_s!r}"
             )
-        check_args(schema._compiled(), dims, depth)
+        dims = check_args(schema._compiled(), dims, depth)
         self.schema: Schema = schema
         self.partition_id: str = partition_id
         self.eos_token_id: int = int(eos_token_id)
