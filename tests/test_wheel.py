@@ -51,6 +51,7 @@ def test_every_schema_is_inside_the_wheel(wheel: Path) -> None:
         packaged = {n for n in names if n.startswith("trajschema/schemas/")}
     assert packaged == {f"trajschema/schemas/{p.name}" for p in SCHEMA_FILES}
     assert "trajschema/__init__.py" in names
+    assert "trajschema/py.typed" in names  # type checkers read the package's annotations
     # The schemas live inside the package, not as a stray top-level directory.
     assert not any(n.startswith("schemas/") for n in names)
 
