@@ -59,7 +59,9 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[s
     return {k: int(v) for k, v in dims.items()}  # numpy ints and the like become ints
 
 
-def fast_bindings(plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping[str, int] | None, depth: str):
+def fast_bindings(
+    plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping[str, int] | None, depth: str
+) -> dict[str, int] | None:
     """The sample's dims when it is certainly clean; ``None`` means "look closer"."""
     env = plan.fast(sample)
     if env is None:
@@ -85,7 +87,9 @@ def fast_bindings(plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping
     return env
 
 
-def sample_violations(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str):
+def sample_violations(
+    plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str
+) -> tuple[dict[str, int], list[Violation]]:
     """(dims bound, violations) of one sample; raises only for bad arguments."""
     dims = check_args(plan, dims, depth)
     return check_sample(plan, as_mapping(sample), tag=tag, dims=dims, depth=depth)
