@@ -55,6 +55,10 @@ class Sizes(Generic[V]):
     def where(self, cond: Any, a: Any, b: Any) -> V:
         raise NotImplementedError
 
+    def always(self) -> Any:
+        """A mask that is set for every sample."""
+        raise NotImplementedError
+
 
 class ScalarSizes(Sizes[int]):
     """Sizes of one sample: Python ints and bools."""
@@ -75,6 +79,9 @@ class ScalarSizes(Sizes[int]):
 
     def where(self, cond: Any, a: Any, b: Any) -> Any:
         return a if cond else b
+
+    def always(self) -> bool:
+        return True
 
 
 class TensorSizes(Sizes[torch.Tensor]):
@@ -100,6 +107,9 @@ class TensorSizes(Sizes[torch.Tensor]):
 
     def where(self, cond: Any, a: Any, b: Any) -> torch.Tensor:
         return torch.where(cond, self.lift(a), self.lift(b))
+
+    def always(self) -> torch.Tensor:
+        return torch.ones(self.n, dtype=torch.bool, device=self.device)
 
 
 @dataclasses.dataclass
@@ -169,7 +179,7 @@ def _bind_derived(d: DerivedDim, seen: Sequence[tuple[str, V]], pin: int | None,
         return
     unbound = [m for m in d.expr.names() if m not in env]
     if len(unbound) != 1:
-        out.relations.append((d.name, target, None, True if isinstance(sizes, ScalarSizes) else sizes.lift(1) != 0))
+        out.relations.append((d.name, target, None, sizes.always()))
         return
     sol, ok = solve_linear(d.expr, unbound[0], target, env, lift=sizes.lift, where=sizes.where)
     if isinstance(ok, torch.Tensor) or ok:

@@ -14,7 +14,7 @@ import torch
 
 from ._dims import DerivedDim, Expr, FixedDim, FreeDim
 
-__all__ = ["KINDS", "PAD_RULES", "Dim", "Field", "PadRule", "Tag", "dtype_name", "short_dtype"]
+__all__ = ["DTYPES_BY_NAME", "KINDS", "PAD_RULES", "Dim", "Field", "PadRule", "Tag", "dtype_name", "short_dtype"]
 
 #: Pad rules that are names rather than literals.
 PAD_RULES = ("eos", "positions", "uid", "index", "empty", "copy")
@@ -43,6 +43,10 @@ def dtype_name(dtype: torch.dtype) -> str:
 def short_dtype(dtype: torch.dtype) -> str:
     """``torch.int16`` -> ``"i16"``, as tensors are printed in reports."""
     return _SHORT_DTYPE.get(dtype, dtype_name(dtype))
+
+
+#: The dtypes a schema file may declare, by name (``"int64"``).
+DTYPES_BY_NAME: dict[str, torch.dtype] = {dtype_name(d): d for d in _SHORT_DTYPE}
 
 
 @dataclasses.dataclass(frozen=True)

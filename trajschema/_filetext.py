@@ -8,9 +8,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-import torch
-
-from ._decl import dtype_name
+from ._decl import DTYPES_BY_NAME
 from ._errors import SchemaDefinitionError
 from ._types import MAX_SIZE
 
@@ -31,21 +29,7 @@ _MAX_EXPR_DEPTH = 32
 _MAX_SIZE = MAX_SIZE
 _MAX_SIZE_TEXT = "2**63 - 1, the largest size torch can hold"
 
-_DTYPES: dict[str, torch.dtype] = {
-    dtype_name(d): d
-    for d in (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.bfloat16,
-        torch.float32,
-        torch.float64,
-    )
-}
+_DTYPES = DTYPES_BY_NAME
 # torch's own aliases are traps: torch.int is int32 and torch.float is float32.
 _DTYPE_HINTS = {
     "int": "int64 (torch.int is int32; say int32 if that is meant)",

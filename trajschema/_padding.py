@@ -285,17 +285,22 @@ def _check_fill(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Ma
         raise ValueError(f"schema {plan.name!r}: padding field {f.name!r} with {source} {problem}")
 
 
-_FILL_PROBLEMS: dict[tuple[Any, ...], str | None] = {}
+# Keyed by the field object itself (held, so its id stays unique): hashing a Field walks
+# its expression trees, which cost more than the check it would save.
+_FILL_PROBLEMS: dict[tuple[Any, ...], tuple[Field, str | None]] = {}
 
 
 def _fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | None) -> str | None:
     """What is wrong with filling ``f`` (of ``dtype``) by ``value``, or ``None``; pure, so cached."""
-    key = (f, rule, type(value), value, dtype)
-    if key not in _FILL_PROBLEMS:
-        if len(_FILL_PROBLEMS) > 4096:
-            _FILL_PROBLEMS.clear()
-        _FILL_PROBLEMS[key] = _find_fill_problem(f, rule, value, dtype)
-    return _FILL_PROBLEMS[key]
+    key = (id(f), rule, type(value), value, dtype)
+    hit = _FILL_PROBLEMS.get(key)
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    if len(_FILL_PROBLEMS) > 4096:
+        _FILL_PROBLEMS.clear()
+    problem = _find_fill_problem(f, rule, value, dtype)
+    _FILL_PROBLEMS[key] = (f, problem)
+    return problem
 
 
 def _find_fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | None) -> str | None:
