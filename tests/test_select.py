@@ -23,8 +23,54 @@ def test_the_schema_declaring_more_fields_wins_so_padding_copies_nothing_stale()
     chosen.padding(2, eos_token_id=2, like=moe)  # vlm_mrope would refuse: routed_experts undeclared
 
 
-def test_no_fitting_schema_names_each_candidates_first_problem():
-    with pytest.raises(ts.SchemaNotFoundError, match=r"text: .*missing"):
-        ts.schema_for_sample({"input_ids": torch.zeros(3, dtype=torch.int64)}, candidates=["text"])
+def test_no_fitting_schema_is_a_schema_error_with_the_closest_candidates_violations():
+    sample = {"input_ids": torch.zeros(3, dtype=torch.int64)}
+    with pytest.raises(ts.SchemaError, match=r"closest is 'text'.*prompts: required field is missing") as info:
+        ts.schema_for_sample(sample, candidates=["text", "vlm_mrope_moe"])
+    err = info.value
+    assert isinstance(err, ts.SchemaMatchError) and isinstance(err, ts.SchemaNotFoundError)  # old callers still catch it
+    assert err.schema_name == "text"
+    assert err.violations == ts.load_schema("text").violations(sample, depth="shapes")
+    assert "vlm_mrope_moe (" in str(err)
     with pytest.raises(TypeError):
         ts.schema_for_sample([1, 2])
+    with pytest.raises(ts.SchemaMatchError, match="empty"):
+        ts.schema_for_sample(sample, candidates=[])
+
+
+def test_the_tag_is_checked_too():
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    assert ts.schema_for_sample(sample, {"is_padding": False, "seq_len": 8}, candidates=["text"]).name == "text"
+    with pytest.raises(ts.SchemaError, match="is_padding"):
+        ts.schema_for_sample(sample, {"is_padding": "no"}, candidates=["text"])
+    with pytest.raises(ts.SchemaError, match="seq_len"):
+        ts.schema_for_sample(sample, {"seq_len": 9}, candidates=["text"])
+
+
+def test_a_schema_leaving_a_tensor_field_undeclared_does_not_fit():
+    # text allows extra fields, but would pad routed_experts by copying the real sample's.
+    moe = verl_sample(ts.load_schema("moe_routed"), 5, 3, layers=2, topk=2)
+    assert ts.load_schema("text").violations(moe, depth="shapes") == []
+    with pytest.raises(ts.SchemaError, match="routed_experts.*not declared by schema 'text'"):
+        ts.schema_for_sample(moe, candidates=["text"])
+    assert ts.schema_for_sample(moe, candidates=["text", "moe_routed"]).name == "moe_routed"
+
+
+def test_a_remaining_tie_names_the_tied_schemas(tmp_path, monkeypatch):
+    text = (ts.schema_search_path()[-1] / "text.yaml").read_text()
+    (tmp_path / "text_twin.yaml").write_text(text.replace("name: text", "name: text_twin", 1))
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    with pytest.raises(ts.SchemaMatchError, match=r"\['text', 'text_twin'\] fit the sample equally well") as info:
+        ts.schema_for_sample(sample, candidates=["text", "text_twin"])
+    assert info.value.tied == ["text", "text_twin"] and info.value.violations == []
+    assert ts.schema_for_sample(sample, candidates=["text_twin"]).name == "text_twin"
+
+
+def test_match_errors_pickle():
+    import pickle
+
+    with pytest.raises(ts.SchemaMatchError) as info:
+        ts.schema_for_sample({"input_ids": torch.zeros(3, dtype=torch.int64)}, candidates=["text"])
+    back = pickle.loads(pickle.dumps(info.value))
+    assert str(back) == str(info.value) and back.violations == info.value.violations and back.schema_name == "text"

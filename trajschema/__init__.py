@@ -16,7 +16,7 @@ TransferQueue, hypothesis or rich.
 
 from ._contract import check_padding_contract, is_padding, padding_contract_violations, real_count, real_mask
 from ._dims import DerivedDim, Expr, FixedDim, FreeDim
-from ._errors import SchemaDefinitionError, SchemaError, SchemaNotFoundError, Violation
+from ._errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
 from ._loading import load_schema, schema_for_architecture, schema_from_dict, schema_names, schema_search_path
 from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
 from ._padding import PaddingBatch, new_padding_uid
@@ -43,6 +43,7 @@ __all__ = [
     "Schema",
     "SchemaDefinitionError",
     "SchemaError",
+    "SchemaMatchError",
     "SchemaNotFoundError",
     "Tag",
     "TransferQueueStartError",

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from ._types import ViolationCode
 
-__all__ = ["SchemaDefinitionError", "SchemaError", "SchemaNotFoundError", "Violation"]
+__all__ = ["SchemaDefinitionError", "SchemaError", "SchemaMatchError", "SchemaNotFoundError", "Violation"]
 
 # Long reports are capped so that a batch with thousands of bad samples still prints
 # a readable error; `.violations` always keeps all of them.
@@ -138,6 +138,39 @@ class SchemaError(ValueError):
                 lines.append(f"  ... and {len(bound) - 8} more samples")
         lines.append("first problem: " + str(vs[0]) if vs else "")
         return "\n".join(lines).rstrip()
+
+
+class SchemaMatchError(SchemaError, SchemaNotFoundError):
+    """No schema, or more than one equally good schema, fits a sample (:func:`trajschema.schema_for_sample`).
+
+    Both a :class:`SchemaError` (the data does not pick out one schema) and a
+    :class:`SchemaNotFoundError` (the lookup failed).
+
+    Attributes:
+        violations: when none fits, every violation of the closest candidate (the one
+            with the fewest); empty for a tie.
+        schema_name: the closest candidate (``""`` for a tie).
+        tied: the names of the equally good schemas (empty when none fits).
+    """
+
+    __module__ = "trajschema"
+
+    def __init__(
+        self, message: str, violations: Sequence[Violation] = (), *, schema_name: str = "", tied: Sequence[str] = ()
+    ) -> None:
+        self.violations = list(violations)
+        self.schema_name = schema_name
+        self.bindings = {}
+        self.tied = list(tied)
+        self.message = message
+        ValueError.__init__(self, message)
+
+    def __reduce__(self):
+        return (_rebuild_match_error, (self.message, self.violations, self.schema_name, self.tied))
+
+
+def _rebuild_match_error(message, violations, schema_name, tied):
+    return SchemaMatchError(message, violations, schema_name=schema_name, tied=tied)
 
 
 def _rebuild_schema_error(violations, schema_name, bindings):

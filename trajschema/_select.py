@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from ._columns import as_mapping
-from ._errors import SchemaNotFoundError
+from ._errors import SchemaMatchError, Violation
 from ._loading import load_schema, schema_names
 from ._schema import Schema
 
 __all__ = ["schema_for_sample"]
 
+_MAX_LISTED = 10
 
-def schema_for_sample(sample: Any, *, candidates: str | list[str] | None = None) -> Schema:
-    """The schema on the search path that fits ``sample`` best.
 
-    A schema fits when the sample passes it at ``depth="shapes"``. Of those, the one that
-    declares the most of the sample's fields wins (so ``vlm_mrope_moe`` beats ``vlm_mrope``
-    for a sample with ``routed_experts``, and its padding never copies an undeclared
-    ``routed_experts`` at a stale length); a tie goes to the most derived schema (the
-    longer ``extends`` lineage), then to the name.
+def schema_for_sample(
+    sample: Any, tag: Mapping[str, Any] | None = None, *, candidates: str | list[str] | None = None
+) -> Schema:
+    """The schema on the search path that fits ``sample`` (and its ``tag``) best.
+
+    A schema fits when the sample (with ``tag``) passes it at ``depth="shapes"`` and it
+    declares every tensor field of the sample: a schema that leaves a tensor undeclared
+    would pad it by copying the real sample's tensor at the real sample's length. Of the
+    schemas that fit, the one declaring the most of the sample's fields wins (so
+    ``vlm_mrope_moe`` beats ``vlm_mrope`` for a sample with ``routed_experts``); a tie
+    goes to the most derived schema (the longer ``extends`` lineage). Schemas still
+    tied are an error: say which one you mean with ``candidates=``.
 
     Examples:
         >>> from trajschema.testing import verl_sample
@@ -29,27 +38,66 @@ def schema_for_sample(sample: Any, *, candidates: str | list[str] | None = None)
 
     Args:
         sample: one sample (a mapping, or a TensorDict row).
+        tag: the sample's tag dict, checked against each schema's tags too.
         candidates: schema names (or one name) to choose from (default: every name on the search path).
 
     Raises:
-        SchemaNotFoundError: no candidate fits; the message gives each one's first problem.
+        SchemaMatchError: (a :class:`SchemaError` and a :class:`SchemaNotFoundError`) no
+            candidate fits, with the closest candidate's violations; or the best
+            candidates tie, naming them.
         TypeError: ``sample`` is not a mapping.
     """
     mapping = as_mapping(sample)
     present = {k for k, v in mapping.items() if v is not None}
-    fits: list[tuple[int, int, str, Schema]] = []
-    misfits: list[str] = []
+    tensors = {k for k in present if isinstance(mapping[k], torch.Tensor)}
     names = schema_names() if candidates is None else [candidates] if isinstance(candidates, str) else candidates
+    fits: list[tuple[int, int, Schema]] = []
+    misfits: list[tuple[list[Violation], Schema]] = []
     for name in names:
         schema = load_schema(name)
-        found = schema.violations(mapping, depth="shapes")
+        found = schema.violations(mapping, tag=tag, depth="shapes")
+        found += _undeclared_tensors(schema, tensors)
         if found:
-            misfits.append(f"{name}: {found[0]}")
-            continue
-        declared = len(present & set(schema.fields))
-        fits.append((-declared, -len(schema.lineage), name, schema))
+            misfits.append((found, schema))
+        else:
+            fits.append((len(present & set(schema.fields)), len(schema.lineage), schema))
     if not fits:
-        raise SchemaNotFoundError(
-            "no schema fits the sample; " + "; ".join(misfits) if misfits else "no schema to choose from"
+        raise _no_fit(misfits)
+    best = max(f[:2] for f in fits)
+    tied = sorted(f[2].name for f in fits if f[:2] == best)
+    if len(tied) > 1:
+        raise SchemaMatchError(
+            f"schemas {tied} fit the sample equally well (each declares {best[0]} of its fields and has an "
+            f"extends lineage of {best[1]}); pass candidates= to choose one",
+            tied=tied,
         )
-    return min(fits, key=lambda f: f[:3])[3]
+    return next(f[2] for f in fits if f[:2] == best)
+
+
+def _undeclared_tensors(schema: Schema, tensors: set[str]) -> list[Violation]:
+    return [
+        Violation(
+            None,
+            name,
+            "extra",
+            "a field the schema declares",
+            "an undeclared tensor field",
+            f"tensor field {name!r} is not declared by schema {schema.name!r} (its padding would copy it stale)",
+        )
+        for name in sorted(tensors - set(schema.fields))
+    ]
+
+
+def _no_fit(misfits: list[tuple[list[Violation], Schema]]) -> SchemaMatchError:
+    if not misfits:
+        return SchemaMatchError("no schema to choose from: the candidate list is empty")
+    found, closest = min(misfits, key=lambda m: (len(m[0]), m[1].name))
+    others = ", ".join(f"{s.name} ({len(v)})" for v, s in sorted(misfits, key=lambda m: m[1].name) if s is not closest)
+    lines = [str(v) for v in found[:_MAX_LISTED]]
+    more = f"; ... {len(found) - _MAX_LISTED} more" if len(found) > _MAX_LISTED else ""
+    return SchemaMatchError(
+        f"no schema fits the sample; the closest is {closest.name!r} with {len(found)} violation"
+        f"{'s' if len(found) != 1 else ''}: " + "; ".join(lines) + more + (f" (others: {others})" if others else ""),
+        found,
+        schema_name=closest.name,
+    )

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from ._check import check_args, check_batch
-from ._columns import BatchShapeError, batch_view, is_tensordict
+from ._columns import BatchShapeError, as_mapping, batch_view, is_tensordict
 from ._contract import is_padding
 from ._errors import SchemaError, Violation
 from ._kinds import describe_value
@@ -199,7 +199,9 @@ class TransferQueueWriter:
         self._remember(write)
         return meta
 
-    def pad_to_multiple(self, meta: Any, multiple: int) -> Any:
+    def pad_to_multiple(
+        self, meta: Any, multiple: int, *, reference: tuple[str, Mapping[str, Any]] | None = None
+    ) -> Any:
         """Add padding samples so the batch ``meta`` describes has a multiple of ``multiple`` samples.
 
         The schema-driven replacement for verl's ``upsample_batch_to_divisible_size``:
@@ -220,6 +222,9 @@ class TransferQueueWriter:
                 ``partition_id`` must be this writer's (or ``None``).
             multiple: the size the batch must be a multiple of (see
                 :func:`trajschema.required_multiple`).
+            reference: ``(key, sample)`` of a real sample of the batch the caller has
+                already read (as ``kv_batch_get`` returned it), to shape the padding on
+                instead of reading one.
 
         Returns:
             ``meta`` itself when no padding is needed; otherwise a new ``KVBatchMeta``
@@ -235,7 +240,7 @@ class TransferQueueWriter:
                 real sample's or this writer's earlier puts.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
-        count, ref_key, ref = self._padding_plan(meta, multiple)
+        count, ref_key, ref = self._padding_plan(meta, multiple, reference)
         if count == 0:
             return meta
         if ref is None:
@@ -362,7 +367,9 @@ class TransferQueueWriter:
                     tag.setdefault(t.name, value)
         return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
 
-    def _padding_plan(self, meta: Any, multiple: int) -> tuple[int, str, dict[str, Any] | None]:
+    def _padding_plan(
+        self, meta: Any, multiple: int, reference: tuple[str, Mapping[str, Any]] | None = None
+    ) -> tuple[int, str, dict[str, Any] | None]:
         """How many padding samples ``meta`` needs, and a real sample to shape them on.
 
         The sample is the last one this writer put, when that one is in the batch (it is
@@ -384,6 +391,11 @@ class TransferQueueWriter:
                 f"no real sample in meta: all {len(keys)} tags say is_padding=True; "
                 "padding is shaped on a real sample of the batch"
             )
+        if reference is not None:
+            key, sample = reference
+            if not any(k == key and not is_padding(t) for k, t in zip(keys, tags, strict=True)):
+                raise ValueError(f"reference key {key!r} is not a real sample of meta")
+            return padding_needed(len(keys), multiple), key, dict(as_mapping(sample))
         if self._reference is not None:
             cached_key, cached = self._reference
             if any(k == cached_key and not is_padding(t) for k, t in zip(keys, tags, strict=True)):
@@ -400,11 +412,12 @@ class TransferQueueWriter:
                 f"the padding has fields {_listed(pad_names - ref_names)} the real sample {ref_key!r} lacks "
                 f"and lacks {_listed(ref_names - pad_names)}"
             )
-        if meta.fields is not None and set(meta.fields) != ref_names:
+        # meta.fields may name a subset of what is stored (a trainer selecting the fields it
+        # reads), but never a field the batch's samples lack.
+        if meta.fields is not None and not set(meta.fields) <= ref_names:
             problems.append(
-                f"meta.fields differs from the real sample {ref_key!r}'s stored fields: "
-                f"only in meta.fields {_listed(set(meta.fields) - ref_names)}, "
-                f"only in the sample {_listed(ref_names - set(meta.fields))}"
+                f"meta.fields names {_listed(set(meta.fields) - ref_names)}, "
+                f"which the real sample {ref_key!r} does not store"
             )
         if problems:
             raise ValueError(

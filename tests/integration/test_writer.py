@@ -298,14 +298,31 @@ def test_pad_to_multiple_refuses_empty_and_all_padding_batches(tq_client, partit
     assert list(stored(tq_client, partition)) == pad.keys
 
 
-def test_pad_to_multiple_refuses_a_meta_whose_fields_differ_from_the_samples(tq_client, partition):
+def test_pad_to_multiple_accepts_a_meta_naming_a_subset_of_the_stored_fields(tq_client, partition):
+    # A trainer may carry a KVBatchMeta whose .fields names only what it reads next; the
+    # padding must still store every field the real samples store (TransferQueue drops a
+    # field from reads of any batch where some sample lacks it).
     schema = ts.load_schema("text")
     keys, samples = group(schema, "q0", [(3, 4)] * 3)
     writer = writer_for(schema, partition, tq_client)
     meta = writer.put(keys, samples)
     narrowed = tq_client.KVBatchMeta(keys=meta.keys, tags=meta.tags, partition_id=partition, fields=["responses"])
-    with pytest.raises(ValueError, match=r"meta\.fields differs"):
-        writer.pad_to_multiple(narrowed, 4)
+    padded = writer.pad_to_multiple(narrowed, 4)
+    assert padded.fields == ["responses"] and len(padded.keys) == 4
+    back = tq_client.kv_batch_get(padded.keys, partition)
+    assert set(back.keys()) == set(samples[0])
+
+
+def test_pad_to_multiple_refuses_a_meta_naming_a_field_the_samples_lack(tq_client, partition):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)] * 3)
+    writer = writer_for(schema, partition, tq_client)
+    meta = writer.put(keys, samples)
+    widened = tq_client.KVBatchMeta(
+        keys=meta.keys, tags=meta.tags, partition_id=partition, fields=["responses", "advantages"]
+    )
+    with pytest.raises(ValueError, match=r"meta\.fields names 'advantages'"):
+        writer.pad_to_multiple(widened, 4)
     assert list(stored(tq_client, partition)) == keys
 
 

@@ -1,0 +1,164 @@
+"""Reading a verl 0.9.1 trainer config: the batch multiple it needs and the padding length its layout needs.
+
+The config is whatever verl's trainer holds (an OmegaConf ``DictConfig``), a plain nested
+dict of the same keys, or attribute objects (verl's config dataclasses). Nothing here
+imports verl or OmegaConf.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
+
+_MISSING = object()
+
+#: The roles whose workers see padding rows, and where verl keeps their configs.
+_ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+
+
+class VerlConfigError(ValueError):
+    """A verl config lacks a key trajschema reads, or holds a value of the wrong type there."""
+
+    __module__ = "trajschema.verl"
+
+
+def lookup(config: Any, path: str, default: Any = _MISSING) -> Any:
+    """The value at the dotted ``path`` of ``config`` (``default`` when a key is missing, else an error)."""
+    node = config
+    for depth, part in enumerate(path.split(".")):
+        try:
+            if isinstance(node, Mapping):
+                node = node.get(part, _MISSING)
+            else:
+                node = getattr(node, part, _MISSING) if node is not None else _MISSING
+        except Exception as exc:  # an OmegaConf interpolation that does not resolve, a raising property
+            where = "config." + ".".join(path.split(".")[: depth + 1])
+            raise VerlConfigError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
+        if node is _MISSING:
+            if default is not _MISSING:
+                return default
+            where = "config." + ".".join(path.split(".")[: depth + 1])
+            raise VerlConfigError(f"{where} is missing; verl's trainer reads config.{path}")
+    return node
+
+
+def _int(config: Any, path: str, *, minimum: int, default: Any = _MISSING) -> int:
+    value = lookup(config, path, default)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise VerlConfigError(f"config.{path} must be an int >= {minimum}, found {value!r}")
+    return int(value)
+
+
+def _positive(name: str, value: object, minimum: int = 1) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, found {value!r}")
+    return int(value)
+
+
+def uses_critic(config: Any) -> bool:
+    """verl's ``need_critic``: ``critic.enable`` when set, else whether the estimator is GAE."""
+    enable = lookup(config, "critic.enable", None)
+    if enable is not None:
+        if not isinstance(enable, bool):
+            raise VerlConfigError(f"config.critic.enable must be true, false or null, found {enable!r}")
+        return enable
+    estimator = lookup(config, "algorithm.adv_estimator")
+    if not isinstance(estimator, str):
+        raise VerlConfigError(f"config.algorithm.adv_estimator must be a str, found {estimator!r}")
+    return estimator == "gae"  # verl's AdvantageEstimator is a str enum: its members compare equal too
+
+
+def required_batch_multiple(config: Any, dp_size: int, *, global_steps: int) -> int:
+    """The size a batch must be a multiple of, read from verl's config as verl's trainer reads it.
+
+    ``PPOTrainer._get_required_batch_multiple`` of verl 0.9.1, for a config object it
+    cannot read itself too (a plain nested dict): the lcm of ``dp_size``, the critic's
+    ``ppo_mini_batch_size * rollout.n`` when verl uses a critic (``critic.enable`` when
+    set, else ``algorithm.adv_estimator == "gae"``) and the actor's
+    ``ppo_mini_batch_size * rollout.n`` once ``trainer.critic_warmup <= global_steps``.
+
+    Examples:
+        >>> from trajschema.verl import required_batch_multiple
+        >>> config = {"critic": {"enable": False}, "trainer": {"critic_warmup": 0},
+        ...           "actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"ppo_mini_batch_size": 15}}}
+        >>> required_batch_multiple(config, 2, global_steps=1)
+        120
+
+    Raises:
+        VerlConfigError: a key verl reads is missing or holds a value of the wrong type
+            (the message names the key).
+        ValueError: ``dp_size`` is not a positive int or ``global_steps`` not an int >= 0.
+    """
+    multiple = _positive("dp_size", dp_size)
+    steps = _positive("global_steps", global_steps, minimum=0)
+    if uses_critic(config):
+        n = _int(config, "actor_rollout_ref.rollout.n", minimum=1)
+        multiple = math.lcm(multiple, _int(config, "critic.ppo_mini_batch_size", minimum=1) * n)
+    if _int(config, "trainer.critic_warmup", minimum=0) <= steps:
+        n = _int(config, "actor_rollout_ref.rollout.n", minimum=1)
+        multiple = math.lcm(multiple, _int(config, "actor_rollout_ref.actor.ppo_mini_batch_size", minimum=1) * n)
+    return multiple
+
+
+def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
+    """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``."""
+    total = -(-min_len // multiple) * multiple
+    return {"prompt": total - 1, "response": 1}
+
+
+def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> dict[str, int]:
+    """The ``prompt``/``response`` sizes of padding rows for a tensor x context parallel layout.
+
+    Packed context parallelism splits every row into ``2 * cp_size`` chunks that tensor
+    parallelism splits again, so each row's length must be a multiple of
+    ``2 * tp_size * cp_size``. A padding row has 1 response token and as many prompt
+    tokens as make its length the smallest such multiple that is at least ``min_len``
+    (verl's fixed 128 covers ``tp_size * cp_size`` up to 64 only). Pass the result as
+    ``dims=`` wherever padding is made.
+
+    Examples:
+        >>> from trajschema.verl import padding_dims
+        >>> padding_dims()
+        {'prompt': 127, 'response': 1}
+        >>> padding_dims(tp_size=8, cp_size=16)
+        {'prompt': 255, 'response': 1}
+
+    Raises:
+        ValueError: an argument is not a positive int (``min_len`` must be >= 2: one
+            prompt and one response token).
+    """
+    tp = _positive("tp_size", tp_size)
+    cp = _positive("cp_size", cp_size)
+    return padding_dims_for(2 * tp * cp, _positive("min_len", min_len, minimum=2))
+
+
+def _role_layout(config: Any, role: str) -> int | None:
+    """``tp * cp`` of one role's workers (``None`` when the config has no such role)."""
+    section = lookup(config, role, None)
+    if section is None:
+        return None
+    strategy = lookup(section, "strategy", "fsdp")
+    if strategy == "megatron":
+        tp = _int(config, f"{role}.megatron.tensor_model_parallel_size", minimum=1, default=1)
+        cp = _int(config, f"{role}.megatron.context_parallel_size", minimum=1, default=1)
+        return tp * cp
+    # FSDP and the other engines: Ulysses sequence parallelism splits the sequence.
+    sp = _int(config, f"{role}.ulysses_sequence_parallel_size", minimum=1, default=1)
+    sp_fsdp = _int(config, f"{role}.fsdp_config.ulysses_sequence_parallel_size", minimum=1, default=1)
+    return max(sp, sp_fsdp)
+
+
+def layout_multiple(config: Any) -> int:
+    """What every row's length must be a multiple of for the trainer's workers: lcm of ``2 * tp * cp`` per role."""
+    multiple = 2
+    for role in _ROLES:
+        if role == "critic" and not uses_critic(config):
+            continue
+        size = _role_layout(config, role)
+        if size is not None:
+            multiple = math.lcm(multiple, 2 * size)
+    return multiple
