@@ -109,17 +109,20 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
     Calling it again re-installs with the new ``dims``.
 
     Raises:
+        TypeError: ``dims`` is not a mapping.
+        ValueError: ``dims`` holds a size that is not an int >= 0.
         ImportError: verl is not installed.
         RuntimeError: this verl is not a supported version, or a function to replace
             has another signature; nothing is patched then.
     """
     global _originals
     tb = _trainer_module()
-    _check_signatures(tb)
-    fixed = dict(dims) if dims is not None else None
+    fixed = _checked_dims(dims)
     with _lock:
-        if _originals is not None:
+        if _originals is not None:  # re-installing: start from verl's own functions
             _restore(_originals)
+            _originals = None
+        _check_signatures(tb)
         originals = [(owner, name, vars(owner)[name]) for owner, name in _targets(tb)]
         by_name = {name: obj for _, name, obj in originals}
         replacements = {
@@ -132,6 +135,17 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
         for owner, name, _ in originals:
             setattr(owner, name, replacements[name])
         _originals = originals
+
+
+def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
+    if dims is None:
+        return None
+    if not isinstance(dims, Mapping):
+        raise TypeError(f"dims must be a mapping of dim name to size, found {type(dims).__name__}")
+    for name, size in dims.items():
+        if not isinstance(name, str) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"dims must map dim names to sizes >= 0, found {name!r}: {size!r}")
+    return dict(dims)
 
 
 def uninstall() -> bool:
@@ -167,7 +181,6 @@ def _upsample_for(dims: dict[str, int] | None) -> Callable[..., Any]:
         return upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, dims=pad_dims)
 
     upsample_batch_to_divisible_size_.__name__ = "upsample_batch_to_divisible_size"
-    upsample_batch_to_divisible_size_.__wrapped__ = upsample_batch_to_divisible_size  # type: ignore[attr-defined]
     return upsample_batch_to_divisible_size_
 
 
