@@ -28,7 +28,9 @@ def test_no_fitting_schema_is_a_schema_error_with_the_closest_candidates_violati
     with pytest.raises(ts.SchemaError, match=r"closest is 'text'.*prompts: required field is missing") as info:
         ts.schema_for_sample(sample, candidates=["text", "vlm_mrope_moe"])
     err = info.value
-    assert isinstance(err, ts.SchemaMatchError) and isinstance(err, ts.SchemaNotFoundError)  # old callers still catch it
+    assert isinstance(err, ts.SchemaMatchError) and isinstance(
+        err, ts.SchemaNotFoundError
+    )  # old callers still catch it
     assert err.schema_name == "text"
     assert err.violations == ts.load_schema("text").violations(sample, depth="shapes")
     assert "vlm_mrope_moe (" in str(err)
@@ -51,7 +53,7 @@ def test_a_schema_leaving_a_tensor_field_undeclared_does_not_fit():
     # text allows extra fields, but would pad routed_experts by copying the real sample's.
     moe = verl_sample(ts.load_schema("moe_routed"), 5, 3, layers=2, topk=2)
     assert ts.load_schema("text").violations(moe, depth="shapes") == []
-    with pytest.raises(ts.SchemaError, match="routed_experts.*not declared by schema 'text'"):
+    with pytest.raises(ts.SchemaError, match=r"routed_experts.*not declared by schema 'text'"):
         ts.schema_for_sample(moe, candidates=["text"])
     assert ts.schema_for_sample(moe, candidates=["text", "moe_routed"]).name == "moe_routed"
 
