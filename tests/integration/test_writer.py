@@ -321,7 +321,7 @@ def test_pad_to_multiple_refuses_a_meta_naming_a_field_the_samples_lack(tq_clien
     widened = tq_client.KVBatchMeta(
         keys=meta.keys, tags=meta.tags, partition_id=partition, fields=["responses", "advantages"]
     )
-    with pytest.raises(ValueError, match=r"meta\.fields names 'advantages'"):
+    with pytest.raises(ValueError, match=r"meta\.fields names \[advantages\]"):
         writer.pad_to_multiple(widened, 4)
     assert list(stored(tq_client, partition)) == keys
 
