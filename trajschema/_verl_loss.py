@@ -20,7 +20,8 @@ def _masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 
 
 def _real_rows(real_rows: Any, n: int, device: torch.device) -> torch.Tensor:
-    rows = torch.as_tensor(real_rows, device=device)
+    # A tensor is used where it is (indexing checks its device); a list becomes one on the loss's device.
+    rows = real_rows if isinstance(real_rows, torch.Tensor) else torch.as_tensor(real_rows, device=device)
     if rows.dtype != torch.bool or rows.shape != (n,):
         raise ValueError(
             f"real_rows must be a bool mask of one entry per row ({n}), found {rows.dtype} of shape {tuple(rows.shape)}"

@@ -213,7 +213,8 @@ def _compute_advantage_for(original: Callable[..., Any], tb: Any) -> Callable[..
         if not pad:
             return original(self, batch, metrics)
         out = original(self, batch.select_keys(real), metrics)
-        written = [f for f in _ADVANTAGE_OUTPUTS if f in (out.fields or ())]
+        stored = out.fields if out.fields is not None else _stored_fields(tb.tq, batch.partition_id, real[0])
+        written = [f for f in _ADVANTAGE_OUTPUTS if f in stored]
         if written:
             _write_zeros(tb.tq, batch.partition_id, real[0], pad, written)
         tags = dict(zip(out.keys, out.tags, strict=True))
@@ -226,6 +227,11 @@ def _compute_advantage_for(original: Callable[..., Any], tb: Any) -> Callable[..
         )
 
     return _compute_advantage
+
+
+def _stored_fields(tq: Any, partition: str, key: str) -> list[str]:
+    got = _bounded(lambda: tq.kv_batch_get(keys=[key], partition_id=partition), _TIMEOUT_S, "kv_batch_get")
+    return list(got.keys())
 
 
 def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: list[str]) -> None:

@@ -65,6 +65,8 @@ def upsample_batch_to_divisible_size(
         ``fields`` (which may name a subset of the stored fields) and ``extra_info`` kept.
 
     Raises:
+        TypeError: ``batch`` is not a ``KVBatchMeta``-like object, or a tag's
+            ``is_padding`` is not a bool.
         ValueError: ``batch_multiple`` or ``eos_token_id`` is not valid, ``batch`` has no
             partition, or no real sample needs padding.
         SchemaError: the padding breaks the schema, or no packaged schema fits the sample.
@@ -72,6 +74,8 @@ def upsample_batch_to_divisible_size(
     """
     if not isinstance(batch_multiple, numbers.Integral) or isinstance(batch_multiple, bool) or batch_multiple < 1:
         raise ValueError(f"batch_multiple must be a positive int, found {batch_multiple!r}")
+    if not all(hasattr(batch, a) for a in ("keys", "tags", "partition_id")):
+        raise TypeError(f"batch must be a KVBatchMeta (keys, tags, partition_id), found {type(batch).__name__}")
     keys, tags = list(batch.keys), list(batch.tags)
     if padding_needed(len(keys), int(batch_multiple)) == 0:
         return batch

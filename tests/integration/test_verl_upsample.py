@@ -146,3 +146,17 @@ def test_padding_tensors_stay_on_the_reference_device(tq_client, partition):
     padded = tv.upsample_batch_to_divisible_size(meta, 4, EOS)
     back = tq_client.kv_batch_get(padded.keys[3:], partition)
     assert all(v.device == torch.device("cpu") for v in back.values() if isinstance(v, torch.Tensor))
+
+
+@pytest.mark.parametrize("batch", [[], {"keys": ["a"]}, None], ids=["list", "dict", "None"])
+def test_a_batch_that_is_not_a_kv_batch_meta_is_a_type_error(batch):
+    with pytest.raises(TypeError, match="KVBatchMeta"):
+        tv.upsample_batch_to_divisible_size(batch, 2, EOS)
+
+
+def test_a_non_bool_is_padding_tag_is_a_type_error_that_writes_nothing(tq_client, partition):
+    meta, _ = written(tq_client, partition, n=3)
+    bad = tq_client.KVBatchMeta(keys=meta.keys, tags=[{"is_padding": "false"}, *meta.tags[1:]], partition_id=partition)
+    with pytest.raises(TypeError, match="is_padding"):
+        tv.upsample_batch_to_divisible_size(bad, 4, EOS)
+    assert len(stored_keys(tq_client, partition)) == 3
