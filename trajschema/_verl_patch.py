@@ -312,9 +312,17 @@ def _padding_metrics(config: Any, batch: Any) -> dict[str, float]:
     real = total - len(padding)
     return {
         "padding/samples": float(len(padding)),
-        "padding/tokens": float(sum(int(t.get("seq_len", 0)) for t in padding)),
+        # NaN, not an undercount, when a padding tag lacks its length (not padding trajschema made).
+        "padding/tokens": _padding_tokens(padding),
         "padding/share": len(padding) / total if total else 0.0,
         # verl's seq-mean modes divide by the padded mini-batch size in its workers, where
         # install() cannot reach (see docs/verl.md): their loss is scaled by real / total.
         "padding/seq_mean_loss_scale": real / total if total and mode in _SEQ_MEAN_MODES else 1.0,
     }
+
+
+def _padding_tokens(padding: list[Any]) -> float:
+    lengths = [t.get("seq_len") for t in padding]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+        return float("nan")
+    return float(sum(lengths))

@@ -251,7 +251,8 @@ def test_the_trainer_flow_under_install_matches_the_never_padded_run(tq_client, 
     verl_padded, verl_metrics = step(trainer(tb, cfg), meta, balance=True)
     _, verl_base_metrics = baseline(tq_client, tb, cfg, partitions, real_keys(verl_padded), by_key)
     leaks = data_metric_differences(verl_metrics, verl_base_metrics)
-    assert leaks, "verl 0.9.1's metrics no longer see its padding: update docs/verl.md"
+    # The 127-token padding prompt widens the padded prompts, so no real prompt is "clipped".
+    assert [leak.split(":")[0] for leak in leaks] == ["prompt_length/clip_ratio"], leaks
     # Under install(): every data metric equals the never-padded run's.
     padded, metrics = run_installed(tq_client, tb, partitions, cfg, keys, samples, tags)
     _, base_metrics = baseline(tq_client, tb, cfg, partitions, real_keys(padded), by_key)
