@@ -6,6 +6,7 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py             # full run (a few minutes)
     python benchmarks/bench_core.py --quick     # smoke run (seconds)
     python benchmarks/bench_core.py --markdown  # print the table as markdown
+    python benchmarks/bench_core.py --only 5    # only part 5 (verl's padding entry point; starts Ray)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -749,6 +750,18 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
+#: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
+PARTS = ("1", "2", "2b", "3", "4", "5")
+
+
+def _parts(text: str) -> set[str]:
+    parts = {"5" if p.strip() == "verl" else p.strip() for p in text.split(",") if p.strip()}
+    unknown = parts - set(PARTS)
+    if not parts or unknown:
+        raise argparse.ArgumentTypeError(f"expected parts of {', '.join(PARTS)} or verl, found {text!r}")
+    return parts
+
+
 def _range(text: str) -> tuple[int, int]:
     lo, _, hi = text.partition(":")
     a, b = int(lo), int(hi or lo)
@@ -792,8 +805,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", action="store_true", help="also print cProfile tables of the trajschema calls")
     ap.add_argument("--check", action="store_true", help="exit with status 1 when a target is missed")
-    ap.add_argument("--no-tq", action="store_true", help="skip part 4 (pad_to_multiple on a real local TransferQueue)")
+    ap.add_argument("--no-tq", action="store_true", help="skip parts 4 and 5 (the ones on a real local TransferQueue)")
+    ap.add_argument(
+        "--only",
+        type=_parts,
+        default=None,
+        metavar="PARTS",
+        help=f"run only these parts, comma-separated, of {', '.join(PARTS)} ('verl' = 5)",
+    )
     args = ap.parse_args(argv)
+    args.parts = set(PARTS) if args.only is None else args.only
+    if args.no_tq:
+        args.parts -= {"4", "5"}
     args.batch = args.batch if args.batch is not None else (256 if args.quick else 4096)
     args.repeats = args.repeats if args.repeats is not None else (3 if args.quick else 9)
     args.put_batch = args.put_batch if args.put_batch is not None else (64 if args.quick else 377)
@@ -871,26 +894,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{time.perf_counter() - started:6.1f}s {msg}", file=log, flush=True)
 
     rows: list[Row] = []
+    parts = args.parts
 
     # 1. One sample ------------------------------------------------------------
+    # (built whatever --only says: it is small, and the batch lengths below come after it
+    # from the same generator, so every part always sees the same data)
     P, R = args.prompt, args.response
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
-    verify_single(schema, sample)
-    say(f"[1/4] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
-    t = measure(
-        {
-            "shapes": lambda: schema.validate(sample, depth="shapes"),
-            "values": lambda: schema.validate(sample, depth="values"),
-            "jaxtyping": lambda: check_jaxtyping(**sample),
-            "asserts": lambda: check_asserts(sample),
-        },
-        **timing,
-    )
-    rows += [
-        Row('validate(sample, depth="shapes")', t["shapes"], "jaxtyping+beartype fn(**sample)", t["jaxtyping"], 10),
-        Row('validate(sample, depth="shapes")', t["shapes"], "hand-written asserts", t["asserts"], None),
-        Row('validate(sample, depth="values")', t["values"], "", None, None),
-    ]
+    if "1" in parts:
+        verify_single(schema, sample)
+        say(f"[1/5] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        t = measure(
+            {
+                "shapes": lambda: schema.validate(sample, depth="shapes"),
+                "values": lambda: schema.validate(sample, depth="values"),
+                "jaxtyping": lambda: check_jaxtyping(**sample),
+                "asserts": lambda: check_asserts(sample),
+            },
+            **timing,
+        )
+        rows += [
+            Row('validate(sample, depth="shapes")', t["shapes"], "jaxtyping+beartype fn(**sample)", t["jaxtyping"], 10),
+            Row('validate(sample, depth="shapes")', t["shapes"], "hand-written asserts", t["asserts"], None),
+            Row('validate(sample, depth="values")', t["values"], "", None, None),
+        ]
 
     # 2. A TransferQueue batch ---------------------------------------------------
     n = args.batch
@@ -903,116 +930,130 @@ def main(argv: Sequence[str] | None = None) -> int:
     per_seq_token = args.layers * args.topk * 2 + 8 + 4 * 8 + 8  # experts, input_ids, position_ids, attention
     per_response_token = 3 * 8 + 4  # responses, two masks, log-probs
     est_gb = 2 * (total_seq * per_seq_token + sum(rs) * per_response_token + sum(ps) * 8) / 1e9
-    if est_gb > args.max_gb:
+    if est_gb > args.max_gb and parts & {"2", "2b"}:
         sys.exit(
             f"batch would hold ~{est_gb:.1f} GB of tensors (> --max-gb {args.max_gb}); "
             "use smaller --batch/--batch-prompt/--batch-response"
         )
-    say(f"[2/4] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
-    samples = [
-        make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i) for i, (p, r) in enumerate(zip(ps, rs))
-    ]
-    td = tq_batch(samples)  # trajschema.testing.tq_batch
-    assert td["position_ids"].layout == torch.jagged and td["position_ids"]._ragged_idx == 2
-    assert td["routed_experts"].layout == torch.jagged and td["routed_experts"]._ragged_idx == 1
-    verify_batch(schema, samples, td)
-    say("      validators agree on good and bad batches; timing...")
-
-    def jt_loop() -> None:
-        for s in samples:
-            check_jaxtyping(**s)
-
-    def assert_loop() -> None:
-        for s in samples:
-            check_asserts(s)
-
-    def ts_loop() -> None:
-        for s in samples:
-            schema.validate(s, depth="shapes")
-
-    t = measure(
-        {
-            "shapes": lambda: schema.validate_batch(td, depth="shapes"),
-            "values": lambda: schema.validate_batch(td, depth="values"),
-            "jaxtyping": jt_loop,
-            "asserts": assert_loop,
-            "loop": ts_loop,
-        },
-        **timing,
-    )
     op = f"validate_batch(td of {n})"
-    rows += [
-        Row(f'{op}, depth="shapes"', t["shapes"], f"jaxtyping+beartype, loop of {n}", t["jaxtyping"], 50),
-        Row(f'{op}, depth="shapes"', t["shapes"], f"hand-written asserts, loop of {n}", t["asserts"], None),
-        Row(f'{op}, depth="shapes"', t["shapes"], f'validate(depth="shapes"), loop of {n}', t["loop"], None),
-        Row(f'{op}, depth="values"', t["values"], "", None, None),
-    ]
-
-    # 2b. The same lengths, verl's columns, laid out by TransferQueue's own code -------
-    real_td = None
-    try:
-        tq_pack_function()
-    except ImportError as e:
-        why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-        say(f"[2b/4] skipped: {why}")
-        label = f'{op}, depth="shapes", packed by TransferQueue'
-        rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
-    else:
-        say(f"[2b/4] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
-        vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
-        real_td = tq_pack(vsamples)
-        assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
-        assert all(type(real_td.get(k)) is NonTensorStack for k in VERL_NONTENSOR_FIELDS), real_td
-        verify_batch(
-            schema,
-            vsamples,
-            real_td,
-            pack=tq_pack,
-            loops={"jaxtyping": (lambda s: check_jaxtyping_verl(**s), JT_ERRORS)},
-        )
+    td = None
+    if "2" in parts:
+        say(f"[2/5] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        samples = [
+            make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
+            for i, (p, r) in enumerate(zip(ps, rs))
+        ]
+        td = tq_batch(samples)  # trajschema.testing.tq_batch
+        assert td["position_ids"].layout == torch.jagged and td["position_ids"]._ragged_idx == 2
+        assert td["routed_experts"].layout == torch.jagged and td["routed_experts"]._ragged_idx == 1
+        verify_batch(schema, samples, td)
         say("      validators agree on good and bad batches; timing...")
 
-        def jt_verl_loop() -> None:
-            for s in vsamples:
-                check_jaxtyping_verl(**s)
+        def jt_loop() -> None:
+            for s in samples:
+                check_jaxtyping(**s)
 
-        t = measure(
-            {"shapes": lambda: schema.validate_batch(real_td, depth="shapes"), "jaxtyping": jt_verl_loop}, **timing
-        )
-        rows.append(
-            Row(
-                f'{op}, depth="shapes", packed by TransferQueue',
-                t["shapes"],
-                f"jaxtyping+beartype, loop of {n}",
-                t["jaxtyping"],
-                50,
-            )
-        )
+        def assert_loop() -> None:
+            for s in samples:
+                check_asserts(s)
 
-    # 3. Padding ------------------------------------------------------------------
-    say(f"[3/4] padding {args.pad_counts} rows like the P={P} R={R} sample...")
-    for count in args.pad_counts:
-        verify_padding(schema, sample, count)
+        def ts_loop() -> None:
+            for s in samples:
+                schema.validate(s, depth="shapes")
+
         t = measure(
             {
-                "ours": lambda count=count: schema.padding(count, eos_token_id=EOS, like=sample),
-                "theirs": lambda count=count: padding_baseline(sample, count, EOS),
+                "shapes": lambda: schema.validate_batch(td, depth="shapes"),
+                "values": lambda: schema.validate_batch(td, depth="values"),
+                "jaxtyping": jt_loop,
+                "asserts": assert_loop,
+                "loop": ts_loop,
             },
             **timing,
         )
-        target = 10 if count == 255 else None  # the issue's target is stated for 255 rows
-        rows.append(
-            Row(f"padding({count}, like=sample)", t["ours"], "clone-and-deepcopy loop + stack", t["theirs"], target)
-        )
+        rows += [
+            Row(f'{op}, depth="shapes"', t["shapes"], f"jaxtyping+beartype, loop of {n}", t["jaxtyping"], 50),
+            Row(f'{op}, depth="shapes"', t["shapes"], f"hand-written asserts, loop of {n}", t["asserts"], None),
+            Row(f'{op}, depth="shapes"', t["shapes"], f'validate(depth="shapes"), loop of {n}', t["loop"], None),
+            Row(f'{op}, depth="values"', t["values"], "", None, None),
+        ]
 
-    # 4. On a real TransferQueue -----------------------------------------------------
-    if not args.no_tq:
-        from bench_tq import tq_rows
+    # 2b. The same lengths, verl's columns, laid out by TransferQueue's own code -------
+    real_td = None
+    if "2b" in parts:
+        try:
+            tq_pack_function()
+        except ImportError as e:
+            why = f"transfer_queue not importable ({type(e).__name__}: {e})"
+            say(f"[2b/5] skipped: {why}")
+            label = f'{op}, depth="shapes", packed by TransferQueue'
+            rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
+        else:
+            say(f"[2b/5] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
+            real_td = tq_pack(vsamples)
+            assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
+            assert all(type(real_td.get(k)) is NonTensorStack for k in VERL_NONTENSOR_FIELDS), real_td
+            verify_batch(
+                schema,
+                vsamples,
+                real_td,
+                pack=tq_pack,
+                loops={"jaxtyping": (lambda s: check_jaxtyping_verl(**s), JT_ERRORS)},
+            )
+            say("      validators agree on good and bad batches; timing...")
 
-        say(
-            f"[4/4] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
-            "on a local TransferQueue (starts Ray, ~15 s)..."
-        )
+            def jt_verl_loop() -> None:
+                for s in vsamples:
+                    check_jaxtyping_verl(**s)
+
+            t = measure(
+                {"shapes": lambda: schema.validate_batch(real_td, depth="shapes"), "jaxtyping": jt_verl_loop},
+                **timing,
+            )
+            rows.append(
+                Row(
+                    f'{op}, depth="shapes", packed by TransferQueue',
+                    t["shapes"],
+                    f"jaxtyping+beartype, loop of {n}",
+                    t["jaxtyping"],
+                    50,
+                )
+            )
+
+    # 3. Padding ------------------------------------------------------------------
+    if "3" in parts:
+        say(f"[3/5] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        for count in args.pad_counts:
+            verify_padding(schema, sample, count)
+            t = measure(
+                {
+                    "ours": lambda count=count: schema.padding(count, eos_token_id=EOS, like=sample),
+                    "theirs": lambda count=count: padding_baseline(sample, count, EOS),
+                },
+                **timing,
+            )
+            target = 10 if count == 255 else None  # the issue's target is stated for 255 rows
+            rows.append(
+                Row(f"padding({count}, like=sample)", t["ours"], "clone-and-deepcopy loop + stack", t["theirs"], target)
+            )
+
+    # 4 and 5. On a real TransferQueue (one Ray + TransferQueue for both) -------------
+    tq_parts = (["put", "pad"] if "4" in parts else []) + (["upsample"] if "5" in parts else [])
+    if tq_parts:
+        from bench_tq import UPSAMPLE_MULTIPLE, UPSAMPLE_REAL, tq_rows
+
+        if "4" in parts:
+            say(
+                f"[4/5] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                "on a local TransferQueue (starts Ray, ~15 s)..."
+            )
+        if "5" in parts:
+            say(
+                f"[5/5] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
+                "TransferQueue..."
+            )
         rows += tq_rows(
             args.pad_counts,
             repeats=3 if args.quick else 31,
@@ -1023,6 +1064,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prompt_range=args.batch_prompt,
             response_range=args.batch_response,
             seed=args.seed,
+            parts=tq_parts,
         )
 
     load_after = os.getloadavg()
@@ -1030,16 +1072,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f}")
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     lines.append(f"peak resident memory of this process (Ray and TransferQueue run in others): {peak_gb:.1f} GB")
-    lines.append(
-        f"sizes: single sample P={P}, R={R}, layers={args.layers}, topk={args.topk}; batch of {n} with P uniform in "
-        f"{plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}; "
-        "the same lengths as verl_sample samples with verl's non-tensor columns, packed by TransferQueue's "
-        "AsyncSimpleStorageManager._pack_field_values"
-    )
+    if parts & {"1", "2", "2b", "3"}:
+        lines.append(
+            f"sizes: single sample P={P}, R={R}, layers={args.layers}, topk={args.topk}; batch of {n} with P uniform "
+            f"in {plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}; "
+            "the same lengths as verl_sample samples with verl's non-tensor columns, packed by TransferQueue's "
+            "AsyncSimpleStorageManager._pack_field_values"
+        )
+    if "5" in parts:
+        from bench_tq import UPSAMPLE_MULTIPLE, UPSAMPLE_REAL
+
+        lines.append(
+            f"part 5: {max(UPSAMPLE_REAL)} verl_sample samples (layers={args.layers}, topk={args.topk}, GRPO groups "
+            f"of {GROUP} sharing P uniform in {plo}..{phi}, R uniform in {rlo}..{rhi}) in one partition; batches of "
+            f"{' and '.join(map(str, UPSAMPLE_REAL))} of them padded to a multiple of {UPSAMPLE_MULTIPLE}"
+        )
     lines.append(
         f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
         f"{'quick run' if args.quick else 'full run'}"
     )
+    if parts != set(PARTS):
+        lines.append(f"parts run: {', '.join(p for p in PARTS if p in parts) or 'none'} (of {', '.join(PARTS)})")
     bullet = "- " if args.markdown else "  "
     print("\n".join(bullet + line for line in lines))
     print()
@@ -1047,7 +1100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
-        "except in the put and pad_to_multiple rows, where it is trajschema / baseline (an overhead, lower is better)."
+        "except in the put, pad_to_multiple and upsample_batch_to_divisible_size rows, where it is "
+        "trajschema / baseline (an overhead, lower is better)."
     )
     skipped = [r for r in rows if r.skipped]
     if skipped:
@@ -1079,11 +1133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 'schema.validate(sample, depth="shapes")', lambda: schema.validate(sample, depth="shapes"), 2000
             )
         )
-        print(
-            profile_call(
-                'schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20
+        if td is not None:
+            print(
+                profile_call(
+                    'schema.validate_batch(td, depth="shapes")', lambda: schema.validate_batch(td, depth="shapes"), 20
+                )
             )
-        )
         if real_td is not None:
             print(
                 profile_call(

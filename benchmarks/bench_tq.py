@@ -1,9 +1,9 @@
-"""Part 4 of ``bench_core.py``: the TransferQueue writer on a real local TransferQueue.
+"""Parts 4 and 5 of ``bench_core.py``: the TransferQueue writer and verl's padding entry point on a real TransferQueue.
 
-``bench_core.py`` runs it unless ``--no-tq``; it runs alone too:
-``python benchmarks/bench_tq.py [--quick]``.
+``bench_core.py`` runs them unless ``--no-tq`` (``--only 5`` runs part 5 alone); they
+run alone too: ``python benchmarks/bench_tq.py [--quick] [--only 4|5]``.
 
-Two measurements, each against raw ``kv_batch_put`` calls of the same data, timed with
+Part 4 makes two measurements, each against raw ``kv_batch_put`` calls of the same data, timed with
 ``bench_core.measure_calls`` (one call per candidate per round, round-robin, so
 drifting load falls on all candidates alike; each call's keys are fresh and are
 cleared after it, outside the timed region):
@@ -17,12 +17,22 @@ cleared after it, outside the timed region):
   real samples (layers 48, topk 8): padding derived from the schema, validated, one
   ``kv_batch_put`` (and one ``kv_batch_get`` of a reference sample for a writer that did
   not write the batch), against one ``kv_batch_put`` of the very same padding.
+
+Part 5 times ``trajschema.verl.upsample_batch_to_divisible_size`` end to end (as
+``trajschema.verl.install()`` calls it: schema picked from the sample read, one
+``kv_batch_get``, padding validated, one ``kv_batch_put``) against verl 0.9.1's own
+``verl.trainer.ppo.padding_utils.upsample_batch_to_divisible_size`` on the same
+partition of the same TransferQueue: 96 real samples padded to a multiple of 120
+(24 padding samples) and 1 real sample padded to 120 (119). Each call's padding keys
+are cleared after it, outside the timed region. Skipped, with the reason, when verl
+cannot be imported.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +44,13 @@ from trajschema.testing import tq_batch, verl_sample
 EOS = 2
 PARTITION = "bench_pad"
 PUT_PARTITION = "bench_put"
+UPSAMPLE_PARTITION = "bench_upsample"
+#: Part 5's batch multiple: dp_size 2, ppo_mini_batch_size 15, rollout.n 8 (lcm 120).
+UPSAMPLE_MULTIPLE = 120
+#: Part 5's batches: real samples in the batch; padded to 120 they need 24 and 119 padding samples.
+UPSAMPLE_REAL = (96, 1)
+#: The parts of tq_rows: part 4's put and pad_to_multiple rows, part 5's upsample rows.
+TQ_PARTS = ("put", "pad", "upsample")
 
 
 class _FreshKeys:
@@ -59,6 +76,36 @@ def load_verl_list_of_dict_to_tensordict() -> tuple[Callable[[list[dict]], Any] 
     except Exception as e:  # verl imports transformers, Ray, ...: any failure means no baseline
         return None, f"verl not importable ({type(e).__name__}: {e})"
     return list_of_dict_to_tensordict, ""
+
+
+def load_verl_padding_utils(tq: Any) -> tuple[Any, str]:
+    """verl's ``verl.trainer.ppo.padding_utils`` module, or None and why it cannot be the baseline.
+
+    verl's ``upsample_batch_to_divisible_size`` calls the module-level
+    ``kv_batch_get``/``kv_batch_put`` of the ``transfer_queue`` module it imported, so
+    that must be the TransferQueue ``tq`` this benchmark started.
+    """
+    try:
+        from verl.trainer.ppo import padding_utils
+    except Exception as e:  # verl imports transformers, Ray, ...: any failure means no baseline
+        return None, f"verl not importable ({type(e).__name__}: {e})"
+    if padding_utils.tq is not tq:
+        return None, f"verl's padding_utils.tq is {padding_utils.tq!r}, not the transfer_queue module started here"
+    return padding_utils, ""
+
+
+def cleared_call(tq: Any, pad: Callable[[], Any], n_real: int, partition: str) -> Any:
+    """A ``measure_calls`` candidate timing ``pad()``, then clearing (untimed) the padding keys it added.
+
+    ``pad()`` pads a batch of ``n_real`` samples and returns the padded ``KVBatchMeta``.
+    """
+    from bench_core import Call
+
+    written: list[Any] = []
+    return Call(
+        lambda: written.append(pad()),
+        after=lambda: tq.kv_clear(written.pop().keys[n_real:], partition),
+    )
 
 
 def put_samples(
@@ -160,20 +207,88 @@ def _pad_times(tq: Any, writers: dict[str, Any], meta: Any, ref: dict, count: in
         assert sorted(back.keys()) == sorted(pad.fields.keys())
         tq.kv_clear(added, PARTITION)
 
-    written: list[Any] = []
-
-    def pad_call(writer: Any) -> Call:
-        return Call(
-            lambda: written.append(writer.pad_to_multiple(meta, multiple)),
-            after=lambda: tq.kv_clear(written.pop().keys[n_real:], PARTITION),
-        )
-
-    calls = {name: pad_call(writer) for name, writer in writers.items()}
+    calls = {
+        name: cleared_call(tq, lambda writer=writer: writer.pad_to_multiple(meta, multiple), n_real, PARTITION)
+        for name, writer in writers.items()
+    }
     calls["raw"] = Call(
         lambda: tq.kv_batch_put(keys=pad.keys, partition_id=PARTITION, fields=pad.fields, tags=pad.tags),
         after=lambda: tq.kv_clear(pad.keys, PARTITION),
     )
     return measure_calls(calls, repeats=repeats)
+
+
+def upsample_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, repeats: int, say=print) -> list[Any]:
+    """Part 5: ``trajschema.verl.upsample_batch_to_divisible_size`` against verl's own, for each of ``UPSAMPLE_REAL``.
+
+    ``samples`` (at least ``max(UPSAMPLE_REAL)``) are written once; the batch of ``n``
+    real samples is the meta of the first ``n``. Both candidates get the same meta and
+    pad it on the same partition; each call's padding keys are cleared after it.
+    """
+    from bench_core import Row, measure_calls, same_batch
+
+    from trajschema.verl import upsample_batch_to_divisible_size
+
+    n = max(UPSAMPLE_REAL)
+    assert len(samples) >= n, (len(samples), n)
+    samples = samples[:n]
+    padding_utils, why_no_verl = load_verl_padding_utils(tq)
+    # The tags verl's agent loop writes besides the schema's (padding inherits them).
+    tags = [{"global_steps": 1, "min_global_steps": 1, "max_global_steps": 1} for _ in samples]
+    writer = ts.TransferQueueWriter(schema, partition_id=UPSAMPLE_PARTITION, eos_token_id=EOS)
+    full = writer.put([f"r{i}_0_0" for i in range(n)], samples, tags)
+    picked = ts.schema_for_sample(tq.kv_batch_get([full.keys[0]], UPSAMPLE_PARTITION)[0], full.tags[0])
+    assert picked.name == schema.name, f"schema_for_sample picked {picked.name!r}, not {schema.name!r}"
+
+    runs: dict[str, Callable[[Any], Any]] = {
+        "ours": lambda meta: upsample_batch_to_divisible_size(meta, UPSAMPLE_MULTIPLE, EOS),
+    }
+    if padding_utils is not None:
+        runs["verl"] = lambda meta: padding_utils.upsample_batch_to_divisible_size(meta, UPSAMPLE_MULTIPLE, EOS)
+    else:
+        say(f"      the verl baseline rows of part 5 are skipped: {why_no_verl}")
+
+    rows = []
+    for real in UPSAMPLE_REAL:
+        meta = dataclasses.replace(full, keys=full.keys[:real], tags=full.tags[:real])
+        count = ts.padding_needed(real, UPSAMPLE_MULTIPLE)
+        # Correctness first (and warm-up): each candidate's padding makes the batch a multiple,
+        # reads back valid with exactly the real samples' fields, and the two candidates'
+        # padding is the same but for its fresh uid (and the keys made of it).
+        back: dict[str, tuple[Any, list[dict]]] = {}
+        for name, run in runs.items():
+            padded = run(meta)
+            assert len(padded.keys) == real + count and len(padded.keys) % UPSAMPLE_MULTIPLE == 0, name
+            added, added_tags = padded.keys[real:], padded.tags[real:]
+            got = tq.kv_batch_get(added, UPSAMPLE_PARTITION)
+            schema.validate_batch(got, tags=added_tags)
+            assert sorted(got.keys()) == sorted(samples[0]), (name, sorted(got.keys()), sorted(samples[0]))
+            uid = got.get("uid").tolist()
+            assert len(set(uid)) == 1 and added == [f"{uid[0]}_{i}_0" for i in range(count)], name
+            back[name] = (got.exclude("uid"), [dict(t) for t in added_tags])
+            tq.kv_clear(added, UPSAMPLE_PARTITION)
+        if "verl" in back:
+            diff = same_batch(back["ours"][0], back["verl"][0])
+            assert diff is None, f"{real} real: our padding differs from verl's: {diff}"
+            assert back["ours"][1] == back["verl"][1], (back["ours"][1][:1], back["verl"][1][:1])
+        listing = tq.kv_list(UPSAMPLE_PARTITION).get(UPSAMPLE_PARTITION, {})
+        assert sorted(listing) == sorted(full.keys), f"{len(listing)} keys in the partition, expected {n}"
+        checked = "both read back valid and equal but for the uid" if "verl" in back else "ours reads back valid"
+        say(f"      upsample {real} real + {count} padding: {checked}; timing...")
+
+        calls = {
+            name: cleared_call(tq, lambda run=run, meta=meta: run(meta), real, UPSAMPLE_PARTITION)
+            for name, run in runs.items()
+        }
+        times = measure_calls(calls, repeats=repeats)
+        op = f"trajschema.verl.upsample_batch_to_divisible_size({real} real + {count} padding)"
+        label = "verl padding_utils.upsample_batch_to_divisible_size"
+        rows.append(
+            Row(op, times["ours"], label, times["verl"], 1.0, kind="overhead")
+            if "verl" in times
+            else Row(op, times["ours"], label, None, 1.0, kind="overhead", skipped=why_no_verl)
+        )
+    return rows
 
 
 def tq_rows(
@@ -187,50 +302,55 @@ def tq_rows(
     prompt_range: tuple[int, int] = (8, 128),
     response_range: tuple[int, int] = (1, 256),
     seed: int = 0,
+    parts: Collection[str] = TQ_PARTS,
 ) -> list[Any]:
-    """Part 4's rows: the put of a rollout batch, then pad_to_multiple for each padding count.
+    """The rows of ``parts`` (of ``TQ_PARTS``), on one local TransferQueue.
 
-    Two writers pad: the one that wrote the batch (it knows a real sample and reads
-    nothing back) and a fresh one, as a trainer driver whose rollout workers wrote the
-    batch (it reads one real sample with ``kv_batch_get`` first).
+    ``"put"``: the put of a rollout batch. ``"pad"``: pad_to_multiple for each padding
+    count; two writers pad: the one that wrote the batch (it knows a real sample and
+    reads nothing back) and a fresh one, as a trainer driver whose rollout workers wrote
+    the batch (it reads one real sample with ``kv_batch_get`` first). ``"upsample"``:
+    part 5 (:func:`upsample_rows`), on samples made like the put's.
     """
     from bench_core import Row
 
+    unknown = set(parts) - set(TQ_PARTS)
+    assert not unknown, f"unknown parts {sorted(unknown)}; expected some of {TQ_PARTS}"
     schema = ts.load_schema("vlm_mrope_moe")
-    rollout_batch = put_samples(
-        schema,
-        put_batch,
-        prompt_range=prompt_range,
-        response_range=response_range,
-        layers=layers,
-        topk=topk,
-        seed=seed,
-    )
-    real = [
-        verl_sample(schema, 40 + 7 * i, 20 + 5 * i, uid=f"q{i}", layers=layers, topk=topk, seed=i) for i in range(9)
-    ]
+    lengths = {"prompt_range": prompt_range, "response_range": response_range, "layers": layers, "topk": topk}
     rows = []
     with ts.start_local_transfer_queue() as tq:
         say("      local TransferQueue started")
-        rows += put_rows(tq, schema, rollout_batch, repeats=repeats, say=say)
-        rollout = ts.TransferQueueWriter(schema, partition_id=PARTITION, eos_token_id=EOS)
-        meta = rollout.put([f"q{i}_0_0" for i in range(len(real))], real)
-        driver = ts.TransferQueueWriter(schema, partition_id=PARTITION, eos_token_id=EOS)
-        writers = {"same writer": rollout, "fresh writer": driver}
-        for count in counts:
-            timing = _pad_times(tq, writers, meta, real[0], count, repeats)
-            say(f"      pad_to_multiple({count}) vs raw kv_batch_put: {repeats} alternating calls each")
-            for name, note in (("same writer", "writer that put the batch"), ("fresh writer", "+1 kv_batch_get")):
-                rows.append(
-                    Row(
-                        f"pad_to_multiple({count}), {note}",
-                        timing[name],
-                        "raw kv_batch_put of the same padding",
-                        timing["raw"],
-                        1.3 if count == 255 else None,  # the issue's bound: overhead <= 1.3x at 255
-                        kind="overhead",
+        if "put" in parts:
+            rollout_batch = put_samples(schema, put_batch, seed=seed, **lengths)
+            rows += put_rows(tq, schema, rollout_batch, repeats=repeats, say=say)
+            del rollout_batch
+        if "pad" in parts:
+            real = [
+                verl_sample(schema, 40 + 7 * i, 20 + 5 * i, uid=f"q{i}", layers=layers, topk=topk, seed=i)
+                for i in range(9)
+            ]
+            rollout = ts.TransferQueueWriter(schema, partition_id=PARTITION, eos_token_id=EOS)
+            meta = rollout.put([f"q{i}_0_0" for i in range(len(real))], real)
+            driver = ts.TransferQueueWriter(schema, partition_id=PARTITION, eos_token_id=EOS)
+            writers = {"same writer": rollout, "fresh writer": driver}
+            for count in counts:
+                timing = _pad_times(tq, writers, meta, real[0], count, repeats)
+                say(f"      pad_to_multiple({count}) vs raw kv_batch_put: {repeats} alternating calls each")
+                for name, note in (("same writer", "writer that put the batch"), ("fresh writer", "+1 kv_batch_get")):
+                    rows.append(
+                        Row(
+                            f"pad_to_multiple({count}), {note}",
+                            timing[name],
+                            "raw kv_batch_put of the same padding",
+                            timing["raw"],
+                            1.3 if count == 255 else None,  # the issue's bound: overhead <= 1.3x at 255
+                            kind="overhead",
+                        )
                     )
-                )
+        if "upsample" in parts:
+            samples = put_samples(schema, max(UPSAMPLE_REAL), seed=seed + 1, **lengths)
+            rows += upsample_rows(tq, schema, samples, repeats=repeats, say=say)
     return rows
 
 
@@ -244,10 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--counts", default="15,255,1023")
     ap.add_argument("--put-batch", type=int, default=377)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument(
+        "--only", choices=("4", "5", "verl"), default=None, help="run part 4 (put, pad_to_multiple) or 5 (= verl) alone"
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     counts = [int(c) for c in args.counts.split(",") if c]
-    rows = tq_rows(counts, repeats=3 if args.quick else 31, put_batch=args.put_batch)
+    parts = {None: TQ_PARTS, "4": ("put", "pad"), "5": ("upsample",), "verl": ("upsample",)}[args.only]
+    rows = tq_rows(counts, repeats=3 if args.quick else 31, put_batch=args.put_batch, parts=parts)
     print(render(rows, args.markdown))
     return 0
 

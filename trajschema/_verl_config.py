@@ -146,10 +146,14 @@ def _role_layout(config: Any, role: str) -> int | None:
         tp = _int(config, f"{role}.megatron.tensor_model_parallel_size", minimum=1, default=1)
         cp = _int(config, f"{role}.megatron.context_parallel_size", minimum=1, default=1)
         return tp * cp
-    # FSDP and the other engines: Ulysses sequence parallelism splits the sequence.
-    sp = _int(config, f"{role}.ulysses_sequence_parallel_size", minimum=1, default=1)
-    sp_fsdp = _int(config, f"{role}.fsdp_config.ulysses_sequence_parallel_size", minimum=1, default=1)
-    return max(sp, sp_fsdp)
+    # FSDP and the other engines: Ulysses sequence parallelism splits the sequence. verl's
+    # FSDP critic keeps its engine at critic.fsdp (its role-level size is deprecated and never
+    # used); the actor and ref keep theirs at fsdp_config, which a role-level size > 1 overrides.
+    if role == "critic":
+        return _int(config, f"{role}.fsdp.ulysses_sequence_parallel_size", minimum=1, default=1)
+    top = _int(config, f"{role}.ulysses_sequence_parallel_size", minimum=1, default=1)
+    engine = _int(config, f"{role}.fsdp_config.ulysses_sequence_parallel_size", minimum=1, default=1)
+    return top if top > 1 else engine
 
 
 def layout_multiple(config: Any) -> int:
