@@ -203,7 +203,9 @@ def _split(batch: Any) -> tuple[list[str], list[str]]:
     mask = non_padding_mask(batch.tags)
     real = [k for k, m in zip(batch.keys, mask, strict=True) if m]
     if not real:
-        raise ValueError(f"the batch has {len(batch.keys)} samples and every one is padding")
+        raise ValueError(
+            f"the batch has no real sample ({len(batch.keys)} samples, all padding): there is nothing to train on"
+        )
     return real, [k for k, m in zip(batch.keys, mask, strict=True) if not m]
 
 
