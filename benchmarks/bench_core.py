@@ -7,6 +7,7 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py --quick     # smoke run (seconds)
     python benchmarks/bench_core.py --markdown  # print the table as markdown
     python benchmarks/bench_core.py --only 5    # only part 5 (verl's padding entry point; starts Ray)
+    python benchmarks/bench_core.py --only 6    # only part 6 (what @ts.checked adds to a call)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -640,12 +641,21 @@ class Row:
     target: float | None
     # "speedup": ratio = baseline / trajschema, target is a minimum.
     # "overhead": ratio = trajschema / baseline, target is a maximum.
+    # "added": ratio = trajschema - baseline (ns per call), target is a maximum in ns.
     kind: str = "speedup"
     #: why a side of the row was not measured (the row then reads "skipped")
     skipped: str | None = None
 
     def _ratio(self, ours: float, theirs: float) -> float:
+        if self.kind == "added":
+            return ours - theirs
         return ours / theirs if self.kind == "overhead" else theirs / ours
+
+    def fmt(self, ratio: float) -> str:
+        """The ratio as the table prints it (a time difference for an "added" row)."""
+        if self.kind == "added":
+            return ("+" if ratio >= 0 else "−") + fmt_ns(abs(ratio))
+        return fmt_ratio(ratio)
 
     @property
     def ratio(self) -> float | None:
@@ -666,7 +676,7 @@ class Row:
             return "skipped"
         if self.target is None or self.ratio is None:
             return "info"
-        ok = self.ratio <= self.target if self.kind == "overhead" else self.ratio >= self.target
+        ok = self.ratio <= self.target if self.kind in ("overhead", "added") else self.ratio >= self.target
         return "PASS" if ok else "FAIL"
 
 
@@ -680,10 +690,17 @@ def _cells(row: Row) -> tuple[str, ...]:
         fmt_ns(row.ours.median_ns) if row.ours else "—",
         row.baseline or "—",
         fmt_ns(row.theirs.median_ns) if row.theirs else "—",
-        "—" if ratio is None else fmt_ratio(ratio),
-        "—" if row.target is None else f"{'≤' if row.kind == 'overhead' else '≥'}{row.target:g}×",
+        "—" if ratio is None else row.fmt(ratio),
+        "—" if row.target is None else _target_cell(row),
         row.result,
     )
+
+
+def _target_cell(row: Row) -> str:
+    assert row.target is not None
+    if row.kind == "added":
+        return f"≤+{fmt_ns(row.target)}"
+    return f"{'≤' if row.kind == 'overhead' else '≥'}{row.target:g}×"
 
 
 def render(rows: list[Row], markdown: bool, header: Sequence[str] = HEADER) -> str:
@@ -751,14 +768,16 @@ def _dist_version(name: str) -> str:
 
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
-PARTS = ("1", "2", "2b", "3", "4", "5")
+PARTS = ("1", "2", "2b", "3", "4", "5", "6")
+#: Names accepted by --only for parts.
+PART_ALIASES = {"verl": "5", "checked": "6"}
 
 
 def _parts(text: str) -> set[str]:
-    parts = {"5" if p.strip() == "verl" else p.strip() for p in text.split(",") if p.strip()}
+    parts = {PART_ALIASES.get(p.strip(), p.strip()) for p in text.split(",") if p.strip()}
     unknown = parts - set(PARTS)
     if not parts or unknown:
-        raise argparse.ArgumentTypeError(f"expected parts of {', '.join(PARTS)} or verl, found {text!r}")
+        raise argparse.ArgumentTypeError(f"expected parts of {', '.join(PARTS)}, verl or checked, found {text!r}")
     return parts
 
 
@@ -811,7 +830,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=_parts,
         default=None,
         metavar="PARTS",
-        help=f"run only these parts, comma-separated, of {', '.join(PARTS)} ('verl' = 5)",
+        help=f"run only these parts, comma-separated, of {', '.join(PARTS)} ('verl' = 5, 'checked' = 6)",
     )
     args = ap.parse_args(argv)
     args.parts = set(PARTS) if args.only is None else args.only
@@ -903,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     if "1" in parts:
         verify_single(schema, sample)
-        say(f"[1/5] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        say(f"[1/6] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
         t = measure(
             {
                 "shapes": lambda: schema.validate(sample, depth="shapes"),
@@ -938,7 +957,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     op = f"validate_batch(td of {n})"
     td = None
     if "2" in parts:
-        say(f"[2/5] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        say(f"[2/6] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
         samples = [
             make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
             for i, (p, r) in enumerate(zip(ps, rs))
@@ -985,11 +1004,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tq_pack_function()
         except ImportError as e:
             why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-            say(f"[2b/5] skipped: {why}")
+            say(f"[2b/6] skipped: {why}")
             label = f'{op}, depth="shapes", packed by TransferQueue'
             rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
         else:
-            say(f"[2b/5] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            say(f"[2b/6] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
             vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
             real_td = tq_pack(vsamples)
             assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
@@ -1023,7 +1042,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Padding ------------------------------------------------------------------
     if "3" in parts:
-        say(f"[3/5] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        say(f"[3/6] padding {args.pad_counts} rows like the P={P} R={R} sample...")
         for count in args.pad_counts:
             verify_padding(schema, sample, count)
             t = measure(
@@ -1045,12 +1064,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if "4" in parts:
             say(
-                f"[4/5] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                f"[4/6] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
                 "on a local TransferQueue (starts Ray, ~15 s)..."
             )
         if "5" in parts:
             say(
-                f"[5/5] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"[5/6] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
                 "TransferQueue..."
             )
@@ -1067,6 +1086,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parts=tq_parts,
         )
 
+    # 6. What @ts.checked adds to a call ---------------------------------------------------
+    if "6" in parts:
+        from bench_checked import BATCH, checked_rows
+
+        say(f"[6/6] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
+        rows += checked_rows(schema, sample, timing=timing, seed=args.seed, say=say)
+
     load_after = os.getloadavg()
     lines = machine_info()
     lines.append(f"load average (1 min) before/after: {load_before[0]:.2f} / {load_after[0]:.2f}")
@@ -1078,6 +1104,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"in {plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}; "
             "the same lengths as verl_sample samples with verl's non-tensor columns, packed by TransferQueue's "
             "AsyncSimpleStorageManager._pack_field_values"
+        )
+    if "6" in parts:
+        from bench_checked import BATCH
+
+        lines.append(
+            f"part 6: the single sample above; a TensorDict of {BATCH} samples (P uniform in 8..128, R uniform in "
+            f"1..256, layers={args.layers}, topk={args.topk}) laid out by trajschema.testing.tq_batch"
         )
     if "5" in parts:
         from bench_tq import UPSAMPLE_MULTIPLE, UPSAMPLE_REAL
@@ -1101,7 +1134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
         "except in the put, pad_to_multiple and upsample_batch_to_divisible_size rows, where it is "
-        "trajschema / baseline (an overhead, lower is better)."
+        "trajschema / baseline (an overhead, lower is better), and in the @checked rows, where it is the time "
+        "the decorator adds per call (decorated - baseline)."
     )
     skipped = [r for r in rows if r.skipped]
     if skipped:
@@ -1123,7 +1157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{bullet}{r.operation} / {who}: {tm.spread()}")
         paired = r.paired()
         if paired is not None:
-            med, lo, hi = (fmt_ratio(x) for x in paired)
+            med, lo, hi = (r.fmt(x) for x in paired)
             print(f"{bullet}{r.operation} vs {r.baseline}: per-round ratio median {med}, min {lo}, max {hi}")
 
     if args.profile:

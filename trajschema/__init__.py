@@ -14,9 +14,11 @@ Importing this package imports torch, tensordict and pydantic, but never Ray,
 TransferQueue, hypothesis or rich.
 """
 
+from ._checked import check_mode, checked, checks, set_check_mode
 from ._contract import check_padding_contract, is_padding, padding_contract_violations, real_count, real_mask
 from ._dims import DerivedDim, Expr, FixedDim, FreeDim
 from ._errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
+from ._infer import infer_schema
 from ._loading import load_schema, schema_for_architecture, schema_from_dict, schema_names, schema_search_path
 from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
 from ._padding import PaddingBatch, new_padding_uid
@@ -50,8 +52,12 @@ __all__ = [
     "TransferQueueWriter",
     "Violation",
     "ViolationCode",
+    "check_mode",
     "check_padding_contract",
+    "checked",
+    "checks",
     "exclude_padding",
+    "infer_schema",
     "is_padding",
     "load_schema",
     "new_padding_uid",
@@ -66,6 +72,7 @@ __all__ = [
     "schema_names",
     "schema_search_path",
     "select_real",
+    "set_check_mode",
     "start_local_transfer_queue",
 ]
 

@@ -218,6 +218,32 @@ class Schema:
         """Like :meth:`validate_batch`, but return the violations instead of raising."""
         return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
 
+    # -- exports: each lives in a module of its own, which never imports this one --------
+
+    def jaxtyping(self, field: str) -> Any:
+        """The jaxtyping annotation of ``field``, e.g. ``Int64[Tensor, "4 seq"]`` (see ``docs/testing.md``)."""
+        from ._jaxtyping_export import field_annotation
+
+        return field_annotation(self, field)
+
+    def annotations(self) -> dict[str, Any]:
+        """The jaxtyping annotation of every tensor field, by name."""
+        from ._jaxtyping_export import all_annotations
+
+        return all_annotations(self)
+
+    def to_yaml(self) -> str:
+        """This schema as a YAML document that :func:`trajschema.load_schema` accepts."""
+        from ._schema_yaml import schema_to_yaml
+
+        return schema_to_yaml(self)
+
+    def to_json_schema(self) -> dict[str, Any]:
+        """A JSON Schema (2020-12) document describing one sample of this schema."""
+        from ._json_schema import json_schema
+
+        return json_schema(self)
+
     def padding(
         self,
         count: int,

@@ -11,13 +11,53 @@ Importing this module needs only torch (it is not imported by ``import trajschem
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ._schema import Schema
 
-__all__ = ["tq_batch", "verl_sample"]
+__all__ = [
+    "LAYOUTS",
+    "ExpectedViolation",
+    "MemoryTransferQueue",
+    "assert_padding_invariant",
+    "assert_valid",
+    "batches",
+    "invalid_samples",
+    "samples",
+    "tags",
+    "tq_batch",
+    "verl_sample",
+]
+
+if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ imports them on first use
+    from ._assertions import assert_padding_invariant, assert_valid
+    from ._memory_tq import MemoryTransferQueue
+    from ._strategies import LAYOUTS, ExpectedViolation, batches, invalid_samples, samples, tags
+
+#: The toolkit's other names, each imported from its own module on first use (the
+#: strategies need hypothesis, which importing this module must not import).
+_LAZY = {
+    "assert_valid": "_assertions",
+    "assert_padding_invariant": "_assertions",
+    "MemoryTransferQueue": "_memory_tq",
+    "samples": "_strategies",
+    "tags": "_strategies",
+    "batches": "_strategies",
+    "invalid_samples": "_strategies",
+    "ExpectedViolation": "_strategies",
+    "LAYOUTS": "_strategies",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trajschema.testing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"trajschema.{module}"), name)
 
 
 def verl_sample(

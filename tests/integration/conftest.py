@@ -9,14 +9,11 @@ import pytest
 pytest.importorskip("ray")
 pytest.importorskip("transfer_queue")
 
-from trajschema._tq_local import start_local_transfer_queue
-
 
 @pytest.fixture(scope="session")
-def tq_client():
-    """The ``transfer_queue`` module, backed by a local Ray + TransferQueue for the whole session."""
-    with start_local_transfer_queue(timeout_s=120) as tq:
-        yield tq
+def tq_client(trajschema_tq_session):
+    """The ``transfer_queue`` module, backed by the plugin's one local Ray + TransferQueue for the session."""
+    return trajschema_tq_session.client
 
 
 @pytest.fixture
