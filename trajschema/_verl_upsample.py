@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._contract import is_padding, real_mask
-from ._planning import padding_needed
+from ._planning import _positive_int, padding_needed
 from ._schema import Schema
 from ._select import schema_for_sample
 from ._writer import TransferQueueWriter, _bounded, _one_row
@@ -72,12 +71,11 @@ def upsample_batch_to_divisible_size(
         SchemaError: the padding breaks the schema, or no packaged schema fits the sample.
         TimeoutError: a TransferQueue call took longer than ``timeout_s``.
     """
-    if not isinstance(batch_multiple, numbers.Integral) or isinstance(batch_multiple, bool) or batch_multiple < 1:
-        raise ValueError(f"batch_multiple must be a positive int, found {batch_multiple!r}")
+    multiple = _positive_int("batch_multiple", batch_multiple)
     if not all(hasattr(batch, a) for a in ("keys", "tags", "partition_id")):
         raise TypeError(f"batch must be a KVBatchMeta (keys, tags, partition_id), found {type(batch).__name__}")
     keys, tags = list(batch.keys), list(batch.tags)
-    if padding_needed(len(keys), int(batch_multiple)) == 0:
+    if padding_needed(len(keys), multiple) == 0:
         return batch
     if not isinstance(batch.partition_id, str) or not batch.partition_id:
         raise ValueError(f"batch.partition_id must name the batch's partition, found {batch.partition_id!r}")
@@ -108,7 +106,7 @@ def upsample_batch_to_divisible_size(
         client=client,
         timeout_s=timeout_s,
     )
-    return writer.pad_to_multiple(batch, int(batch_multiple), reference=(ref_key, sample))
+    return writer.pad_to_multiple(batch, multiple, reference=(ref_key, sample))
 
 
 def non_padding_mask(tags: Sequence[Mapping[str, Any] | None], *, strict: bool = True) -> Any:
