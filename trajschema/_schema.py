@@ -12,6 +12,7 @@ from ._plan import Plan, build_plan
 from ._types import Batch, Depth, Sample, TagDict
 
 if TYPE_CHECKING:
+    from ._compat import Change
     from ._errors import Violation
     from ._padding import PaddingBatch
 
@@ -243,6 +244,21 @@ class Schema:
         from ._json_schema import json_schema
 
         return json_schema(self)
+
+    def compatibility(self, new: Schema, mode: str = "backward") -> list[Change]:
+        """How ``new`` differs from this schema, and whether each change breaks samples (see ``docs/compatibility.md``).
+
+        ``backward``: samples valid under this schema stay valid under ``new``; ``forward``:
+        samples valid under ``new`` are valid under this one; ``full``: both. Judged at
+        ``depth="values"``; description and architectures are not compared.
+
+        Raises:
+            ValueError: ``mode`` is not ``backward``, ``forward`` or ``full``.
+            TypeError: ``new`` is not a Schema.
+        """
+        from ._compat import compatibility
+
+        return compatibility(self, new, mode)
 
     def padding(
         self,
