@@ -15,6 +15,7 @@ TransferQueue, hypothesis or rich.
 """
 
 from ._checked import check_mode, checked, checks, set_check_mode
+from ._compat import Change
 from ._contract import check_padding_contract, is_padding, padding_contract_violations, real_count, real_mask
 from ._dims import DerivedDim, Expr, FixedDim, FreeDim
 from ._errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Batch",
+    "Change",
     "Depth",
     "DerivedDim",
     "Expr",
