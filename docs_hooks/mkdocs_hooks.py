@@ -1,0 +1,100 @@
+"""The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, api.md.
+
+mkdocs loads this file by path, with only its own directory on ``sys.path``; the
+repository root is added so that ``docs_hooks`` imports as a package (an editable
+install has it anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from mkdocs.config.defaults import MkDocsConfig  # noqa: E402
+from mkdocs.exceptions import PluginError  # noqa: E402
+from mkdocs.structure.files import File, Files  # noqa: E402
+from mkdocs.structure.pages import Page  # noqa: E402
+
+from docs_hooks import api_page, cli_page, padding_picture, schema_pages  # noqa: E402
+
+log = logging.getLogger("mkdocs.plugins.trajschema")
+
+SCHEMA_INDEX = f"{schema_pages.PAGE_DIR}/index.md"
+CLI_PAGE = "cli.md"
+PADDING_PAGE = "padding.md"
+API_PAGE = "api.md"
+
+
+def _expand_schema_section(nav: list[Any], schemas: list[schema_pages.PackagedSchema]) -> bool:
+    """Turn the nav entry of ``schemas/index.md`` into a section: the index, then one page per schema."""
+    for i, item in enumerate(nav):
+        if not isinstance(item, dict) or len(item) != 1:
+            continue
+        ((title, target),) = item.items()
+        if target == SCHEMA_INDEX:
+            nav[i] = {title: [SCHEMA_INDEX, *({s.name: s.page} for s in schemas)]}
+            return True
+        if isinstance(target, list) and _expand_schema_section(target, schemas):
+            return True
+    return False
+
+
+def on_config(config: MkDocsConfig) -> MkDocsConfig:
+    schemas = schema_pages.packaged_schemas()
+    if config.nav is not None and not _expand_schema_section(config.nav, schemas):
+        raise PluginError(f"mkdocs.yml: the nav has no entry for {SCHEMA_INDEX}, where the schema pages go")
+    return config
+
+
+def _cli_markdown() -> str | None:
+    try:
+        from trajschema._cli import build_parser
+    except ModuleNotFoundError as e:
+        if e.name != "trajschema._cli":
+            raise
+        log.warning("trajschema._cli is missing: %s is not generated", CLI_PAGE)
+        return None
+    return cli_page.cli_page(cli_page.command_docs(build_parser()))
+
+
+def _generated_pages() -> dict[str, str]:
+    schemas = schema_pages.packaged_schemas()
+    known = {s.name for s in schemas}
+    pages = {SCHEMA_INDEX: schema_pages.index_page(schemas)}
+    pages.update({s.page: schema_pages.schema_page(s, known) for s in schemas})
+    cli = _cli_markdown()
+    if cli is not None:
+        pages[CLI_PAGE] = cli
+    return pages
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    for uri, content in _generated_pages().items():
+        if files.get_file_from_path(uri) is not None:
+            raise PluginError(f"docs/{uri} exists, but that page is generated at build time: delete the file")
+        files.append(File.generated(config, uri, content=content))
+    return files
+
+
+def on_serve(server: Any, config: MkDocsConfig, builder: Any) -> Any:
+    # `mkdocs serve` rebuilds when a packaged schema file changes, as for a page.
+    server.watch(str(schema_pages.packaged_dir()))
+    return server
+
+
+def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    uri = page.file.src_uri
+    if uri == PADDING_PAGE:
+        if markdown.count(padding_picture.MARKER) != 1:
+            raise PluginError(f"docs/{PADDING_PAGE} must hold the marker {padding_picture.MARKER} exactly once")
+        example = padding_picture.example_batch(padding_picture.packaged_text_schema())
+        return markdown.replace(padding_picture.MARKER, padding_picture.padding_figure(example))
+    if uri == API_PAGE and (problems := api_page.api_problems(markdown)):
+        raise PluginError(f"docs/{API_PAGE}: " + "; ".join(problems))
+    return markdown
