@@ -67,7 +67,7 @@ def example_batch(schema: ts.Schema) -> Example:
         verl_sample(schema, p, r, uid=uid, vocab=1000, seed=i)
         for i, ((p, r), uid) in enumerate(zip(REAL_LENGTHS, REAL_UIDS))
     ]
-    tags = [{"prompt_len": p, "response_len": r, "seq_len": p + r} for p, r in REAL_LENGTHS]
+    tags = [{"is_padding": False, "prompt_len": p, "response_len": r, "seq_len": p + r} for p, r in REAL_LENGTHS]
     count = ts.padding_needed(len(real), ts.required_multiple(DP_SIZE))
     pad = schema.padding(count, eos_token_id=EOS_TOKEN_ID, like=real[0])
     samples, all_tags = real + pad.samples, tags + pad.tags

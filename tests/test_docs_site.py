@@ -206,7 +206,7 @@ def test_picture_rows_are_the_padded_batch(example: padding_picture.Example) -> 
             int(v) == 0 for m, offset in masks.items() for i, v in enumerate(sample[m].tolist()) if offset + i in shown
         )
         assert body.count('class="ts-zero"') == zeros
-    assert "is_padding: true" in groups[-1][2] and "is_padding: absent" in groups[0][2]
+    assert "is_padding: true" in groups[-1][2] and "is_padding: false" in groups[0][2]
 
 
 def test_picture_refuses_a_tag_it_would_have_to_guess(example: padding_picture.Example) -> None:
