@@ -18,6 +18,7 @@ import warnings
 
 import pytest
 import torch
+from demo_support import expected_metrics
 
 import trajschema as ts
 from trajschema import _demo
@@ -116,17 +117,6 @@ def test_the_rollout_is_deterministic_and_uneven(schema):
 # -- the step, on an in-memory TransferQueue --------------------------------------------------
 
 
-def _expected_metrics(samples):
-    """The demo's metrics over ``samples``, computed with plain Python from the sample dicts."""
-    response = [int(s["response_mask"].sum()) for s in samples]
-    return {
-        "score/mean": sum(float(s["rm_scores"].sum()) for s in samples) / len(samples),
-        "response_length/mean": sum(response) / len(samples),
-        "response_length/clip_ratio": sum(r >= MAX_RESPONSE_LEN for r in response) / len(samples),
-        "prompt_length/mean": sum(len(s["prompts"]) for s in samples) / len(samples),
-    }
-
-
 def test_the_step_pads_validates_and_scores_real_samples_only(schema):
     rollout = build_rollout(schema, prompts=6, rollout_n=3, seed=1)
     multiple = ts.required_multiple(2, actor_mini_batch_size=5, rollout_n=3)
@@ -139,8 +129,8 @@ def test_the_step_pads_validates_and_scores_real_samples_only(schema):
     assert (step.invalid, step.problems) == (0, ())
     assert min(step.write_s, step.pad_s, step.read_s, step.validate_s) > 0
     pad = schema.padding(step.padding, eos_token_id=EOS_TOKEN_ID, like=rollout.samples[-1])
-    assert step.filtered == pytest.approx(_expected_metrics(rollout.samples), abs=1e-6)
-    assert step.unfiltered == pytest.approx(_expected_metrics([*rollout.samples, *pad.samples]), abs=1e-6)
+    assert step.filtered == pytest.approx(expected_metrics(rollout.samples), abs=1e-6)
+    assert step.unfiltered == pytest.approx(expected_metrics([*rollout.samples, *pad.samples]), abs=1e-6)
     assert step.filtered["prompt_length/mean"] != pytest.approx(step.unfiltered["prompt_length/mean"])
     assert seen[0] == "warming up" and seen[-1] == "computing metrics" and len(seen) == _demo._STEPS - 2
     assert client.kv_list() in ({}, {"warmup": {}, "train_step_1": {}})  # both partitions were cleared
@@ -161,7 +151,7 @@ def test_the_step_at_edge_sizes(prompts, rollout_n, dp_size, mini_batch_size):
     step = _demo._run_step(schema, MemoryTransferQueue(), rollout, multiple, lambda _: None)
     assert step.padding == ts.padding_needed(len(rollout.keys), multiple)
     assert step.total % multiple == 0 and step.invalid == 0
-    assert step.filtered == pytest.approx(_expected_metrics(rollout.samples), abs=1e-9)
+    assert step.filtered == pytest.approx(expected_metrics(rollout.samples), abs=1e-9)
     if step.padding == 0:
         assert step.unfiltered == step.filtered
 
@@ -198,7 +188,7 @@ def test_the_metrics_filter_keeps_an_all_zero_loss_mask_real_sample():
     rollout.samples[0]["response_mask"] = torch.zeros_like(rollout.samples[0]["response_mask"])
     tags = [{"is_padding": False}] * len(rollout.samples)
     assert ts.exclude_padding(rollout_metrics)(rollout.samples, tags) == rollout_metrics(rollout.samples, tags)
-    assert rollout_metrics(rollout.samples, tags) == pytest.approx(_expected_metrics(rollout.samples))
+    assert rollout_metrics(rollout.samples, tags) == pytest.approx(expected_metrics(rollout.samples))
 
 
 # -- the report ---------------------------------------------------------------------------------

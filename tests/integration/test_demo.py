@@ -21,9 +21,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from demo_support import expected_metrics
 
 import trajschema as ts
-from trajschema._demo_rollout import MAX_RESPONSE_LEN, build_rollout
+from trajschema._demo_rollout import build_rollout
 
 pytestmark = [pytest.mark.tq, pytest.mark.slow]
 
@@ -67,17 +68,6 @@ def _field(out: str, label: str, pattern: str) -> tuple[str, ...]:
     match = re.search(rf"^{re.escape(label)}\s+{pattern}", out, flags=re.MULTILINE)
     assert match, f"no {label!r} line matching {pattern!r} in:\n{out}"
     return match.groups()
-
-
-def _expected_metrics(samples: list[dict]) -> dict[str, float]:
-    """The demo's metrics over ``samples``, computed here with plain Python from the sample dicts."""
-    response = [int(s["response_mask"].sum()) for s in samples]
-    return {
-        "score/mean": sum(float(s["rm_scores"].sum()) for s in samples) / len(samples),
-        "response_length/mean": sum(response) / len(samples),
-        "response_length/clip_ratio": sum(r >= MAX_RESPONSE_LEN for r in response) / len(samples),
-        "prompt_length/mean": sum(len(s["prompts"]) for s in samples) / len(samples),
-    }
 
 
 @dataclasses.dataclass
@@ -157,8 +147,8 @@ def test_demo_metrics_are_those_of_the_real_samples(demo_run):
     rollout = build_rollout(schema, ARGS["prompts"], ARGS["rollout_n"], ARGS["seed"])
     multiple = ts.required_multiple(ARGS["dp_size"], actor_mini_batch_size=ARGS["mini_batch_size"], rollout_n=4)
     pad = schema.padding(ts.padding_needed(len(rollout.samples), multiple), eos_token_id=2, like=rollout.samples[-1])
-    real_only = _expected_metrics(rollout.samples)
-    everything = _expected_metrics([*rollout.samples, *pad.samples])
+    real_only = expected_metrics(rollout.samples)
+    everything = expected_metrics([*rollout.samples, *pad.samples])
     for name in real_only:
         filtered, unfiltered = map(float, _field(out, name, r"([-\d.]+)\s+([-\d.]+)"))
         assert filtered == pytest.approx(real_only[name], abs=6e-5), name
