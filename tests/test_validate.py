@@ -415,3 +415,24 @@ def test_any_mapping_gets_violations_never_a_crash(name, overrides, tag, depth):
     else:
         schema.validate(sample, tag=tag, depth=depth)
     schema.batch_violations([sample, sample], tags=None if tag is None else [tag, tag], depth=depth)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [(3, True), (torch.tensor(3), True), (torch.tensor([3, 3]), False), (torch.tensor([]), False), ("3", False)],
+)
+def test_a_tag_with_equals_compares_any_value_without_raising(value, ok):
+    schema = ts.schema_from_dict(
+        {
+            "name": "t",
+            "dims": {"n": {}},
+            "fields": {"x": {"shape": ["n"], "dtype": "int64", "pad": 0}},
+            "tags": {"n_len": {"kind": "any", "equals": "n"}},
+        }
+    )
+    sample = {"x": torch.arange(3)}
+    found = schema.violations(sample, tag={"n_len": value})
+    assert (found == []) == ok
+    assert [v.code for v in found] == ([] if ok else ["tag"])
+    batch = schema.batch_violations([sample, sample], tags=[{"n_len": value}, {"n_len": 3}])
+    assert [v.sample for v in batch] == ([] if ok else [0])

@@ -190,6 +190,15 @@ def _report_ranges(plan: Plan, b: Binding[int], r: _Report) -> None:
         )
 
 
+def _same(value: Any, size: Any) -> bool:
+    """Whether a tag's ``value`` equals a dim ``size``; a value that cannot say (a tensor of 0 or 2+ elements,
+    an object whose ``==`` raises or answers something without a truth value) does not."""
+    try:
+        return bool(value == size)
+    except Exception:
+        return False
+
+
 def tag_problems(plan: Plan, tag: Any, env: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
     """``(field, expected, actual, message)`` per problem of a tag dict, given the sample's dims."""
     if not isinstance(tag, Mapping):
@@ -206,9 +215,9 @@ def tag_problems(plan: Plan, tag: Any, env: Mapping[str, Any]) -> list[tuple[str
             continue
         if t.equals is not None:
             want = t.equals.evaluate(env)
-            if want is not None and v != want:
+            if want is not None and not _same(v, want):
                 out.append(
-                    (t.name, f"{want} ({t.equals})", str(v), f"tag says {v} but the sample's {t.equals} is {want}")
+                    (t.name, f"{want} ({t.equals})", repr(v), f"tag says {v!r} but the sample's {t.equals} is {want}")
                 )
     return out
 
