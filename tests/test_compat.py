@@ -693,3 +693,42 @@ def test_a_removed_binder_under_extra_forbid_is_one_change():
         ("field_removed", "fields.prompts"),
         ("extra_changed", "extra"),
     ]
+
+
+# -- found by attacking the rules ----------------------------------------------------------------
+
+
+def _sums(name: str, order: str) -> ts.Schema:
+    fields = {
+        "x": {"shape": ["p + r"], "dtype": "int64", "pad": "copy"},
+        "y": {"shape": ["2 * r"], "dtype": "int64", "pad": "copy", "required": False},
+        "z": {"shape": ["r + p"], "dtype": "int64", "pad": "copy", "required": False},
+    }
+    return build({"name": name, "dims": {"p": {}, "r": {}}, "fields": {k: fields[k] for k in order}})
+
+
+def test_reordering_fields_over_two_spellings_of_one_sum_changes_binding():
+    # `p + r` and `r + p` are two inline dims, bound in field order. With x first, binding
+    # meets x's sum before y has given r, and refuses; with z first, z's sum (absent) goes
+    # first, y solves r, then x solves p. Both orders looked alike, so this was reported
+    # as no change at all.
+    old, new = _sums("old", "xyz"), _sums("new", "zyx")
+    sample = {"x": torch.zeros(14, dtype=torch.int64), "y": torch.zeros(16, dtype=torch.int64)}
+    assert new.violations(sample) == [] and [v.code for v in old.violations(sample)] == ["dim_mismatch"]
+    changes = old.compatibility(new, "full")
+    assert [(c.kind, c.path) for c in changes] == [("dim_changed", "dims")]
+    assert changes[0].forward_breaking and "cannot prove" in changes[0].message
+    assert old.compatibility(_sums("same", "xyz")) == []  # the same order is still no change
+
+
+@pytest.mark.parametrize("mode", COMPAT_MODES)
+def test_an_ok_line_says_which_direction_breaks(mode):
+    old = one(shape=["n"], dtype="int64")
+    widened = one(shape=["n"], dtype=["int64", "int32"])
+    (c,) = old.compatibility(widened, mode)  # breaks forward only
+    assert c.breaking == (mode != "backward")
+    assert "new samples can fail under old: new allows int32, old does not" in c.message
+    assert ("compatible backward; breaks forward only: " in c.message) == (mode == "backward")
+    (c,) = widened.compatibility(old, mode)  # breaks backward only
+    assert ("compatible forward; breaks backward only: " in c.message) == (mode == "forward")
+    assert str(c).startswith("ok " if mode == "forward" else "BREAKING ")

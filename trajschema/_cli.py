@@ -13,6 +13,7 @@ exception says so in one line and re-raises with ``TRAJSCHEMA_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import os
 import re
@@ -21,12 +22,14 @@ import warnings
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from . import __version__
-from ._cli_data import FORMATTER, add_check, add_pad, add_plan, non_negative_int, positive_int
+from ._cli_data import FORMATTER, add_check, add_pad, add_plan, non_negative_int, positive_int, printable
 from ._cli_schemas import add_diff, add_export, add_infer, add_list, add_show
 from ._errors import SchemaError, SchemaMatchError, SchemaNotFoundError
 from ._loading import load_schema
+from ._planning import required_multiple
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
     from rich.console import Console
 
 __all__ = ["DEBUG_VAR", "build_parser", "main"]
@@ -37,15 +40,33 @@ DEBUG_VAR = "TRAJSCHEMA_DEBUG"
 #: Errors of bad input: reported in one line with exit status 2. Anything else is a bug.
 _EXPECTED: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError, SchemaNotFoundError, ImportError)
 
+#: How a write to stdout fails when the stream cannot take it (EPIPE is a reader that left).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT})
+
 #: The status of a process killed by SIGPIPE (128 + 13), as shells report it.
 _EXIT_BROKEN_PIPE = 141
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line (``trajschema check: error: ...``) with exit status 2."""
+    """An ArgumentParser whose usage errors are one line (``trajschema check: error: ...``) with exit status 2.
+
+    Options must be spelled out: argparse would otherwise take ``--dp-siz`` (or ``--d``)
+    for ``--dp-size``, so a typo would pass, and a script using a prefix would break as
+    soon as a second option shares it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse swallows write errors here, so `--help > /dev/full` would exit 0 with
+        # nothing written; let them reach main(), which reports them like any other output.
+        if message:
+            (file or sys.stderr).write(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,11 +124,37 @@ def _add_demo(sub: Any) -> None:
         metavar="M",
         help="the actor's ppo_mini_batch_size, in prompts (default 15)",
     )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed of the samples (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the samples, 0 to 2**32-1 (default 0)")
     p.set_defaults(run=_run_demo)
 
 
+#: The most samples the demo may write and pad: it shows one step's data path, it is no
+#: benchmark, and its rollout is built in memory before Ray starts.
+DEMO_MAX_SAMPLES = 100_000
+
+
+def _seed(text: str) -> int:
+    # The demo derives a torch seed per sample from it, which must stay below 2**64.
+    seed = non_negative_int(text)
+    if seed > 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32-1, found {text}")
+    return seed
+
+
+def _check_demo_size(args: argparse.Namespace) -> None:
+    """Refuse sizes whose rollout or padding would not fit in memory, before anything is built."""
+    most = args.prompts * (2 * args.rollout_n - 1)  # each GRPO group holds 1 to 2 x rollout_n - 1 trajectories
+    multiple = required_multiple(args.dp_size, actor_mini_batch_size=args.mini_batch_size, rollout_n=args.rollout_n)
+    if most + multiple - 1 > DEMO_MAX_SAMPLES:
+        raise ValueError(
+            f"--prompts {args.prompts} x up to {2 * args.rollout_n - 1} trajectories, padded to a multiple of "
+            f"{multiple} (--dp-size, --mini-batch-size x --rollout-n), may reach {most + multiple - 1} samples; "
+            f"the demo writes at most {DEMO_MAX_SAMPLES:,}"
+        )
+
+
 def _run_demo(args: argparse.Namespace, console: Console) -> int:
+    _check_demo_size(args)
     load_schema(args.schema)  # an unknown schema fails here, before Ray starts
     from ._demo import run_demo
 
@@ -167,6 +214,9 @@ def _show_warning(
 
 def _run(argv: list[str] | None) -> int:
     command = "trajschema"
+    if sys.stdout is None:  # started with stdout closed (`trajschema list >&-`)
+        _fail(command, "standard output is closed; nothing could be written")
+        return 2
     try:
         try:
             args = _parse(build_parser(), argv)
@@ -183,6 +233,14 @@ def _run(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         _fail(command, "interrupted")
         return 130
+    except OSError as exc:
+        # Files the commands read or write fail with their own message (and file name); an
+        # error number alone is the output stream failing: a full disk, a closed descriptor.
+        output = exc.filename is None and exc.errno in _OUTPUT_ERRNOS
+        _fail(command, f"cannot write the output: {exc.strerror}" if output else error_line(exc))
+        if output:
+            _discard_stdout()  # or the interpreter's own flush at exit fails again, with a traceback
+        return 2
     except _EXPECTED as exc:
         _fail(command, error_line(exc))
         return 2
@@ -194,16 +252,41 @@ def _run(argv: list[str] | None) -> int:
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _check_option_names(parser, argv)
     args, extra = parser.parse_known_args(argv)
     if extra:  # blame the subcommand, whose usage the user is typing
         args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     return args
 
 
+def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a misspelled ``--option`` of a subcommand with a suggestion, before argparse parses.
+
+    Left to argparse, ``plan --dp-siz 2`` would first fail for the missing ``--dp-size``,
+    and the typo would only show up in a second run.
+    """
+    # argparse has no public way to list a subcommand's options: read its tables.
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = next((a for a in argv if a in sub.choices), None)
+    if command is None:
+        return
+    command_parser = sub.choices[command]
+    known = list(command_parser._option_string_actions)
+    for token in argv[argv.index(command) + 1 :]:
+        if token == "--":
+            break
+        name = token.partition("=")[0]
+        if name.startswith("--") and name not in known:
+            longer = [k for k in known if k.startswith(name)]  # a prefix, as argparse would have taken it
+            close = longer if len(longer) == 1 else difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            command_parser.error(f"unrecognized arguments: {name}" + (f"; did you mean {close[0]}?" if close else ""))
+
+
 def one_line(text: str) -> str:
-    """``text`` as one line: colour codes dropped, its lines joined with ``; ``."""
+    """``text`` as one line: colour codes dropped, its lines joined with ``; ``, other control characters escaped."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    return printable("; ".join(line.strip() for line in text.splitlines() if line.strip()))
 
 
 def error_line(exc: BaseException) -> str:
@@ -219,7 +302,7 @@ def _fail(command: str, message: str, *, label: str = "error") -> None:
     try:
         sys.stderr.write(f"{command}: {label}: {message}\n")
         sys.stderr.flush()
-    except (OSError, ValueError):  # stderr is closed too: nothing left to tell
+    except (OSError, ValueError, AttributeError):  # stderr is closed too (or None): nothing left to tell
         pass
 
 

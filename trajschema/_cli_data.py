@@ -13,9 +13,11 @@ Bad input raises :class:`CommandError` (or a library error) with a one-line mess
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 import sys
@@ -27,12 +29,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ._columns import batch_view, is_tensordict
+from ._dims import DerivedDim, FixedDim, FreeDim
 from ._errors import SchemaError, Violation
 from ._loading import load_schema
 from ._planning import padding_needed, required_multiple
 from ._schema import Schema
 from ._select import schema_for_sample
-from ._types import DEPTHS
+from ._types import DEPTHS, MAX_SIZE
 from ._verl_config import padding_dims
 
 if TYPE_CHECKING:
@@ -48,7 +51,10 @@ __all__ = [
     "load_samples",
     "non_negative_int",
     "positive_int",
+    "positive_size",
     "print_table",
+    "printable",
+    "size_int",
     "table",
     "write",
 ]
@@ -99,29 +105,56 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(text, 0, "an integer >= 0")
 
 
-def _int_at_least(text: str, minimum: int, what: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}") from None
-    if value < minimum:
+def positive_size(text: str) -> int:
+    """An argparse type: an integer from 1 to ``2**63 - 1`` (a count torch can hold)."""
+    return _int_at_least(text, 1, "a positive integer", MAX_SIZE)
+
+
+def size_int(text: str) -> int:
+    """An argparse type: an integer from 0 to ``2**63 - 1`` (a size or token id torch can hold)."""
+    return _int_at_least(text, 0, "an integer >= 0", MAX_SIZE)
+
+
+def _decimal(text: str) -> int | None:
+    # int() also takes "1_000", non-ASCII digits ("١٢") and inner blanks; a command line wants plain digits.
+    text = text.strip()
+    return int(text, 10) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+
+
+def _int_at_least(text: str, minimum: int, what: str, maximum: int | None = None) -> int:
+    value = _decimal(text)
+    if value is None or value < minimum:
         raise argparse.ArgumentTypeError(f"expected {what}, found {text!r}")
+    if maximum is not None and value > maximum:
+        raise argparse.ArgumentTypeError(f"expected {what} up to 2**63-1 (a torch size), found {text}")
     return value
 
 
 def dim_setting(text: str) -> tuple[str, int]:
-    """An argparse type: ``NAME=SIZE`` with SIZE an integer >= 0 (``prompt=15``)."""
+    """An argparse type: ``NAME=SIZE`` with SIZE an integer from 0 to ``2**63 - 1`` (``prompt=15``)."""
     name, sep, size = text.partition("=")
     name = name.strip()
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=SIZE (e.g. prompt=15), found {text!r}")
-    try:
-        value = int(size.strip(), 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size of dim {name!r} must be an integer, found {size!r}") from None
+    value = _decimal(size)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"size of dim {name!r} must be an integer, found {size!r}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"size of dim {name!r} must be >= 0, found {value}")
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(f"size of dim {name!r} must be at most 2**63-1 (a torch size), found {value}")
     return name, value
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters written as escapes (``\\n``, ``\\x1b``), so it prints as one inert line.
+
+    Field names and values come from data files: a key holding a newline or a terminal
+    escape sequence must not split a table row or recolour the user's terminal.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 # -- reading sample files -------------------------------------------------------------------
@@ -155,6 +188,8 @@ def load_samples(path: str, *, trust: bool = False) -> SampleFile:
 
 
 def _torch_load(path: str, trust: bool) -> Any:
+    if not path.strip():  # Path("") is the current directory
+        raise CommandError("an empty file name; name the torch.save file to read")
     p = Path(path)
     if not p.exists():
         raise CommandError(f"{path}: no such file")
@@ -168,12 +203,9 @@ def _torch_load(path: str, trust: bool) -> Any:
             return torch.load(p, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch.load raises KeyError, EOFError, RuntimeError, ... for non-torch bytes
         if not _needs_unpickling(exc):
-            raise CommandError(f"{path}: not a readable torch.save file ({_reason(exc)})") from None
+            raise CommandError(f"{path}: not a readable torch.save file ({_unreadable(p, exc)})") from None
         if not trust:
-            raise CommandError(
-                f"{path}: holds {_blocked_global(exc)}, which only full unpickling can load and which can run "
-                "arbitrary code; rerun with --trust if you trust the file"
-            ) from None
+            raise CommandError(f"{path}: {_refusal(exc)}; rerun with --trust if you trust the file") from None
     try:
         return torch.load(p, map_location="cpu", weights_only=False)
     except Exception as exc:  # unpickling runs arbitrary code: any error is the file's
@@ -199,9 +231,41 @@ def _needs_unpickling(exc: Exception) -> bool:
     return "Weights only load failed" in str(exc)
 
 
-def _blocked_global(exc: Exception) -> str:
-    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
-    return f"an object of type {found.group(1)}" if found else "Python objects beyond tensors and plain values"
+def _refusal(exc: Exception) -> str:
+    """Why torch's restricted unpickler refused a file, from its message (which varies with what it met)."""
+    text = str(exc)
+    # "Unsupported global: GLOBAL x.y was not an allowed global ..." or, for a blocked
+    # module such as os or posix, "Trying to load unsupported GLOBAL posix.system whose ...".
+    found = re.search(r"(?:Unsupported global: |unsupported )GLOBAL ([\w.]+)", text)
+    if found:
+        return (
+            f"holds an object of type {found.group(1)}, which only full unpickling can load "
+            "and which can run arbitrary code"
+        )
+    opcode = re.search(r"Unsupported operand (\d+)", text)
+    if opcode:
+        return (
+            f"was pickled with an instruction (opcode {opcode.group(1)}) that torch.load(weights_only=True) "
+            "does not read: written with a pickle_protocol above 2, or not by torch.save; full unpickling "
+            "can run arbitrary code"
+        )
+    return (
+        "holds Python objects beyond tensors and plain values, which only full unpickling can load "
+        "and which can run arbitrary code"
+    )
+
+
+def _unreadable(p: Path, exc: BaseException) -> str:
+    try:
+        with p.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        head = b""
+    if not head or head.startswith(b"PK"):  # empty, or a zip archive (perhaps truncated): torch's reason is clear
+        return _reason(exc)
+    # Not a zip archive, so torch read it as a legacy (pre-1.6) torch.save pickle: its
+    # complaint ("KeyError: 105", an opcode it met) says little about the actual file.
+    return f"neither a zip archive, as torch.save writes, nor a legacy torch.save file: {_reason(exc)}"
 
 
 def _reason(exc: BaseException) -> str:
@@ -330,7 +394,7 @@ def run_check(args: argparse.Namespace, console: Console) -> int:
 def _violation_table(found: list[Violation]) -> Any:
     t = table(None, ["sample", "field", "code", "message"], right=("sample",))
     for v in found:
-        t.add_row("-" if v.sample is None else str(v.sample), v.field, v.code, v.message)
+        t.add_row("-" if v.sample is None else str(v.sample), printable(v.field), v.code, printable(v.message))
     return t
 
 
@@ -338,10 +402,11 @@ def _meta_note(data: SampleFile, depth: str) -> str:
     """A caveat when ``values`` could not be read: ``meta`` tensors have shapes but no elements."""
     if depth != "values":
         return ""
-    if is_tensordict(data.batch):
-        columns = [data.batch.get(k) for k in data.batch.keys()]
+    view = batch_view(data.batch)  # a lazy stack of ragged rows has no columns to get(): read its rows
+    if view.is_table:
+        columns = [view.column(k) for k in view.keys()]
     else:
-        columns = [v for s in data.batch for v in s.values()]
+        columns = [v for s in view.samples or () for v in s.values()]
     if not any(isinstance(c, torch.Tensor) and c.is_meta for c in columns):
         return ""
     return "; its meta tensors have no values, so only their shapes were checked"
@@ -375,7 +440,10 @@ def add_plan(sub: Any) -> None:
             "share of the padded batch, and how long each padding sample must be for the tensor x\n"
             "context parallel layout (a multiple of 2 * tp_size * cp_size, at least 128 tokens)."
         ),
-        epilog=("Example:\n  trajschema plan --dp-size 2 --batch-size 353 --rollout-n 8 --actor-mini-batch-size 15"),
+        epilog=(
+            "Exit status: 0 success, 2 a usage error.\n\n"
+            "Example:\n  trajschema plan --dp-size 2 --batch-size 353 --rollout-n 8 --actor-mini-batch-size 15"
+        ),
         formatter_class=FORMATTER,
     )
     p.add_argument("--dp-size", type=positive_int, required=True, metavar="N", help="data-parallel ranks")
@@ -481,6 +549,9 @@ def add_pad(sub: Any) -> None:
             "--like (a real sample of the batch) or --dim."
         ),
         epilog=(
+            "Exit status: 0 written; 2 unusable input: an unknown schema or dim, sizes the schema\n"
+            "refuses or that would not fit in memory, a --like sample of another schema, an --out\n"
+            "that cannot be written.\n\n"
             "Example:\n"
             "  trajschema pad vlm_mrope_moe --count 7 --eos-token-id 2 --like rollout.pt --out pad.pt\n"
             "  trajschema pad text --count 2 --eos-token-id 2 --dim prompt=255 --dim response=1 --out pad.pt"
@@ -488,10 +559,8 @@ def add_pad(sub: Any) -> None:
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help="a schema name or a path to a .yaml file")
-    p.add_argument("--count", type=positive_int, required=True, metavar="N", help="how many padding samples")
-    p.add_argument(
-        "--eos-token-id", type=non_negative_int, required=True, metavar="E", help="the EOS id for 'pad: eos' fields"
-    )
+    p.add_argument("--count", type=positive_size, required=True, metavar="N", help="how many padding samples")
+    p.add_argument("--eos-token-id", type=size_int, required=True, metavar="E", help="the EOS id for 'pad: eos' fields")
     p.add_argument(
         "--like", metavar="FILE", help="a sample file as `check` reads it; its first sample is the reference"
     )
@@ -510,8 +579,10 @@ def add_pad(sub: Any) -> None:
 
 def run_pad(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema(args.name)
+    target = _out_target(args.out)
     dims = _dims_for(schema, args.dim)
-    like = load_samples(args.like, trust=args.trust).first() if args.like else None
+    like = load_samples(args.like, trust=args.trust).first() if args.like is not None else None
+    _check_memory(schema, args.count, like, dims)
     try:
         pad = schema.padding(args.count, eos_token_id=args.eos_token_id, like=like, dims=dims or None)
     except SchemaError as exc:  # only `like` can break the schema here
@@ -526,13 +597,94 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         "samples": [_plain(s, f"padding sample {i}") for i, s in enumerate(pad.samples)],
         "tags": [_plain(t, f"tags of padding sample {i}") for i, t in enumerate(pad.tags)],
     }
-    _save(envelope, args.out)
+    _save(envelope, target, args.out)
     sizes = ", ".join(f"{k}={v}" for k, v in pad.dims.items())
     console.print(
         f"wrote {len(pad)} padding sample{'s' if len(pad) != 1 else ''} of schema {schema.name!r} to {args.out} "
         f"(uid {pad.uid}; {sizes})"
     )
     return 0
+
+
+#: The most memory ``pad`` lets its samples take. A batch needs fewer padding samples than
+#: its required multiple (hundreds), so more is a typo in --count or --dim; it would
+#: otherwise end in the kernel's out-of-memory killer, with no message at all.
+PAD_MEMORY_LIMIT = 2 * 2**30
+
+#: Python objects per padding sample beyond its tensor data: its dicts, key, tags, tensor headers.
+_SAMPLE_OVERHEAD = 4096
+
+
+def _check_memory(schema: Schema, count: int, like: Mapping[str, Any] | None, dims: Mapping[str, int]) -> None:
+    per_sample, env = padding_bytes(schema, like, dims)
+    total = count * (per_sample + _SAMPLE_OVERHEAD)
+    if total <= PAD_MEMORY_LIMIT:
+        return
+    free = ", ".join(f"{n}={env[n]}" for n, d in schema.dims.items() if isinstance(d, FreeDim) and n in env)
+    raise CommandError(
+        f"--count {count}: {count} padding sample{'s' if count != 1 else ''} of schema {schema.name!r}"
+        f"{f' ({free})' if free else ''} would take about {_bytes(total)} of memory, {_bytes(per_sample)} of "
+        f"tensors each; pad writes at most {_bytes(PAD_MEMORY_LIMIT)}: lower --count or the --dim sizes "
+        "(a batch needs fewer padding samples than its required multiple; see `trajschema plan`)"
+    )
+
+
+def padding_bytes(
+    schema: Schema, like: Mapping[str, Any] | None, dims: Mapping[str, int]
+) -> tuple[int, dict[str, int]]:
+    """An upper estimate of the tensor bytes of one padding sample, and the sizes it assumed; nothing is allocated.
+
+    Sizes are found as :meth:`Schema.padding` finds them (``dims``, then the schema's
+    padding sizes, then the reference sample, fixed dims as declared); an axis whose size
+    is unknown counts as 0 (padding will refuse it with its own message). Each field counts
+    at its widest dtype; ``copy`` fields and undeclared tensors of ``like`` at their own size.
+    """
+    env: dict[str, int] = {}
+    if like is not None:
+        # A reference sample that breaks the schema is reported by padding itself.
+        with contextlib.suppress(SchemaError, TypeError, ValueError):
+            env.update(schema.validate(like, depth="shapes"))
+    env.update(schema.padding_sizes)
+    env.update(dims)
+    env = {n: v for n, v in env.items() if not isinstance(schema.dims.get(n), DerivedDim)}
+    env.update({n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)})
+    for _ in schema.dims:  # derived dims over derived dims: evaluate until nothing changes
+        for n, d in schema.dims.items():
+            if isinstance(d, DerivedDim) and n not in env and (v := d.expr.evaluate(env)) is not None:
+                env[n] = v
+    total = 0
+    for f in schema.fields.values():
+        ref = like.get(f.name) if like is not None else None
+        if f.pad.rule == "copy":  # a copy of the reference's value (a mapping may hold pixel tensors)
+            total += _held_bytes(ref)
+        elif f.is_tensor and (f.required or ref is not None):
+            numel = math.prod(max(e.evaluate(env) or 0, 0) for e in f.shape or ())
+            total += numel * max(d.itemsize for d in f.dtypes)
+    if like is not None and schema.extra == "allow":  # undeclared values are copied into every sample
+        total += sum(_held_bytes(v) for k, v in like.items() if k not in schema.fields)
+    return total, env
+
+
+def _held_bytes(value: Any, depth: int = 0) -> int:
+    """The bytes of the tensors in ``value``, inside mappings and lists too (as a deep copy duplicates them)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size() if not value.is_nested else _held_bytes(list(value.unbind()))
+    if depth > 16:  # deeper than any real sample; padding refuses what it cannot copy
+        return 0
+    if isinstance(value, Mapping):
+        return sum(_held_bytes(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_held_bytes(v, depth + 1) for v in value)
+    return 0
+
+
+def _bytes(n: int) -> str:
+    if n >= 2**50:  # sizes up to 2**63 each multiply past what a float can hold
+        return f"2**{n.bit_length() - 1} bytes"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
 
 
 def _dims_for(schema: Schema, settings: list[tuple[str, int]]) -> dict[str, int]:
@@ -580,12 +732,28 @@ def _plain(value: Any, where: str) -> Any:
     raise CommandError(f"{where}: a {type(value).__name__} cannot be written as plain data")
 
 
-def _save(obj: Any, out: str) -> None:
+def _out_target(out: str) -> Path:
+    """The file ``--out`` names, checked before any work: through a symlink, never a device or a FIFO.
+
+    The samples are written beside the target and renamed over it; renaming over
+    ``/dev/null`` would replace the device itself (as root), and over a symlink would
+    replace the link rather than write its target.
+    """
+    if not out.strip():
+        raise CommandError("--out: an empty path; name the file to write")
     path = Path(out)
+    if path.is_symlink():
+        path = path.resolve()
     if path.is_dir():
         raise CommandError(f"--out {out}: is a directory")
+    if path.exists() and not path.is_file():
+        raise CommandError(f"--out {out}: is not a regular file (a device, FIFO or socket); pad writes a file")
     if not path.parent.is_dir():
         raise CommandError(f"--out {out}: directory {str(path.parent)!r} does not exist")
+    return path
+
+
+def _save(obj: Any, path: Path, out: str) -> None:
     # Write beside the target and rename, so a failure never leaves a half-written file.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

@@ -14,7 +14,7 @@ import keyword
 import re
 from typing import TYPE_CHECKING, Any
 
-from ._cli_data import FORMATTER, load_samples, print_table, table, write
+from ._cli_data import FORMATTER, CommandError, load_samples, print_table, printable, table, write
 from ._decl import KINDS, Field, dtype_name
 from ._errors import SchemaDefinitionError, SchemaNotFoundError
 from ._infer import infer_schema
@@ -84,7 +84,9 @@ def run_list(args: argparse.Namespace, console: Console) -> int:
     rows = schema_listing()
     listing = table(None, ["name", "extends", "architectures", "from"])
     for name, parents, archs, source, error in rows:
-        listing.add_row(name, parents or "-", f"error: {error}" if error else archs or "-", source)
+        # File names and errors come from the file system: keep each row one inert line.
+        cells = (name, parents or "-", f"error: {error}" if error else archs or "-", source)
+        listing.add_row(*map(printable, cells))
     print_table(console, listing)
     broken = sum(1 for r in rows if r[4] is not None)
     if broken:
@@ -107,7 +109,8 @@ def add_show(sub: Any) -> None:
             "claims and its description. Inherited entries are included: this is the schema as\n"
             "it validates."
         ),
-        epilog="Example:\n  trajschema show vlm_mrope_moe",
+        epilog="Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load).\n\n"
+        "Example:\n  trajschema show vlm_mrope_moe",
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
@@ -118,7 +121,7 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema(args.name)
     console.print(f"schema {schema.name}")
     if schema.description:
-        console.print(f"  {' '.join(schema.description.split())}")
+        console.print(f"  {printable(' '.join(schema.description.split()))}")
     console.print(f"  extends: {', '.join(extends(schema)) or '-'}")
     console.print(f"  architectures: {', '.join(schema.architectures) or '-'}")
     console.print(
@@ -127,17 +130,17 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
     console.print(f"  source: {schema.source}")
     fields = table("fields", ["name", "shape", "dtype", "required", "pad", "checks", "description"])
     for f in field_rows(schema):
-        fields.add_row(f.name, f.shape, f.dtype, f.required, f.pad, f.checks, f.description)
+        fields.add_row(*map(printable, (f.name, f.shape, f.dtype, f.required, f.pad, f.checks, f.description)))
     dims = table("dims", ["name", "kind", "definition", "padding default", "description"])
     for d in dim_rows(schema):
-        dims.add_row(d.name, d.kind, d.definition, d.padding_default, d.description)
+        dims.add_row(*map(printable, (d.name, d.kind, d.definition, d.padding_default, d.description)))
     for part in (fields, dims):
         write("")
         print_table(console, part)
     if schema.tags:
         tags = table("tags", ["name", "kind", "default", "equals", "description"])
         for t in tag_rows(schema):
-            tags.add_row(t.name, t.kind, t.default, t.equals, t.description)
+            tags.add_row(*map(printable, (t.name, t.kind, t.default, t.equals, t.description)))
         write("")
         print_table(console, tags)
     return 0
@@ -163,7 +166,10 @@ def add_export(sub: Any) -> None:
             "               annotations of Schema.annotations(), for functions checked with\n"
             "               @jaxtyped."
         ),
-        epilog=("Example:\n  trajschema export vlm_mrope_moe --format jaxtyping > vlm_mrope_moe_types.py"),
+        epilog=(
+            "Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load).\n\n"
+            "Example:\n  trajschema export vlm_mrope_moe --format jaxtyping > vlm_mrope_moe_types.py"
+        ),
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
@@ -282,20 +288,29 @@ def add_infer(sub: Any) -> None:
             "With --base the draft extends that schema and holds only what differs. Review the\n"
             "draft before using it: it knows only the samples it saw."
         ),
-        epilog="Example:\n  trajschema infer rollout.pt --name my_vlm --base vlm_mrope > my_vlm.yaml",
+        epilog=(
+            "Exit status: 0 success, 2 unusable input (as for `check`, or a draft name a schema cannot have).\n\n"
+            "Example:\n  trajschema infer rollout.pt --name my_vlm --base vlm_mrope > my_vlm.yaml"
+        ),
         formatter_class=FORMATTER,
     )
     p.add_argument("file", metavar="FILE", help="a torch.save file of samples")
     p.add_argument("--name", required=True, help="the draft schema's name")
-    p.add_argument("--base", metavar="NAME", help="a schema the draft extends (" + _NAME_HELP + ")")
+    p.add_argument("--base", metavar="NAME", help="a schema the draft extends: " + _NAME_HELP)
     p.add_argument("--trust", action="store_true", help="allow full unpickling of FILE (runs code in it)")
     p.set_defaults(run=run_infer)
 
 
 def run_infer(args: argparse.Namespace, console: Console) -> int:
     data = load_samples(args.file, trust=args.trust)
-    base = load_schema(args.base) if args.base else None
-    write(infer_schema(data.batch, name=args.name, base=base).to_yaml())
+    base = load_schema(args.base) if args.base is not None else None  # --base "" is no schema, not no base
+    try:
+        draft = infer_schema(data.batch, name=args.name, base=base)
+    except SchemaDefinitionError as exc:
+        if exc.source == "<mapping>" and exc.path == "name":  # the draft's name is what --name said
+            raise CommandError(f"--name {args.name!r}: {exc.problem}") from None
+        raise
+    write(draft.to_yaml())
     return 0
 
 

@@ -111,14 +111,22 @@ class _Diff:
     bind_b: bool = False
     bind_f: bool = False
 
-    def message(self) -> str:
+    def message(self, mode: str = "full") -> str:
+        """The change and why it breaks; a break of the other direction only is said to be one.
+
+        In ``backward`` mode a change that only breaks forward is ``ok``: its message says
+        so first ("compatible backward; breaks forward only: ..."), so that an ``ok`` line
+        never reads as a failure.
+        """
         b, f = self.why_b, self.why_f
         if b and f:
             tail = f"samples valid under one can fail under the other: {b}" + ("" if f == b else f"; {f}")
         elif b:
             tail = f"old samples can fail under new: {b}"
+            tail = f"compatible forward; breaks backward only: {tail}" if mode == "forward" else tail
         elif f:
             tail = f"new samples can fail under old: {f}"
+            tail = f"compatible backward; breaks forward only: {tail}" if mode == "backward" else tail
         else:
             tail = self.note or "samples valid under either stay valid under the other"
         return f"{self.change}; {tail}"
@@ -167,7 +175,7 @@ def _to_change(d: _Diff, mode: str) -> Change:
     b, f = d.why_b is not None, d.why_f is not None
     breaking = b if mode == "backward" else f if mode == "forward" else b or f
     # One line whatever the schema says: an expression may be written across lines in YAML.
-    return Change(d.path, d.kind, breaking, " ".join(d.message().split()), b, f)
+    return Change(d.path, d.kind, breaking, " ".join(d.message(mode).split()), b, f)
 
 
 class _Ctx:

@@ -490,10 +490,31 @@ def _view(plan: Plan, fields: Sequence[str], tags: Sequence[str]) -> _View:
     return _View(plan, axes, frozenset(reachable(dims, roots)), expansions(dims))
 
 
+def _refs(v: _View) -> dict[str, Any]:
+    """How binding tells the reached derived dims apart: by name, an inline expression by its key *and* ordinal.
+
+    Two inline expressions with one key (``p + r`` and ``r + p`` in two fields) are two
+    derived dims, bound one after the other: which field observes the first one decides
+    what binding solves, so the ordinal belongs to the reference.
+    """
+    out: dict[str, Any] = {}
+    seen: dict[Any, int] = {}
+    for d in v.plan.dim_plan.derived:
+        if d.name in v.reach:
+            key = v.ref_key(d.name, 0)
+            out[d.name] = (*key, seen.get(key, 0)) if d.name in v.plan.hidden else key
+            seen[key] = seen.get(key, 0) + 1
+    return out
+
+
 def _signature(v: _View, fields: Sequence[str], tags: Sequence[str]) -> tuple[Any, ...]:
     """Everything that decides how validation binds dims, for samples carrying only ``fields``."""
-    derived = tuple((v.ref_key(d.name, 0), direct_key(d.expr)) for d in v.plan.dim_plan.derived if d.name in v.reach)
-    axes = tuple(tuple(v.ref_key(n, lit) for n, lit in v.axes[f]) if f in v.axes else None for f in fields)
+    refs = _refs(v)
+    derived = tuple((refs[d.name], direct_key(d.expr)) for d in v.plan.dim_plan.derived if d.name in v.reach)
+    axes = tuple(
+        tuple((n is not None and refs.get(n)) or v.ref_key(n, lit) for n, lit in v.axes[f]) if f in v.axes else None
+        for f in fields
+    )
     bases = tuple(sorted((n, type(v.plan.dim_plan.dims[n]).__name__) for n in v.reach if not v.is_derived(n)))
     eq = tuple(direct_key(e) if (e := v.plan.tags[t].equals) is not None else None for t in tags)
     return derived, axes, bases, eq
