@@ -229,9 +229,9 @@ def test_the_memory_estimate_bounds_what_padding_really_holds(tmp_path, name, wi
 def no_demo_run(monkeypatch):
     """A stand-in for the demo's runner: these arguments must be refused before it (and Ray) starts."""
     calls: list[Any] = []
-    fake = types.ModuleType("trajschema._demo")
-    fake.run_demo = lambda **kw: calls.append(kw) or types.SimpleNamespace(ok=True)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "trajschema._demo", fake)
+    import trajschema._demo as demo  # its argument checks stay real; only the run is replaced
+
+    monkeypatch.setattr(demo, "run_demo", lambda **kw: calls.append(kw) or types.SimpleNamespace(ok=True))
     return calls
 
 
@@ -254,7 +254,7 @@ def test_demo_refuses_sizes_it_could_not_build_before_anything_starts(capsys, no
 
 
 def test_demo_at_the_size_limit_still_runs(capsys, no_demo_run):
-    from trajschema._cli import DEMO_MAX_SAMPLES
+    from trajschema._demo import DEMO_MAX_SAMPLES
 
     prompts = (DEMO_MAX_SAMPLES - 119) // 15  # rollout n 8: up to 15 trajectories a prompt; multiple 120
     code, _, err = run(capsys, "demo", "--prompts", prompts, "--seed", 2**32 - 1)

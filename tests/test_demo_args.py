@@ -53,6 +53,15 @@ BAD_ARGS = [
     ),
     pytest.param({"seed": -1}, "--seed must be a non-negative integer, got -1", id="seed-negative"),
     pytest.param({"seed": 0.5}, "--seed must be a non-negative integer, got 0.5", id="seed-float"),
+    pytest.param(
+        {"seed": 2**64}, "--seed must be an integer from 0 to 2**32-1, got 18446744073709551616", id="seed-past-torch"
+    ),
+    pytest.param(
+        {"prompts": 10**9},
+        "--prompts 1000000000 x up to 15 trajectories, padded to a multiple of 120 (--dp-size, --mini-batch-size x "
+        "--rollout-n), may reach 15000000119 samples; the demo writes at most 100,000",
+        id="prompts-past-memory",
+    ),
     pytest.param({"schema": 3}, "--schema must be a schema name or file, got 3", id="schema-int"),
     pytest.param({"schema": ""}, "--schema must be a schema name or file, got ''", id="schema-empty"),
 ]

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from . import __version__
 from ._cli_data import FORMATTER, add_check, add_pad, add_plan, non_negative_int, positive_int, printable
 from ._cli_schemas import add_diff, add_export, add_infer, add_list, add_show
+from ._demo import MAX_SEED
 from ._errors import SchemaError, SchemaMatchError, SchemaNotFoundError
-from ._loading import load_schema
-from ._planning import required_multiple
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -128,36 +127,25 @@ def _add_demo(sub: Any) -> None:
     p.set_defaults(run=_run_demo)
 
 
-#: The most samples the demo may write and pad: it shows one step's data path, it is no
-#: benchmark, and its rollout is built in memory before Ray starts.
-DEMO_MAX_SAMPLES = 100_000
-
-
 def _seed(text: str) -> int:
-    # The demo derives a torch seed per sample from it, which must stay below 2**64.
     seed = non_negative_int(text)
-    if seed > 2**32 - 1:
+    if seed > MAX_SEED:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32-1, found {text}")
     return seed
 
 
-def _check_demo_size(args: argparse.Namespace) -> None:
-    """Refuse sizes whose rollout or padding would not fit in memory, before anything is built."""
-    most = args.prompts * (2 * args.rollout_n - 1)  # each GRPO group holds 1 to 2 x rollout_n - 1 trajectories
-    multiple = required_multiple(args.dp_size, actor_mini_batch_size=args.mini_batch_size, rollout_n=args.rollout_n)
-    if most + multiple - 1 > DEMO_MAX_SAMPLES:
-        raise ValueError(
-            f"--prompts {args.prompts} x up to {2 * args.rollout_n - 1} trajectories, padded to a multiple of "
-            f"{multiple} (--dp-size, --mini-batch-size x --rollout-n), may reach {most + multiple - 1} samples; "
-            f"the demo writes at most {DEMO_MAX_SAMPLES:,}"
-        )
-
-
 def _run_demo(args: argparse.Namespace, console: Console) -> int:
-    _check_demo_size(args)
-    load_schema(args.schema)  # an unknown schema fails here, before Ray starts
-    from ._demo import run_demo
+    from ._demo import check_arguments, run_demo
 
+    # Bad sizes and an unknown schema fail here, before anything is built or Ray starts.
+    check_arguments(
+        schema=args.schema,
+        prompts=args.prompts,
+        rollout_n=args.rollout_n,
+        dp_size=args.dp_size,
+        mini_batch_size=args.mini_batch_size,
+        seed=args.seed,
+    )
     report = run_demo(
         schema=args.schema,
         prompts=args.prompts,

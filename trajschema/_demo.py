@@ -35,7 +35,7 @@ from ._writer import TransferQueueWriter
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-__all__ = ["DemoReport", "run_demo"]
+__all__ = ["DEMO_MAX_SAMPLES", "MAX_SEED", "DemoReport", "check_arguments", "run_demo"]
 
 _PARTITION = "train_step_1"
 _WARMUP_PARTITION = "warmup"
@@ -162,16 +162,17 @@ def run_demo(
         progress: show a transient progress bar (only on a terminal).
 
     Raises:
-        ValueError: an argument is not a positive integer (``seed``: not >= 0), or the
+        ValueError: an argument is not a positive integer (``seed``: not from 0 to
+            ``MAX_SEED``), the rollout plus padding could exceed ``DEMO_MAX_SAMPLES``, or the
             demo cannot generate samples that fit ``schema``; before anything starts.
         SchemaNotFoundError: no schema ``schema``; before anything starts.
         ImportError: Ray or TransferQueue is not installed (``pip install 'trajschema[tq]'``).
         TransferQueueStartError: Ray + TransferQueue did not start.
     """
     started = time.perf_counter()
-    _check_counts(prompts=prompts, rollout_n=rollout_n, dp_size=dp_size, mini_batch_size=mini_batch_size)
-    _check_seed(seed)
-    loaded = _load(schema)
+    loaded = check_arguments(
+        schema=schema, prompts=prompts, rollout_n=rollout_n, dp_size=dp_size, mini_batch_size=mini_batch_size, seed=seed
+    )
     multiple = required_multiple(dp_size, actor_mini_batch_size=mini_batch_size, rollout_n=rollout_n)
     rollout = build_rollout(loaded, prompts, rollout_n, seed)
     _check_rollout(loaded, rollout)
@@ -203,6 +204,34 @@ def run_demo(
 # -- arguments, checked before anything starts -----------------------------------------
 
 
+#: The most samples (rollout plus padding) the demo writes: more would not fit in memory.
+DEMO_MAX_SAMPLES = 100_000
+#: The largest seed: the demo derives a torch seed per sample from it, which must stay below 2**64.
+MAX_SEED = 2**32 - 1
+
+
+def check_arguments(
+    *, schema: Any, prompts: Any, rollout_n: Any, dp_size: Any, mini_batch_size: Any, seed: Any
+) -> Schema:
+    """Check the demo's arguments, before anything is built or started, and return the loaded schema."""
+    _check_counts(prompts=prompts, rollout_n=rollout_n, dp_size=dp_size, mini_batch_size=mini_batch_size)
+    _check_seed(seed)
+    _check_size(prompts, rollout_n, dp_size, mini_batch_size)
+    return _load(schema)
+
+
+def _check_size(prompts: int, rollout_n: int, dp_size: int, mini_batch_size: int) -> None:
+    """Refuse sizes whose rollout or padding would not fit in memory."""
+    most = prompts * (2 * rollout_n - 1)  # each GRPO group holds 1 to 2 x rollout_n - 1 trajectories
+    multiple = required_multiple(dp_size, actor_mini_batch_size=mini_batch_size, rollout_n=rollout_n)
+    if most + multiple - 1 > DEMO_MAX_SAMPLES:
+        raise ValueError(
+            f"--prompts {prompts} x up to {2 * rollout_n - 1} trajectories, padded to a multiple of "
+            f"{multiple} (--dp-size, --mini-batch-size x --rollout-n), may reach {most + multiple - 1} samples; "
+            f"the demo writes at most {DEMO_MAX_SAMPLES:,}"
+        )
+
+
 def _check_counts(**counts: Any) -> None:
     for name, value in counts.items():
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
@@ -212,6 +241,8 @@ def _check_counts(**counts: Any) -> None:
 def _check_seed(seed: Any) -> None:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"--seed must be a non-negative integer, got {seed!r}")
+    if int(seed) > MAX_SEED:
+        raise ValueError(f"--seed must be an integer from 0 to 2**32-1, got {seed!r}")
 
 
 def _load(schema: Any) -> Schema:
