@@ -27,8 +27,10 @@ class Violation:
         code: stable machine-readable reason: ``missing``, ``kind``, ``dtype``, ``rank``,
             ``shape``, ``dim_mismatch``, ``dim_range``, ``value``, ``tag``, ``extra``,
             ``batch`` (the batch as a whole, e.g. tag dicts of the wrong length),
-            ``key`` (a TransferQueue key that repeats or already exists) or
-            ``padding`` (a break of the is_padding contract).
+            ``key`` (a TransferQueue key that repeats or already exists),
+            ``padding`` (a break of the is_padding contract) or ``transport`` (a
+            field or tag value TransferQueue cannot send and read back, e.g. a
+            ``meta`` tensor or an object pickle refuses).
         expected: what the schema asks for, as text.
         actual: what was found, as text (shapes and dtypes, never tensor contents).
         message: one line naming where, what was expected and what was found.

@@ -31,6 +31,7 @@ ViolationCode = Literal[
     "batch",
     "key",
     "padding",
+    "transport",
 ]
 """The stable machine-readable reason of a `Violation` (see its `code`)."""
 

@@ -19,10 +19,10 @@ import torch
 
 from ._columns import column_shapes
 from ._contract import is_padding
+from ._tq_io import bounded
 from ._tq_layout import to_tq_fields
 from ._verl_config import layout_multiple, lookup, padding_dims_for, required_batch_multiple
 from ._verl_upsample import non_padding_mask, upsample_batch_to_divisible_size
-from ._writer import _bounded
 
 __all__ = ["SUPPORTED_VERL_VERSIONS", "VERL_SIGNATURES", "install", "installed", "uninstall"]
 
@@ -232,18 +232,18 @@ def _compute_advantage_for(original: Callable[..., Any], tb: Any) -> Callable[..
 
 
 def _stored_fields(tq: Any, partition: str, key: str) -> list[str]:
-    got = _bounded(lambda: tq.kv_batch_get(keys=[key], partition_id=partition), _TIMEOUT_S, "kv_batch_get")
+    got = bounded(lambda: tq.kv_batch_get(keys=[key], partition_id=partition), _TIMEOUT_S, "kv_batch_get")
     return list(got.keys())
 
 
 def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: list[str]) -> None:
     """Exact zeros for ``names`` on the padding rows, shaped per token like each row's ``response_mask``."""
-    like = _bounded(
+    like = bounded(
         lambda: tq.kv_batch_get(keys=[real_key], partition_id=partition, select_fields=names),
         _TIMEOUT_S,
         "kv_batch_get",
     )
-    masks = _bounded(
+    masks = bounded(
         lambda: tq.kv_batch_get(keys=pad, partition_id=partition, select_fields=["response_mask"]),
         _TIMEOUT_S,
         "kv_batch_get",
@@ -258,7 +258,7 @@ def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: 
             row[name] = torch.zeros((n, *ref.shape[1:]), dtype=ref.dtype, device=ref.device)
         rows.append(row)
     fields = to_tq_fields(rows)
-    _bounded(lambda: tq.kv_batch_put(keys=pad, partition_id=partition, fields=fields), _TIMEOUT_S, "kv_batch_put")
+    bounded(lambda: tq.kv_batch_put(keys=pad, partition_id=partition, fields=fields), _TIMEOUT_S, "kv_batch_put")
 
 
 def _compute_metrics_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
@@ -278,7 +278,7 @@ def _compute_metrics_for(original: Callable[..., Any], tb: Any) -> Callable[...,
 
 def _padded_timing(trainer: Any, tb: Any, batch: Any, timing_raw: Any) -> dict[str, Any]:
     """verl's timing and throughput metrics of the whole padded batch, as its ``_compute_metrics`` computes them."""
-    got = _bounded(
+    got = bounded(
         lambda: tb.tq.kv_batch_get(
             keys=batch.keys, partition_id=batch.partition_id, select_fields=["prompts", "responses"]
         ),

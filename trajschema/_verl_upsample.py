@@ -9,7 +9,8 @@ from ._contract import is_padding, real_mask
 from ._planning import _positive_int, padding_needed
 from ._schema import Schema
 from ._select import schema_for_sample
-from ._writer import TransferQueueWriter, _bounded, _one_row
+from ._tq_io import bounded, check_meta, check_timeout
+from ._writer import TransferQueueWriter, check_eos_token_id, one_row
 
 __all__ = ["non_padding_mask", "upsample_batch_to_divisible_size"]
 
@@ -64,27 +65,36 @@ def upsample_batch_to_divisible_size(
         ``fields`` (which may name a subset of the stored fields) and ``extra_info`` kept.
 
     Raises:
-        TypeError: ``batch`` is not a ``KVBatchMeta``-like object, or a tag's
+        TypeError: ``batch`` is not a ``KVBatchMeta`` (a dataclass with its fields; keys
+            of str, tags of dicts), ``schema`` is not a ``Schema``, or a tag's
             ``is_padding`` is not a bool.
-        ValueError: ``batch_multiple`` or ``eos_token_id`` is not valid, ``batch`` has no
+        ValueError: ``batch_multiple``, ``eos_token_id`` or ``timeout_s`` is not valid,
+            ``batch``'s tags are not one per key or its keys repeat, ``batch`` has no
             partition, or no real sample needs padding.
-        SchemaError: the padding breaks the schema, or no packaged schema fits the sample.
+        SchemaError: the padding breaks the schema (or cannot be carried by
+            TransferQueue), or no packaged schema fits the sample.
         TimeoutError: a TransferQueue call took longer than ``timeout_s``.
+
+    Every argument is checked before anything is read or written; a put that fails
+    inside TransferQueue is undone (see ``TransferQueueWriter.put``).
     """
     multiple = _positive_int("batch_multiple", batch_multiple)
-    if not all(hasattr(batch, a) for a in ("keys", "tags", "partition_id")):
-        raise TypeError(f"batch must be a KVBatchMeta (keys, tags, partition_id), found {type(batch).__name__}")
-    keys, tags = list(batch.keys), list(batch.tags)
-    if padding_needed(len(keys), multiple) == 0:
+    check_eos_token_id(eos_token_id)
+    timeout_s = check_timeout(timeout_s)
+    view = check_meta(batch, "batch")
+    if padding_needed(len(view.keys), multiple) == 0:
         return batch
-    if not isinstance(batch.partition_id, str) or not batch.partition_id:
-        raise ValueError(f"batch.partition_id must name the batch's partition, found {batch.partition_id!r}")
-    ref = next(((k, t) for k, t in zip(keys, tags, strict=True) if not is_padding(t)), None)
+    if not isinstance(view.partition_id, str) or not view.partition_id:
+        raise ValueError(f"batch.partition_id must name the batch's partition, found {view.partition_id!r}")
+    ref = next(((k, t) for k, t in zip(view.keys, view.tags) if not is_padding(t)), None)
     if ref is None:
         raise ValueError(
-            f"refusing to pad a batch of {len(keys)} padding samples and no real one: there is no sample "
+            f"refusing to pad a batch of {len(view.keys)} padding samples and no real one: there is no sample "
             "to shape the padding on, and a step over padding alone trains on nothing (verl would pad it)"
         )
+    # The writer checks these too, but only after the read below.
+    if schema is not None and not isinstance(schema, Schema):
+        raise TypeError(f"schema must be a trajschema.Schema or None, found {type(schema).__name__}")
     if client is None:
         try:
             import transfer_queue
@@ -92,15 +102,14 @@ def upsample_batch_to_divisible_size(
             raise ImportError("upsample_batch_to_divisible_size needs TransferQueue (or pass client=)") from exc
         client = transfer_queue
     ref_key, ref_tag = ref
-    got = _bounded(
-        lambda: client.kv_batch_get(keys=[ref_key], partition_id=batch.partition_id), timeout_s, "kv_batch_get"
-    )
-    sample = _one_row(got, ref_key)
+    partition = view.partition_id
+    got = bounded(lambda: client.kv_batch_get(keys=[ref_key], partition_id=partition), timeout_s, "kv_batch_get")
+    sample = one_row(got, ref_key)
     if schema is None:
         schema = schema_for_sample(sample, ref_tag)
     writer = TransferQueueWriter(
         schema,
-        partition_id=batch.partition_id,
+        partition_id=partition,
         eos_token_id=eos_token_id,
         dims=dims,
         client=client,

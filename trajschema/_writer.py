@@ -18,8 +18,7 @@ import asyncio
 import copy
 import dataclasses
 import numbers
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -31,10 +30,12 @@ from ._errors import SchemaError, Violation
 from ._kinds import describe_value
 from ._planning import padding_needed
 from ._schema import Schema, short_dtype
+from ._tq_io import MetaView, async_put_whole, bounded, check_meta, check_timeout, put_whole, timeout_message
 from ._tq_layout import to_tq_fields
+from ._transport import transport_violations
 from ._types import Depth
 
-__all__ = ["TransferQueueWriter"]
+__all__ = ["TransferQueueWriter", "check_eos_token_id", "one_row"]
 
 _MAX_LISTED = 8
 
@@ -118,14 +119,8 @@ class TransferQueueWriter:
             raise TypeError(f"schema must be a trajschema.Schema, found {type(schema).__name__}")
         if not isinstance(partition_id, str) or not partition_id:
             raise ValueError(f"partition_id must be a non-empty str, found {partition_id!r}")
-        if not isinstance(eos_token_id, numbers.Integral) or isinstance(eos_token_id, bool) or eos_token_id < 0:
-            raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
-        if timeout_s is not None and not (
-            isinstance(timeout_s, numbers.Real) and 0 < timeout_s <= threading.TIMEOUT_MAX
-        ):
-            raise ValueError(
-                f"timeout_s must be a positive number of seconds, or None to wait forever; found {timeout_s!r}"
-            )
+        check_eos_token_id(eos_token_id)
+        timeout_s = check_timeout(timeout_s)
         dims = check_args(schema._compiled(), dims, depth)
         self.schema: Schema = schema
         self.partition_id: str = partition_id
@@ -195,7 +190,7 @@ class TransferQueueWriter:
         rows, keys, tags = self._normalize(keys, samples, tags)
         listing = self._call("kv_list", self.partition_id)
         write = self._prepare_put(rows, keys, tags, _existing_keys(listing, self.partition_id))
-        meta = self._call("kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags)
+        meta = put_whole(self.client, write.keys, self.partition_id, write.fields, write.tags, self.timeout_s)
         self._remember(write)
         return meta
 
@@ -240,13 +235,13 @@ class TransferQueueWriter:
                 real sample's or this writer's earlier puts.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
-        count, ref_key, ref = self._padding_plan(meta, multiple, reference)
+        view, count, ref_key, ref = self._padding_plan(meta, multiple, reference)
         if count == 0:
             return meta
         if ref is None:
-            ref = _one_row(self._call("kv_batch_get", [ref_key], self.partition_id), ref_key)
-        write = self._prepare_padding(meta, count, ref_key, ref)
-        written = self._call("kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags)
+            ref = one_row(self._call("kv_batch_get", [ref_key], self.partition_id), ref_key)
+        write = self._prepare_padding(view, count, ref_key, ref)
+        written = put_whole(self.client, write.keys, self.partition_id, write.fields, write.tags, self.timeout_s)
         self._remember(write)
         return _extended(meta, written, write)
 
@@ -276,8 +271,8 @@ class TransferQueueWriter:
         rows, keys, tags = self._normalize(keys, samples, tags)
         listing = await self._acall("async_kv_list", self.partition_id)
         write = self._prepare_put(rows, keys, tags, _existing_keys(listing, self.partition_id))
-        meta = await self._acall(
-            "async_kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags
+        meta = await async_put_whole(
+            self.client, write.keys, self.partition_id, write.fields, write.tags, self.timeout_s
         )
         self._remember(write)
         return meta
@@ -297,14 +292,14 @@ class TransferQueueWriter:
             SchemaError: as for :meth:`pad_to_multiple`.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
-        count, ref_key, ref = self._padding_plan(meta, multiple)
+        view, count, ref_key, ref = self._padding_plan(meta, multiple)
         if count == 0:
             return meta
         if ref is None:
-            ref = _one_row(await self._acall("async_kv_batch_get", [ref_key], self.partition_id), ref_key)
-        write = self._prepare_padding(meta, count, ref_key, ref)
-        written = await self._acall(
-            "async_kv_batch_put", write.keys, self.partition_id, fields=write.fields, tags=write.tags
+            ref = one_row(await self._acall("async_kv_batch_get", [ref_key], self.partition_id), ref_key)
+        write = self._prepare_padding(view, count, ref_key, ref)
+        written = await async_put_whole(
+            self.client, write.keys, self.partition_id, write.fields, write.tags, self.timeout_s
         )
         self._remember(write)
         return _extended(meta, written, write)
@@ -313,14 +308,14 @@ class TransferQueueWriter:
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         fn = getattr(self.client, name)
-        return _bounded(lambda: fn(*args, **kwargs), self.timeout_s, name)
+        return bounded(lambda: fn(*args, **kwargs), self.timeout_s, name)
 
     async def _acall(self, name: str, *args: Any, **kwargs: Any) -> Any:
         fn = getattr(self.client, name)
         try:
             return await asyncio.wait_for(fn(*args, **kwargs), self.timeout_s)
         except asyncio.TimeoutError:
-            raise TimeoutError(_timeout_message(name, self.timeout_s)) from None
+            raise TimeoutError(timeout_message(name, self.timeout_s)) from None
 
     # -- the shared, I/O-free part ---------------------------------------------------
 
@@ -353,6 +348,7 @@ class TransferQueueWriter:
         found, _ = check_batch(plan, rows, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound)
         found += _key_violations(keys, existing, self.partition_id)
         found += _field_set_violations(rows, self._fields)
+        found += transport_violations(rows, tags)
         dtypes, column_found = _column_violations(rows, self._dtypes)
         # A dtype or kind the schema forbids is already reported; do not report it twice.
         reported = {(v.sample, v.field) for v in found}
@@ -369,71 +365,60 @@ class TransferQueueWriter:
 
     def _padding_plan(
         self, meta: Any, multiple: int, reference: tuple[str, Mapping[str, Any]] | None = None
-    ) -> tuple[int, str, dict[str, Any] | None]:
+    ) -> tuple[MetaView, int, str, dict[str, Any] | None]:
         """How many padding samples ``meta`` needs, and a real sample to shape them on.
 
-        The sample is the last one this writer put, when that one is in the batch (it is
-        stored exactly as written: the writer refuses whatever TransferQueue would
-        change); otherwise only its key is known and the caller reads it (``None``).
+        Every argument is checked here, before anything is read or written. The sample
+        is the last one this writer put, when that one is in the batch (it is stored
+        exactly as written: the writer refuses whatever TransferQueue would change);
+        otherwise only its key is known and the caller reads it (``None``).
         """
-        if meta.partition_id is not None and meta.partition_id != self.partition_id:
+        view = check_meta(meta)
+        count = padding_needed(len(view.keys), multiple)
+        if view.partition_id is not None and view.partition_id != self.partition_id:
             raise ValueError(
-                f"meta belongs to partition {meta.partition_id!r} but this writer writes to {self.partition_id!r}"
+                f"meta belongs to partition {view.partition_id!r} but this writer writes to {self.partition_id!r}"
             )
-        keys, tags = list(meta.keys), list(meta.tags)
-        if not keys:
+        if not view.keys:
             raise ValueError(
                 "cannot pad an empty batch: meta has no keys (there is no real sample to shape padding on)"
             )
-        ref_key = next((k for k, t in zip(keys, tags, strict=True) if not is_padding(t)), None)
-        if ref_key is None:
+        real = [k for k, t in zip(view.keys, view.tags) if not is_padding(t)]
+        if not real:
             raise ValueError(
-                f"no real sample in meta: all {len(keys)} tags say is_padding=True; "
+                f"no real sample in meta: all {len(view.keys)} tags say is_padding=True; "
                 "padding is shaped on a real sample of the batch"
             )
         if reference is not None:
+            if not isinstance(reference, tuple) or len(reference) != 2:
+                raise TypeError(f"reference must be a (key, sample) pair, found {type(reference).__name__}")
             key, sample = reference
-            if not any(k == key and not is_padding(t) for k, t in zip(keys, tags, strict=True)):
+            if key not in real:
                 raise ValueError(f"reference key {key!r} is not a real sample of meta")
-            return padding_needed(len(keys), multiple), key, dict(as_mapping(sample))
-        if self._reference is not None:
-            cached_key, cached = self._reference
-            if any(k == cached_key and not is_padding(t) for k, t in zip(keys, tags, strict=True)):
-                return padding_needed(len(keys), multiple), cached_key, cached
-        return padding_needed(len(keys), multiple), ref_key, None
+            if not isinstance(sample, Mapping):
+                raise TypeError(f"reference's sample must be a mapping, found {type(sample).__name__}")
+            return view, count, key, dict(as_mapping(sample))
+        if self._reference is not None and self._reference[0] in real:
+            return view, count, *self._reference
+        return view, count, real[0], None
 
-    def _prepare_padding(self, meta: Any, count: int, ref_key: str, ref: dict[str, Any]) -> _Write:
+    def _prepare_padding(self, view: MetaView, count: int, ref_key: str, ref: dict[str, Any]) -> _Write:
         """Build and check ``count`` padding samples shaped on the real sample ``ref`` (stored at ``ref_key``)."""
         pad = self.schema.padding(count, eos_token_id=self.eos_token_id, like=ref, dims=self.dims)
-        pad_names, ref_names = set(pad.fields.keys()), set(ref)
-        problems = []
-        if pad_names != ref_names:
-            problems.append(
-                f"the padding has fields {_listed(pad_names - ref_names)} the real sample {ref_key!r} lacks "
-                f"and lacks {_listed(ref_names - pad_names)}"
-            )
-        # meta.fields may name a subset of what is stored (a trainer selecting the fields it
-        # reads), but never a field the batch's samples lack.
-        if meta.fields is not None and not set(meta.fields) <= ref_names:
-            problems.append(
-                f"meta.fields names {_listed(set(meta.fields) - ref_names)}, "
-                f"which the real sample {ref_key!r} does not store"
-            )
-        if problems:
-            raise ValueError(
-                "padding must have exactly the batch's fields (TransferQueue drops a field from reads "
-                "of any batch where some sample lacks it): " + "; ".join(problems)
-            )
+        _check_padding_fields(set(pad.fields.keys()), set(ref), view.fields, ref_key)
+        ref_tag = view.tags[view.keys.index(ref_key)]
+        tags, found = _inherited_tags(ref_tag, pad.tags, self.schema.tags)
         # Every padding row has the same shapes and values but for the uid/index columns
         # (Schema.padding builds them as broadcast columns and proves the fill values), so
         # the first and last rows, checked in full, stand for all: the batch-wide screen
         # would cost a fixed ~2 ms here, a tenth of a whole put.
-        found = []
         for i in sorted({0, count - 1}):
+            row = pad.fields[i]
             found += [
                 dataclasses.replace(v, sample=i)
-                for v in self.schema.violations(pad.fields[i], tag=pad.tags[i], dims=self.dims, depth=self.depth)
+                for v in self.schema.violations(row, tag=pad.tags[i], dims=self.dims, depth=self.depth)
             ]
+            found += transport_violations([dict(row.items())], first_sample=i)
         # The padding must read back with the real samples' dtypes, whoever wrote them.
         known = dict(self._dtypes)
         for name, v in ref.items():
@@ -445,13 +430,7 @@ class TransferQueueWriter:
                 found.append(_dtype_violation(None, name, known[name], dtype, "the batch's samples"))
         if found:
             raise SchemaError(found, schema_name=self.schema.name)
-        # Like verl, padding inherits the real sample's other tags (``status``,
-        # ``min_global_steps``, ...) so tag-based samplers treat it alike; the schema's
-        # own tags (is_padding and the lengths) are the padding's.
-        ref_tag = next(t for k, t in zip(meta.keys, meta.tags, strict=True) if k == ref_key)
-        inherited = {k: v for k, v in (ref_tag or {}).items() if k not in self.schema.tags and k != "is_padding"}
-        tags = [{**copy.deepcopy(inherited), **t} for t in pad.tags] if inherited else list(pad.tags)
-        return _Write(list(pad.keys), pad.fields, tags, dtypes, frozenset(pad_names))
+        return _Write(list(pad.keys), pad.fields, tags, dtypes, frozenset(pad.fields.keys()))
 
     def _remember(self, write: _Write) -> None:
         self._dtypes.update(write.dtypes)
@@ -465,35 +444,6 @@ class TransferQueueWriter:
 # Helpers
 
 
-def _bounded(fn: Callable[[], Any], timeout_s: float | None, name: str) -> Any:
-    """``fn()``, given up on after ``timeout_s``: it runs in a daemon thread that is left behind if it hangs."""
-    if timeout_s is None:
-        return fn()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["exc"] = exc
-
-    thread = threading.Thread(target=target, name=f"trajschema-{name}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise TimeoutError(_timeout_message(name, timeout_s))
-    if "exc" in box:
-        raise box["exc"]
-    return box["value"]
-
-
-def _timeout_message(name: str, timeout_s: float | None) -> str:
-    return (
-        f"transfer_queue {name} did not return within timeout_s={timeout_s:g}s; is TransferQueue "
-        "initialized and its controller alive? A put may still land later: check kv_list before retrying"
-    )
-
-
 def _rows(samples: Any) -> list[dict[str, Any]]:
     """Samples as a list of plain dicts (tensors per sample, Python values), ``None`` values dropped."""
     if isinstance(samples, Mapping) and not is_tensordict(samples):
@@ -504,9 +454,16 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
         raise ValueError(str(exc)) from None
 
 
-def _one_row(batch: Any, key: str) -> dict[str, Any]:
+def check_eos_token_id(eos_token_id: Any) -> int:
+    """``eos_token_id`` as an int, if it is one (not a bool) and ``>= 0``; else ``ValueError``."""
+    if not isinstance(eos_token_id, numbers.Integral) or isinstance(eos_token_id, bool) or eos_token_id < 0:
+        raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
+    return int(eos_token_id)
+
+
+def one_row(batch: Any, key: str) -> dict[str, Any]:
     """The single sample a ``kv_batch_get([key])`` returned, as a plain dict."""
-    n = batch.batch_size[0] if batch.batch_dims else 0
+    n = batch.batch_size[0] if getattr(batch, "batch_dims", 0) else 0
     if n != 1:
         raise ValueError(f"kv_batch_get([{key!r}]) returned {n} rows; expected the one real sample")
     return _rows(batch)[0]
@@ -660,6 +617,63 @@ def _listed(names: set[str]) -> str:
         return "none"
     more = f", ... ({len(shown)} in all)" if len(shown) > _MAX_LISTED else ""
     return "[" + ", ".join(shown[:_MAX_LISTED]) + more + "]"
+
+
+def _check_padding_fields(
+    pad_names: set[str], ref_names: set[str], meta_fields: list[str] | None, ref_key: str
+) -> None:
+    """Padding must store exactly the real sample's fields, and ``meta.fields`` only fields it stores."""
+    problems = []
+    if pad_names != ref_names:
+        problems.append(
+            f"the padding has fields {_listed(pad_names - ref_names)} the real sample {ref_key!r} lacks "
+            f"and lacks {_listed(ref_names - pad_names)}"
+        )
+    # meta.fields may name a subset of what is stored (a trainer selecting the fields it
+    # reads), but never a field the batch's samples lack.
+    if meta_fields is not None and not set(meta_fields) <= ref_names:
+        problems.append(
+            f"meta.fields names {_listed(set(meta_fields) - ref_names)}, "
+            f"which the real sample {ref_key!r} does not store"
+        )
+    if problems:
+        raise ValueError(
+            "padding must have exactly the batch's fields (TransferQueue drops a field from reads "
+            "of any batch where some sample lacks it): " + "; ".join(problems)
+        )
+
+
+def _inherited_tags(
+    ref_tag: Mapping[str, Any] | None, pad_tags: list[dict[str, Any]], own: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[Violation]]:
+    """The padding's tags: the real sample's other tags, then the schema's own; violations if they cannot travel.
+
+    Like verl, padding inherits the real sample's other tags (``status``,
+    ``min_global_steps``, ...) so tag-based samplers treat it alike; the schema's own
+    tags (is_padding and the lengths) are the padding's.
+    """
+    inherited = {k: v for k, v in (ref_tag or {}).items() if k not in own and k != "is_padding"}
+    if not inherited:
+        return list(pad_tags), []
+    found = [
+        dataclasses.replace(v, sample=None, message=f"the real sample's tag, inherited by the padding: {v.message}")
+        for v in transport_violations([], [inherited])
+    ]
+    if found:
+        return list(pad_tags), found
+    try:
+        return [{**copy.deepcopy(inherited), **t} for t in pad_tags], []
+    except Exception as exc:  # copy refuses what pickle took (a custom __deepcopy__)
+        return list(pad_tags), [
+            Violation(
+                None,
+                "<tags>",
+                "transport",
+                "tags that can be copied to every padding sample",
+                type(exc).__name__,
+                f"the real sample's tags, inherited by the padding, cannot be copied: {exc}",
+            )
+        ]
 
 
 def _extended(meta: Any, written: Any, write: _Write) -> Any:

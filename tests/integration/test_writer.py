@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
+import time
+import types
+import uuid
 
 import pytest
 import torch
 
 import trajschema as ts
+import trajschema.testing
+import trajschema.verl
 from trajschema._contract import check_padding_contract
 from trajschema._writer import TransferQueueWriter
 from trajschema.testing import tq_batch, verl_sample
@@ -380,3 +386,240 @@ def test_a_writer_pads_its_own_batch_without_reading_back(tq_client, partition):
     assert driver_client.calls == ["kv_batch_get", "kv_batch_put"]
     batch = tq_client.kv_batch_get(padded.keys + again.keys[3:], partition)
     schema.validate_batch(batch, tags=padded.tags + again.tags[3:])
+
+
+# ---------------------------------------------------------------------------------
+# Every write lands whole or not at all: what TransferQueue cannot carry, and faults
+# inside a put. Each runs on the in-memory TransferQueue and on the real one.
+
+
+@pytest.fixture(params=["memory", "real"])
+def any_tq(request):
+    """``(client, partition)``: a fresh MemoryTransferQueue, or the session's real TransferQueue."""
+    if request.param == "memory":
+        return ts.testing.MemoryTransferQueue(), f"test-{uuid.uuid4().hex[:12]}"
+    return request.getfixturevalue("tq_client"), request.getfixturevalue("partition")
+
+
+class _Unpicklable:
+    """An object pickle refuses (as a lock, a socket or a CUDA stream would be)."""
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle _Unpicklable")
+
+
+class _BadLoad:
+    """An object that pickles but cannot be unpickled on the other side."""
+
+    def __reduce__(self):
+        return (int, ("not a number",))
+
+
+def _carry_cases():
+    """``(id, mutate(sample, tag), field)``: a value or tag TransferQueue cannot carry, and where it is."""
+
+    def field(name, value):
+        return lambda s, t: s.__setitem__(name, value)
+
+    def tag(name, value):
+        return lambda s, t: t.__setitem__(name, value)
+
+    return [
+        ("lock-field", field("handle", threading.Lock()), "handle"),
+        ("unpicklable-field", field("handle", _Unpicklable()), "handle"),
+        ("bad-load-field", field("handle", _BadLoad()), "handle"),
+        ("meta-tensor-field", field("old_log_probs", torch.zeros(4, device="meta")), "old_log_probs"),
+        ("sparse-tensor-field", field("extra", torch.zeros(3, 3).to_sparse()), "extra"),
+        ("lock-tag", tag("handle", threading.Lock()), "handle"),
+        ("unpicklable-tag", tag("handle", _Unpicklable()), "handle"),
+        ("nested-unpicklable-tag", tag("info", {"a": [1, _Unpicklable()]}), "info"),
+    ]
+
+
+@pytest.mark.parametrize(("mutate", "where"), [c[1:] for c in _carry_cases()], ids=[c[0] for c in _carry_cases()])
+def test_a_value_transferqueue_cannot_carry_is_a_violation_and_writes_nothing(any_tq, mutate, where):
+    client, pid = any_tq
+    schema = ts.load_schema("text")  # extra: allow, so undeclared fields reach the writer
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5), (4, 1)])
+    tags = [{} for _ in keys]
+    mutate(samples[1], tags[1])
+    with pytest.raises(ts.SchemaError) as info:
+        writer_for(schema, pid, client).put(keys, samples, tags)
+    assert (1, where, "transport") in codes(info.value)
+    assert any(v.message.startswith("TransferQueue cannot carry") for v in info.value.violations)
+    assert stored(client, pid) == {}
+    # Once the value is gone, the same keys are accepted: nothing was registered.
+    samples[1].pop(where, None)
+    tags[1].pop(where, None)
+    writer_for(schema, pid, client).put(keys, samples, tags)
+    assert list(stored(client, pid)) == keys
+
+
+def test_padding_inheriting_a_tag_that_cannot_travel_writes_nothing(any_tq):
+    client, pid = any_tq
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5), (4, 1)])
+    meta = writer_for(schema, pid, client).put(keys, samples)
+    meta.tags[0]["handle"] = _Unpicklable()  # what the caller holds, inherited by padding
+    before = stored(client, pid)
+    with pytest.raises(ts.SchemaError, match="inherited by the padding") as info:
+        writer_for(schema, pid, client).pad_to_multiple(meta, 4)
+    assert [v.code for v in info.value.violations] == ["transport"]
+    assert stored(client, pid) == before
+
+
+class _Faulty:
+    """A TransferQueue whose put registers its keys and then fails, as a dying storage unit makes it fail."""
+
+    def __init__(self, real, fail_times: int = 1):
+        self.real, self.fail_times, self.puts = real, fail_times, 0
+
+    def kv_batch_put(self, keys, partition_id, fields=None, tags=None, data_parser=None):
+        self.puts += 1
+        if self.puts <= self.fail_times:
+            self.real.kv_batch_put(keys, partition_id, tags=[{} for _ in keys])  # the keys are registered ...
+            raise RuntimeError("storage unit TQ_STORAGE_UNIT_0 lost")  # ... and the data never arrives
+        return self.real.kv_batch_put(keys, partition_id, fields=fields, tags=tags, data_parser=data_parser)
+
+    async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None, data_parser=None):
+        return self.kv_batch_put(keys, partition_id, fields=fields, tags=tags, data_parser=data_parser)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("how", ["sync", "async", "pad"])
+def test_a_put_failing_after_keys_were_registered_is_undone(any_tq, how):
+    client, pid = any_tq
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5), (4, 1)])
+    faulty = _Faulty(client)
+    writer = writer_for(schema, pid, faulty)
+    if how == "pad":
+        meta = writer_for(schema, pid, client).put(keys, samples)
+        before = stored(client, pid)
+        with pytest.raises(RuntimeError, match="storage unit") as info:
+            writer.pad_to_multiple(meta, 8)
+        assert stored(client, pid) == before
+        meta = writer.pad_to_multiple(meta, 8)  # the same call, retried
+        assert len(meta.keys) == 8 and len(stored(client, pid)) == 8
+        return
+    run = (
+        (lambda: writer.put(keys, samples)) if how == "sync" else (lambda: asyncio.run(writer.async_put(keys, samples)))
+    )
+    with pytest.raises(RuntimeError, match="storage unit") as info:
+        run()
+    assert "the put was undone" in "".join(getattr(info.value, "__notes__", ["the put was undone"]))
+    assert stored(client, pid) == {}
+    meta = run()  # the same call, retried
+    assert list(stored(client, pid)) == keys == meta.keys
+    got = client.kv_batch_get(keys, pid)
+    assert torch.equal(got["responses"][1], samples[1]["responses"])
+
+
+def _failing_storage(monkeypatch, tq_client, delay_s: float | None):
+    """Fault injection inside the real TransferQueue client: its storage put fails, or stalls ``delay_s`` first.
+
+    The keys are registered with the controller before the storage put runs, as in any real put.
+    """
+    client = tq_client.get_client()
+    real_put = client.storage_manager.put_data
+
+    async def put_data(*args, **kwargs):
+        if delay_s is None:
+            raise RuntimeError("Error in put to storage unit TQ_STORAGE_UNIT_0: connection lost")
+        await asyncio.sleep(delay_s)
+        return await real_put(*args, **kwargs)
+
+    monkeypatch.setattr(client.storage_manager, "put_data", put_data)
+    return lambda: monkeypatch.setattr(client.storage_manager, "put_data", real_put)
+
+
+def test_a_storage_unit_failing_the_put_leaves_the_partition_as_before(tq_client, partition, monkeypatch):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5)])
+    heal = _failing_storage(monkeypatch, tq_client, None)
+    writer = writer_for(schema, partition, tq_client)
+    with pytest.raises(RuntimeError, match="connection lost"):
+        writer.put(keys, samples)
+    assert stored(tq_client, partition) == {}
+    heal()
+    writer.put(keys, samples)
+    assert list(stored(tq_client, partition)) == keys
+    assert torch.equal(tq_client.kv_batch_get(keys, partition)["prompts"][0], samples[0]["prompts"])
+
+
+def test_a_put_that_times_out_is_cleared_and_can_be_retried(tq_client, partition, monkeypatch):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5)])
+    heal = _failing_storage(monkeypatch, tq_client, 2.0)
+    with pytest.raises(TimeoutError, match="nothing of this put is kept"):
+        writer_for(schema, partition, tq_client, timeout_s=0.5).put(keys, samples)
+    heal()
+    assert stored(tq_client, partition) == {}
+    # A retry waits for the abandoned put to end and be cleared, then writes.
+    retry = [dict(s, responses=s["responses"] + 1) for s in samples]
+    writer_for(schema, partition, tq_client, timeout_s=30).put(keys, retry)
+    time.sleep(0.5)  # nothing of the abandoned put may land after the retry
+    assert list(stored(tq_client, partition)) == keys
+    got = tq_client.kv_batch_get(keys, partition)
+    assert all(torch.equal(got["responses"][i], retry[i]["responses"]) for i in range(2))
+
+
+def test_an_async_put_that_times_out_is_cleared(tq_client, partition, monkeypatch):
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4)])
+    heal = _failing_storage(monkeypatch, tq_client, 5.0)
+    with pytest.raises(TimeoutError, match="the put was undone"):
+        asyncio.run(writer_for(schema, partition, tq_client, timeout_s=0.5).async_put(keys, samples))
+    heal()
+    assert stored(tq_client, partition) == {}
+    asyncio.run(writer_for(schema, partition, tq_client).async_put(keys, samples))
+    assert list(stored(tq_client, partition)) == keys
+
+
+@dataclasses.dataclass
+class _LooksLikeMeta:
+    keys: list
+    tags: list
+    partition_id: str | None = None
+
+
+def _bad_metas(meta):
+    """``(id, meta, exception)``: batch metas padding must refuse before it writes anything."""
+    short = dataclasses.replace(meta)
+    short.tags = short.tags[:-1]  # a KVBatchMeta checks itself only when built
+    repeated = dataclasses.replace(meta)
+    repeated.keys = [*meta.keys[:-1], meta.keys[0]]
+    not_str = dataclasses.replace(meta)
+    not_str.keys = [*meta.keys[:-1], 7]
+    bad_tag = dataclasses.replace(meta)
+    bad_tag.tags = [*meta.tags[:-1], "is_padding"]
+    return [
+        ("tags-short", short, ValueError),
+        ("key-repeated", repeated, ValueError),
+        ("key-not-str", not_str, TypeError),
+        ("tag-not-dict", bad_tag, TypeError),
+        ("lookalike", _LooksLikeMeta(list(meta.keys), list(meta.tags), meta.partition_id), TypeError),
+        ("namespace", types.SimpleNamespace(keys=meta.keys, tags=meta.tags, partition_id=meta.partition_id), TypeError),
+    ]
+
+
+@pytest.mark.parametrize(
+    "case", range(6), ids=["tags-short", "key-repeated", "key-not-str", "tag-not-dict", "lookalike", "namespace"]
+)
+@pytest.mark.parametrize("entry", ["writer", "verl"])
+def test_padding_refuses_an_inconsistent_batch_before_writing(any_tq, case, entry):
+    client, pid = any_tq
+    schema = ts.load_schema("text")
+    keys, samples = group(schema, "q0", [(3, 4), (2, 5), (4, 1)])
+    meta = writer_for(schema, pid, client).put(keys, samples)
+    name, bad, exc = _bad_metas(meta)[case]
+    before = stored(client, pid)
+    if entry == "writer":
+        pad = lambda: writer_for(schema, pid, client).pad_to_multiple(bad, 8)  # noqa: E731
+    else:
+        pad = lambda: ts.verl.upsample_batch_to_divisible_size(bad, 8, EOS, client=client)  # noqa: E731
+    with pytest.raises(exc):
+        pad()
+    assert stored(client, pid) == before, name
