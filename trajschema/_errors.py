@@ -43,6 +43,13 @@ class Violation:
     actual: str
     message: str
 
+    def __post_init__(self) -> None:
+        # A report must render whatever a sample held: a field named by an int, say.
+        for name in ("field", "expected", "actual", "message"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                object.__setattr__(self, name, repr(value))
+
     def __str__(self) -> str:
         where = f"sample {self.sample}, " if self.sample is not None else ""
         return f"{where}{self.field}: {self.message}"

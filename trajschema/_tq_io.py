@@ -38,23 +38,24 @@ __all__ = [
 _MAX_SHOWN = 4
 
 
-def check_timeout(timeout_s: Any, name: str = "timeout_s") -> float | None:
-    """``timeout_s`` if it is ``None`` or a positive, finite number of seconds that threading accepts.
+def check_timeout(timeout_s: Any, name: str = "timeout_s", *, none_ok: bool = True) -> float | None:
+    """``timeout_s`` if it is a positive, finite number of seconds that threading accepts (or ``None``).
 
     Raises:
         ValueError: anything else (a bool, a str, zero, a negative number, NaN, infinity,
-            more than `threading.TIMEOUT_MAX`).
+            more than `threading.TIMEOUT_MAX`), or ``None`` where ``none_ok`` is false.
     """
-    if timeout_s is None:
+    if timeout_s is None and none_ok:
         return None
     ok = isinstance(timeout_s, numbers.Real) and not isinstance(timeout_s, bool)
     if ok:
         value = float(timeout_s)
         ok = math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX
     if not ok:
+        forever = ", or None to wait forever" if none_ok else ""
         raise ValueError(
-            f"{name} must be a positive, finite number of seconds (at most {threading.TIMEOUT_MAX:g}), "
-            f"or None to wait forever; found {timeout_s!r}"
+            f"{name} must be a positive, finite number of seconds (at most {threading.TIMEOUT_MAX:g}){forever}; "
+            f"found {timeout_s!r}"
         )
     return float(timeout_s)
 

@@ -19,6 +19,9 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
+from ._planning import _positive_int
+from ._tq_io import check_timeout
+
 __all__ = ["TransferQueueStartError", "start_local_transfer_queue"]
 
 # Ray CPUs reserved by TransferQueue 0.1.11 actors (``@ray.remote(num_cpus=1)``).
@@ -95,7 +98,8 @@ def start_local_transfer_queue(
             below what the controller plus storage units need, if a TransferQueue
             controller is already running in this Ray, if ``transfer_queue.init``
             raises, or if it has not finished within ``timeout_s``.
-        ValueError: if ``storage_units < 1`` or ``timeout_s <= 0``.
+        ValueError: if ``storage_units`` or ``num_cpus`` is not a positive int, or
+            ``timeout_s`` is not a positive, finite number of seconds.
     """
     needed = _check_budget(num_cpus, storage_units, timeout_s)
     ray, tq = _import_tq()
@@ -113,10 +117,10 @@ def start_local_transfer_queue(
 
 def _check_budget(num_cpus: int | None, storage_units: int, timeout_s: float) -> int:
     """The CPUs TransferQueue reserves; refuses arguments that could only hang."""
-    if storage_units < 1:
-        raise ValueError(f"storage_units must be at least 1, got {storage_units}")
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+    storage_units = _positive_int("storage_units", storage_units)
+    if num_cpus is not None:
+        num_cpus = _positive_int("num_cpus", num_cpus)
+    check_timeout(timeout_s, none_ok=False)
     needed = _cpus_needed(storage_units)
     if num_cpus is not None and num_cpus < needed:
         raise TransferQueueStartError(

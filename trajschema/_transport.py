@@ -124,6 +124,10 @@ def transport_violations(
     found = []
     for i, row in enumerate(rows):
         for name, value in row.items():
+            if not isinstance(name, str):  # a TensorDict, and so a put, keys its columns by str
+                label = repr(name)
+                found.append(_violation(first_sample + i, label, type(name).__name__, "a field name must be a str"))
+                continue
             problem = carry_problem(value)
             if problem is not None:
                 found.append(_violation(first_sample + i, name, describe_value(value), problem))

@@ -33,7 +33,7 @@ from ._schema import Schema, short_dtype
 from ._tq_io import MetaView, async_put_whole, bounded, check_meta, check_timeout, put_whole, timeout_message
 from ._tq_layout import to_tq_fields
 from ._transport import transport_violations
-from ._types import Depth
+from ._types import MAX_SIZE, Depth
 
 __all__ = ["TransferQueueWriter", "check_eos_token_id", "one_row"]
 
@@ -455,9 +455,13 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
 
 
 def check_eos_token_id(eos_token_id: Any) -> int:
-    """``eos_token_id`` as an int, if it is one (not a bool) and ``>= 0``; else ``ValueError``."""
-    if not isinstance(eos_token_id, numbers.Integral) or isinstance(eos_token_id, bool) or eos_token_id < 0:
-        raise ValueError(f"eos_token_id must be an int >= 0, found {eos_token_id!r}")
+    """``eos_token_id`` as an int, if it is one (not a bool) in int64's range and ``>= 0``; else ``ValueError``."""
+    if (
+        not isinstance(eos_token_id, numbers.Integral)
+        or isinstance(eos_token_id, bool)
+        or not 0 <= eos_token_id <= MAX_SIZE
+    ):
+        raise ValueError(f"eos_token_id must be an int in 0..2**63-1 (a token id), found {eos_token_id!r}")
     return int(eos_token_id)
 
 
@@ -511,7 +515,7 @@ def _key_violations(keys: list[Any], existing: Any, partition_id: str) -> list[V
 def _field_set_violations(rows: list[dict[str, Any]], earlier: frozenset[str] | None) -> list[Violation]:
     found = []
     names = set().union(*rows)
-    for name in sorted(names):
+    for name in sorted(names, key=str):  # a name that is not a str is a transport violation
         lacking = [i for i, r in enumerate(rows) if name not in r]
         for i in lacking:
             found.append(
@@ -526,7 +530,7 @@ def _field_set_violations(rows: list[dict[str, Any]], earlier: frozenset[str] | 
                 )
             )
     if earlier is not None and names != earlier:
-        for name in sorted(earlier - names):
+        for name in sorted(earlier - names, key=str):
             found.append(
                 Violation(
                     None,
@@ -538,7 +542,7 @@ def _field_set_violations(rows: list[dict[str, Any]], earlier: frozenset[str] | 
                     "TransferQueue would drop it from reads mixing both",
                 )
             )
-        for name in sorted(names - earlier):
+        for name in sorted(names - earlier, key=str):
             found.append(
                 Violation(
                     None,
