@@ -95,8 +95,9 @@ class TransferQueueWriter:
         timeout_s: how long one TransferQueue call may take before :class:`TimeoutError`
             (``None``: wait forever). TransferQueue's own calls have no timeout, so the
             sync methods run each call in a daemon thread and stop waiting after
-            ``timeout_s``; the async methods use :func:`asyncio.wait_for`. A timed-out
-            put may still land later: check ``kv_list`` before retrying with the same keys.
+            ``timeout_s``; the async methods use `asyncio.wait_for`. A put that fails or
+            times out is undone (see the docs page "TransferQueue"), so the same call can
+            be retried.
 
     Raises:
         TypeError: ``schema`` is not a :class:`Schema`.
@@ -182,10 +183,13 @@ class TransferQueueWriter:
                 :class:`Violation`), ``key`` (a key that is not a str, repeats within
                 the call, or is already in the partition), ``dtype`` (a field's dtype
                 differs within the batch or from this writer's earlier puts),
-                ``missing`` (a field some samples of the batch lack) or ``batch`` (a
-                field set differing from this writer's earlier puts).
+                ``missing`` (a field some samples of the batch lack), ``batch`` (a
+                field set differing from this writer's earlier puts) or ``transport``
+                (a field or tag value TransferQueue cannot send and read back).
             ValueError: no samples, or ``keys``/``tags`` not one per sample.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
+            Exception: whatever ``kv_batch_put`` itself raises; the keys it registered are
+                cleared first, and a note on the exception says so.
         """
         rows, keys, tags = self._normalize(keys, samples, tags)
         listing = self._call("kv_list", self.partition_id)
@@ -227,12 +231,17 @@ class TransferQueueWriter:
             and ``extra_info`` kept.
 
         Raises:
+            TypeError: ``meta`` is not a ``KVBatchMeta`` (a dataclass with its fields,
+                keys of str, tags of dicts or ``None``), a tag's ``is_padding`` is not a
+                bool, or ``reference`` is not a ``(key, mapping)`` pair.
             ValueError: ``meta`` is empty, has no real sample (every tag says
-                ``is_padding=True``), belongs to another partition, or ``multiple`` is
-                not a positive int; or the padding would not have exactly the fields of
-                the real sample (and of ``meta.fields``).
-            SchemaError: the padding breaks the schema, or its dtypes differ from the
-                real sample's or this writer's earlier puts.
+                ``is_padding=True``), has tags not one per key or repeated keys, belongs
+                to another partition, or ``multiple`` is not a positive int; or the
+                padding would not have exactly the fields of the real sample (and of
+                ``meta.fields``).
+            SchemaError: the padding breaks the schema, cannot be carried by
+                TransferQueue, or its dtypes differ from the real sample's or this
+                writer's earlier puts.
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
         view, count, ref_key, ref = self._padding_plan(meta, multiple, reference)
