@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import pickle
+import warnings
+from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 import torch
@@ -11,6 +15,7 @@ from hypothesis import strategies as st
 from tensordict import TensorDict
 
 import trajschema as ts
+from trajschema._assertions import _compare
 from trajschema._columns import batch_view
 from trajschema.testing import assert_padding_invariant, assert_valid, tq_batch, verl_sample
 
@@ -558,3 +563,149 @@ def test_the_padded_run_gets_fresh_sample_dicts():
         return len([t for t in tags if not (t or {}).get("is_padding")])
 
     assert_padding_invariant(writes_advantages, real, None, TEXT, eos_token_id=2, multiple=4)
+
+
+# -- numbers and tensors follow torch.allclose (issue 14) --------------------------------------
+
+SPECIAL_FLOATS = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 5e-324, -5e-324, 1.7976931348623157e308, -1e308]
+
+
+def _float_pairs():
+    """(want, got): any floats, specials, and pairs near the edge of a relative tolerance."""
+    any_float = st.one_of(st.floats(), st.sampled_from(SPECIAL_FLOATS))
+    near = st.builds(
+        lambda w, k: (w, w * (1 + k)), st.floats(allow_nan=False), st.sampled_from([0.0, 1e-9, -1e-6, 1e-3, 0.5, 2.0])
+    )
+    stepped = st.builds(lambda w, to: (w, math.nextafter(w, to)), any_float, st.sampled_from([math.inf, -math.inf]))
+    return st.one_of(st.tuples(any_float, any_float), near, stepped)
+
+
+RTOLS = st.one_of(st.none(), st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 0.5, 1.0, 10.0, 1e300]), st.floats(0, 1e3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(pair=_float_pairs(), rtol=RTOLS)
+def test_float_results_are_compared_exactly_as_torch_allclose_compares_float64_tensors(pair, rtol):
+    want, got = pair
+    reference = torch.allclose(
+        torch.tensor(got, dtype=torch.float64),
+        torch.tensor(want, dtype=torch.float64),
+        rtol=rtol or 0.0,
+        atol=0.0,
+        equal_nan=True,
+    )
+    assert (_compare(want, got, "", 3, 4, rtol) == []) == reference
+    assert (_compare({"m": {"x": want}}, {"m": {"x": got}}, "", 3, 4, rtol) == []) == reference  # inside dicts too
+
+
+@settings(max_examples=200, deadline=None)
+@given(want=st.floats(width=32), got=st.floats(width=32), rtol=RTOLS)
+def test_numpy_float32_results_are_compared_as_float32_tensors(want, got, rtol):
+    np = pytest.importorskip("numpy")
+    reference = torch.allclose(
+        torch.tensor(got, dtype=torch.float32),
+        torch.tensor(want, dtype=torch.float32),
+        rtol=rtol or 0.0,
+        atol=0.0,
+        equal_nan=True,
+    )
+    assert (_compare(np.float32(want), np.float32(got), "", 3, 4, rtol) == []) == reference
+
+
+@pytest.mark.parametrize(
+    ("want", "got", "rtol"),
+    [
+        pytest.param(1.0, math.inf, 0.5, id="finite-to-inf"),
+        pytest.param(math.inf, 1.0, 0.5, id="inf-to-finite"),
+        pytest.param(math.inf, -math.inf, 0.5, id="inf-to-minus-inf"),
+        pytest.param(-1e308, 1e308, 10.0, id="overflowing-difference"),
+        pytest.param(1.0, math.nan, 0.5, id="finite-to-nan"),
+        pytest.param(math.nan, 1.0, None, id="nan-to-finite"),
+        pytest.param(2**70, 2**70 + 1, 1.0, id="huge-int-exact"),
+        pytest.param(True, False, 10.0, id="bool-exact"),
+        pytest.param(1, 1.0, None, id="int-to-float-is-a-type-change"),
+        pytest.param(complex(1, 0), complex(1, math.inf), 0.5, id="complex-inf"),
+        pytest.param(Fraction(1, 3), Fraction(1, 3) + Fraction(1, 10**40), None, id="fraction-exact"),
+    ],
+)
+def test_an_infinite_nan_or_integer_change_fails_whatever_rtol(want, got, rtol):
+    with pytest.raises(AssertionError, match=r"unpadded"):
+        check(by_size(want, got), rtol=rtol)
+    with pytest.raises(AssertionError, match=r"key 'loss'"):
+        check(by_size({"loss": want}, {"loss": got}), rtol=rtol)
+
+
+def test_what_allclose_accepts_passes():
+    check(by_size(math.inf, math.inf), rtol=0.5)
+    check(by_size(-math.inf, -math.inf))
+    check(by_size(10**400, 10**400))  # an int beyond float range, compared exactly, not through float
+    check(by_size(1e308, 1e308 * (1 + 1e-15)), rtol=1e-12)
+    check(by_size(Fraction(1, 3), Fraction(1, 3) + Fraction(1, 10**40)), rtol=1e-30)  # tolerance exact too
+    check(by_size(complex(math.nan, 1), complex(1, math.nan)))  # torch.isnan of a complex: either part
+    check(by_size(torch.tensor([math.inf, 1.0]), torch.tensor([math.inf, 1.0 + 1e-9])), rtol=1e-6)
+    with pytest.raises(AssertionError, match="max abs difference inf"):
+        check(by_size(torch.tensor([1.0, 2.0]), torch.tensor([1.0, math.inf])), rtol=1e6)
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.complex32])
+def test_dtypes_torch_cannot_compare_directly_are_compared_by_their_values(dtype):
+    a = torch.tensor([1.0, 2.0, math.nan]).to(dtype)
+    b = torch.tensor([1.0, 2.5, math.nan]).to(dtype)
+    check(by_size(a, a.clone()))
+    check(by_size(a, a.clone()), rtol=0.1)
+    check(by_size(a, b), rtol=0.3)  # 0.5 <= 0.3 * 2
+    with pytest.raises(AssertionError, match=r"1 of 3 values differ; max abs difference 0\.5; first at index \[1\]"):
+        check(by_size(a, b), rtol=0.1)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        pytest.param(lambda: torch.sparse_coo_tensor([[0]], [1.0], (3,)), "sparse_coo tensor", id="sparse"),
+        pytest.param(lambda: torch.zeros(2, 3).to_sparse_csr(), "sparse_csr tensor", id="sparse-csr"),
+        pytest.param(lambda: torch.zeros(2, dtype=torch.uint4), "dtype torch.uint4", id="uint4"),
+        pytest.param(lambda: Decimal("1.5"), "is Decimal", id="decimal"),
+        pytest.param(lambda: {"a": {"b": {}}}, None, id="fine"),
+    ],
+)
+def test_results_without_comparable_values_are_type_errors(make, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's beta warnings for sparse layouts
+        result = make()
+    fn = by_size(result, result)
+    if match is None:
+        check(fn)
+        return
+    with pytest.raises(TypeError, match=match):
+        check(fn)
+
+
+def test_a_result_that_contains_itself_or_nests_too_deep_is_a_type_error():
+    cyclic: dict = {}
+    cyclic["a"] = cyclic
+    with pytest.raises(TypeError, match="does a dict contain itself"):
+        check(by_size(cyclic, cyclic))
+    deep: dict = {}
+    for _ in range(150):
+        deep = {"k": deep}
+    with pytest.raises(TypeError, match="more than 100 deep"):
+        check(by_size(deep, deep))
+    ok: dict = {"x": 1.0}
+    for _ in range(99):
+        ok = {"k": ok}
+    check(by_size(ok, ok))
+
+
+def test_a_quantized_result_is_a_type_error():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates quantize_per_tensor
+        q = torch.quantize_per_tensor(torch.tensor([1.0, 2.0]), 0.1, 0, torch.qint8)
+    with pytest.raises(TypeError, match="quantized tensor"):
+        check(by_size(q, q))
+
+
+@pytest.mark.parametrize("rtol", [10**400, Fraction(10**400), float("inf"), -0.5])
+def test_an_rtol_beyond_float_range_is_a_value_error(rtol):
+    with pytest.raises(ValueError, match="rtol must be a finite number >= 0"):
+        check(by_size(1.0, 1.0), rtol=rtol)

@@ -9,6 +9,7 @@ assertion rewriting. Import them from :mod:`trajschema.testing`.
 
 from __future__ import annotations
 
+import fractions
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -159,7 +160,10 @@ def _check_rtol(rtol: Any) -> float | None:
         return None
     if not isinstance(rtol, numbers.Real) or isinstance(rtol, bool):
         raise TypeError(f"rtol must be a number >= 0 or None, found {type(rtol).__name__}")
-    value = float(rtol)
+    try:
+        value = float(rtol)
+    except OverflowError:  # an int or Fraction beyond float range
+        value = math.inf
     if not (value >= 0 and math.isfinite(value)):
         raise ValueError(f"rtol must be a finite number >= 0, found {rtol!r}")
     return value
@@ -196,9 +200,21 @@ def assert_padding_invariant(
     * a tensor whose first dim is the batch size (``n`` unpadded, ``n + count`` padded)
       is compared on its first ``n`` rows, the real samples; a nested (jagged) tensor
       likewise, row by row; anything else is compared whole;
-    * by default bit for bit: same dtype and shape, ``torch.equal`` values, NaN where the
-      other has NaN; ``rtol=`` compares floats with ``torch.allclose(padded, unpadded,
-      rtol=rtol, atol=0, equal_nan=True)`` instead (integers stay exact).
+    * tensors must keep their dtype, shape and device; float and complex values are
+      compared as ``torch.allclose(padded, unpadded, rtol=rtol, atol=0, equal_nan=True)``
+      does, and the default ``rtol=None`` means ``rtol=0``: equal values (``-0.0``
+      equals ``0.0``, ``inf`` only ``inf`` of the same sign), NaN matching NaN in the same
+      place (for complex values torch's ``isnan``: a NaN in either part). An infinite or
+      NaN change never passes, whatever ``rtol``. Integer and bool tensors are always
+      compared exactly;
+    * Python numbers follow the same rules as the 0-dim tensors of them: a ``float`` like
+      a float64 tensor, a ``complex`` like a complex128 one, a NumPy float scalar like a
+      tensor of its dtype; ``int`` and ``bool`` (any size: no rounding through float) and
+      ``fractions.Fraction`` are compared exactly, a Fraction within ``rtol`` computed
+      exactly. A number must keep its type: ``1`` unpadded and ``1.0`` padded is a type
+      change, as ``torch.allclose`` refuses an int64 and a float64 tensor;
+    * float8 and complex32 tensors, which torch cannot compare directly, are compared
+      as the float32 and complex64 tensors holding the same values.
 
     A float reduction over the whole concatenated batch (``torch.cat(...).sum()``) may
     change in its last bits when padding lengthens it, even though padding adds only
@@ -230,14 +246,18 @@ def assert_padding_invariant(
         schema: the schema (or its name) whose padding to use.
         eos_token_id: the tokenizer's EOS id, for the padding samples.
         multiple: pad the batch to a multiple of this.
-        rtol: relative tolerance for floats; ``None`` (default) means bit-identical.
+        rtol: relative tolerance for float and complex values (``atol`` is 0); ``None``
+            (default) means 0: equal values, NaN matching NaN.
 
     Raises:
         AssertionError: the results differ on the real samples, or differ in structure;
             the message names the key, the shapes and dtypes, the largest absolute
             difference and the first differing index.
         TypeError: ``fn`` is not callable, ``fn`` returns something other than tensors,
-            numbers and dicts, a bad ``schema``/``tags``/``rtol``.
+            numbers and dicts (a list, ``None``, a ``Decimal``; dicts nested more than
+            100 deep, or containing themselves), a tensor without comparable values
+            (``meta``, sparse, quantized, a dtype such as ``uint4`` that torch cannot
+            compare), a bad ``schema``/``tags``/``rtol``.
         ValueError: an empty batch, ``tags`` not one per sample, a bad ``multiple``,
             ``rtol`` or ``eos_token_id``.
     """
@@ -262,6 +282,20 @@ def assert_padding_invariant(
 
 # -- comparing fn's results ---------------------------------------------------------------
 
+#: Dicts in fn's result nested deeper than this are refused (a dict containing itself would
+#: otherwise recurse until Python's recursion limit).
+_MAX_DEPTH = 100
+
+#: Dtypes torch compares directly; float8 and complex32 are widened first (exactly), any other is refused.
+_NATIVE = frozenset(
+    {
+        torch.bool,
+        *(torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64),
+        *(torch.uint16, torch.uint32, torch.uint64),
+        *(torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128),
+    }
+)
+
 
 def _where(path: str) -> str:
     if not path or path.startswith("["):  # the whole result, or a row of a nested tensor result
@@ -275,10 +309,15 @@ def _kind(x: Any) -> str:
     return type(x).__name__
 
 
-def _compare(want: Any, got: Any, path: str, n: int, n_padded: int, rtol: float | None) -> list[str]:
+def _compare(want: Any, got: Any, path: str, n: int, n_padded: int, rtol: float | None, depth: int = 0) -> list[str]:
     """Every difference between the unpadded (``want``) and padded (``got``) results."""
     if isinstance(want, Mapping) and isinstance(got, Mapping):
-        return _compare_dicts(want, got, path, n, n_padded, rtol)
+        if depth >= _MAX_DEPTH:
+            shown = path if len(path) <= 60 else path[:60] + "..."
+            raise TypeError(
+                f"fn's result nests dicts more than {_MAX_DEPTH} deep, at key {shown!r} (does a dict contain itself?)"
+            )
+        return _compare_dicts(want, got, path, n, n_padded, rtol, depth + 1)
     if isinstance(want, torch.Tensor) and isinstance(got, torch.Tensor):
         return _compare_tensors(want, got, path, n, n_padded, rtol)
     if _is_number(want) and _is_number(got) and type(want) is type(got):
@@ -295,7 +334,9 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Number) and not isinstance(x, torch.Tensor)
 
 
-def _compare_dicts(want: Mapping, got: Mapping, path: str, n: int, n_padded: int, rtol: float | None) -> list[str]:
+def _compare_dicts(
+    want: Mapping, got: Mapping, path: str, n: int, n_padded: int, rtol: float | None, depth: int
+) -> list[str]:
     problems = []
     missing = [k for k in want if k not in got]
     extra = [k for k in got if k not in want]
@@ -306,24 +347,91 @@ def _compare_dicts(want: Mapping, got: Mapping, path: str, n: int, n_padded: int
     for key in want:
         if key in got:
             sub = f"{path}.{key}" if path else str(key)
-            problems += _compare(want[key], got[key], sub, n, n_padded, rtol)
+            problems += _compare(want[key], got[key], sub, n, n_padded, rtol, depth)
     return problems
 
 
+# -- numbers ------------------------------------------------------------------------------
+
+
+def _floats_close(want: float, got: float, rtol: float) -> bool:
+    """``torch.isclose(got, want, rtol=rtol, atol=0, equal_nan=True)`` of float64 values, in Python.
+
+    As torch computes it: equal, or both NaN, or a *finite* difference within
+    ``|rtol * want|``. The finiteness test is what keeps ``inf`` from being close to a
+    finite value (``inf <= inf`` would pass it) and ``1e308`` from being close to
+    ``-1e308`` with ``rtol=10`` (the difference overflows).
+    """
+    if got == want or (math.isnan(want) and math.isnan(got)):
+        return True
+    error = abs(got - want)
+    return math.isfinite(error) and error <= abs(rtol * want)
+
+
 def _compare_numbers(want: Any, got: Any, path: str, rtol: float | None) -> list[str]:
-    if isinstance(want, float) and math.isnan(want) and math.isnan(got):
-        return []
-    same = want == got
-    if not same and rtol is not None and isinstance(want, float):
-        same = abs(got - want) <= rtol * abs(want)
+    """A Python number (``want`` and ``got`` of one type) compared like a 0-dim tensor of it."""
+    if isinstance(want, numbers.Integral):  # int, bool, NumPy ints: exact at any size, no float rounding
+        w, g = int(want), int(got)
+        same, gap = w == g, repr(abs(g - w))
+    elif isinstance(want, numbers.Rational):  # Fraction: exact, the tolerance too
+        fw, fg = fractions.Fraction(want), fractions.Fraction(got)
+        same = fw == fg or (rtol is not None and abs(fg - fw) <= fractions.Fraction(rtol) * abs(fw))
+        gap = str(abs(fg - fw))
+    elif isinstance(want, float):  # and its subclasses (NumPy float64): a float64 tensor
+        xw, xg = float(want), float(got)
+        same, gap = _floats_close(xw, xg, rtol or 0.0), repr(abs(xg - xw))
+    else:  # complex, NumPy float32 and the like: exactly the tensor comparison
+        tw, tg = _number_tensor(want, path), _number_tensor(got, path)
+        differs = _differs(tw, tg, rtol)
+        same, gap = not bool(differs), _biggest_gap(tw, tg, differs)
     if same:
         return []
-    return [f"{_where(path)}: {want!r} unpadded, {got!r} padded (abs difference {abs(got - want)!r})"]
+    return [f"{_where(path)}: {want!r} unpadded, {got!r} padded (abs difference {gap})"]
+
+
+def _number_tensor(x: Any, path: str) -> torch.Tensor:
+    """The 0-dim tensor of a number that is not an int, Fraction or float: a complex, a NumPy scalar."""
+    try:
+        t = torch.tensor(x, dtype=torch.complex128) if isinstance(x, complex) else torch.as_tensor(x)
+    except (RuntimeError, TypeError, ValueError, OverflowError):
+        t = None
+    if t is None or t.dim() != 0 or t.dtype not in _NATIVE:
+        raise TypeError(
+            f"fn must return a tensor, a number torch can hold (int, float, bool, complex, a NumPy scalar, a "
+            f"Fraction) or a dict of those; {_where(path)} is {type(x).__name__} {x!r}"
+        )
+    return t
+
+
+# -- tensors ------------------------------------------------------------------------------
+
+
+def _refuse_uncomparable(t: torch.Tensor, path: str) -> None:
+    if t.is_meta:
+        raise TypeError(f"{_where(path)} is a meta tensor: it has no values to compare")
+    if t.is_quantized:
+        raise TypeError(f"{_where(path)} is a quantized tensor ({t.dtype}): return its dequantize()")
+    if t.layout != torch.strided and not t.is_nested:
+        layout = str(t.layout).removeprefix("torch.")
+        raise TypeError(f"{_where(path)} is a {layout} tensor: return it dense (to_dense())")
+
+
+def _comparable(t: torch.Tensor, path: str) -> torch.Tensor:
+    """``t``, or the float32/complex64 tensor of the same values for float8/complex32, which torch cannot compare."""
+    if t.dtype in _NATIVE:
+        return t
+    wide = torch.complex64 if t.is_complex() else torch.float32 if t.is_floating_point() else None
+    try:
+        if wide is not None:
+            return t.to(wide)
+    except (RuntimeError, NotImplementedError, TypeError):
+        pass
+    raise TypeError(f"{_where(path)} is a tensor of dtype {t.dtype}, whose values torch cannot compare")
 
 
 def _compare_tensors(want: torch.Tensor, got: torch.Tensor, path: str, n: int, n_padded: int, rtol: float | None):
-    if want.is_meta or got.is_meta:
-        raise TypeError(f"{_where(path)} is a meta tensor: it has no values to compare")
+    _refuse_uncomparable(want, path)
+    _refuse_uncomparable(got, path)
     if want.is_nested or got.is_nested:
         return _compare_nested(want, got, path, n, n_padded, rtol)
     real_rows = want.dim() > 0 and got.dim() > 0 and want.shape[0] == n and got.shape[0] == n_padded
@@ -335,7 +443,7 @@ def _compare_tensors(want: torch.Tensor, got: torch.Tensor, path: str, n: int, n
             f"{_where(path)}: {_kind(want)} on {want.device} unpadded, "
             f"{what}{_kind(got)} on {got.device} padded: shape, dtype or device changed"
         ]
-    problem = _value_difference(want, got, rtol)
+    problem = _value_difference(_comparable(want, path), _comparable(got, path), rtol)
     return [f"{_where(path)}: {_kind(want)}{' (real rows)' if real_rows else ''}: {problem}"] if problem else []
 
 
@@ -354,35 +462,34 @@ def _compare_nested(want: torch.Tensor, got: torch.Tensor, path: str, n: int, n_
 
 
 def _differs(want: torch.Tensor, got: torch.Tensor, rtol: float | None) -> torch.Tensor:
-    """Where ``got`` differs from ``want`` (NaN matches NaN)."""
-    inexact = want.is_floating_point() or want.is_complex()
-    if rtol is not None and inexact:
-        close = torch.isclose(got, want, rtol=rtol, atol=0.0, equal_nan=True)
-        return ~close
-    ne = want != got
-    if inexact:
-        ne &= ~(torch.isnan(want) & torch.isnan(got))
-    return ne
+    """Where ``got`` is not ``torch.isclose`` to ``want`` (``atol=0``, NaN matching NaN); integers exactly."""
+    if want.is_floating_point() or want.is_complex():
+        return ~torch.isclose(got, want, rtol=rtol or 0.0, atol=0.0, equal_nan=True)
+    return want != got
+
+
+def _biggest_gap(want: torch.Tensor, got: torch.Tensor, differs: torch.Tensor) -> str:
+    """The largest absolute difference where ``differs``, exactly for integers, ``nan`` when every one is NaN."""
+    if want.is_floating_point() or want.is_complex():
+        wide = torch.complex128 if want.is_complex() else torch.float64
+        gaps = (got.to(wide) - want.to(wide)).abs()[differs]
+        real = gaps[~gaps.isnan()]  # an inf - inf gap is NaN; a finite-to-inf one is inf, and shown as inf
+        return "nan" if real.numel() == 0 else f"{float(real.max()):.6g}"
+    pairs = zip(want[differs].tolist(), got[differs].tolist())
+    return str(max(abs(int(g) - int(w)) for w, g in pairs))
 
 
 def _value_difference(want: torch.Tensor, got: torch.Tensor, rtol: float | None) -> str:
     """``""`` when the values agree, else the largest absolute difference and the first differing index."""
-    exact = rtol is None and not (want.is_floating_point() or want.is_complex())
+    exact = not (want.is_floating_point() or want.is_complex())
     if exact and torch.equal(want, got):
         return ""
     differs = _differs(want, got, rtol)
     if not bool(differs.any()):
         return ""
     at = tuple(differs.nonzero()[0].tolist())
-    if want.is_floating_point() or want.is_complex():
-        wide = torch.complex128 if want.is_complex() else torch.float64
-        gaps = (got.to(wide) - want.to(wide)).abs()[differs]
-        biggest = "nan" if bool(gaps.isnan().all()) else f"{float(gaps.nan_to_num(nan=0.0).max()):.6g}"
-    else:
-        pairs = zip(want[differs].tolist(), got[differs].tolist())
-        biggest = str(max(abs(int(g) - int(w)) for w, g in pairs))
     count = int(differs.sum())
     return (
-        f"{count} of {want.numel()} values differ; max abs difference {biggest}; first at index {list(at)}: "
-        f"{want[at].item()!r} unpadded, {got[at].item()!r} padded"
+        f"{count} of {want.numel()} values differ; max abs difference {_biggest_gap(want, got, differs)}; "
+        f"first at index {list(at)}: {want[at].item()!r} unpadded, {got[at].item()!r} padded"
     )

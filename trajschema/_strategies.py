@@ -32,19 +32,32 @@ Tags: :func:`tags` draws tag dicts for given ``sizes``; ``samples(..., with_tags
 and ``batches(..., with_tags=True)`` draw each sample's tag dict with it, so length tags
 (``seq_len: {equals: seq}``) agree with the sample.
 
+Arguments are checked when a strategy is made, never at the first draw: ``dims=`` (and
+``tags(sizes=...)``, by the same function) are refused, with a ``ValueError`` naming the
+argument and the dim, when no valid sample can have them: what ``validate`` refuses in
+``dims=``, a size outside a free dim's ``min``/``max``/``multiple_of``, a derived dim
+(or inline shape expression) that the sizes decide and that is negative or not the size
+given, and sizes from which no sample can be constructed. Bools are not ints anywhere
+(``max_len``, ``size``, sizes); ``with_tags``, ``padding`` and ``codes`` are type-checked.
+
 Limits: sizes are drawn up to ``max_len`` per free dim (more where a dim's ``min`` or a
 derived dim needs it); a schema whose derived dims constrain each other beyond "the
 last free input of each derived dim keeps it a size" (``a: x - y`` *and* ``b: y - x``)
 raises a ``ValueError`` naming the dim: pin sizes with ``dims=``. A pinned derived dim is
 solved for its last free input, so it cannot be pinned when all its inputs are decided by
-earlier derived dims (``u: t + 2`` with ``t: s - p``).
+earlier derived dims (``u: t + 2`` with ``t: s - p``). One draw (a sample, or a whole
+batch) holds at most 2**24 tensor elements and a batch at most 2**16 samples: arguments
+whose largest draws would hold more are refused when the strategy is made, and a draw
+that would (a ``size=`` strategy drawing a large batch) raises a ``ValueError`` instead of
+allocating it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -58,7 +71,7 @@ from ._dims import DerivedDim, Expr, FreeDim, solve_for
 from ._kinds import kind_ok
 from ._plan import Plan
 from ._tq_layout import tq_layout
-from ._types import ViolationCode
+from ._types import MAX_SIZE, ViolationCode
 from ._values import _checks_for, _float_bound, element_failures, fits_dtype, value_failures
 
 __all__ = ["LAYOUTS", "ExpectedViolation", "batches", "corruptions", "invalid_samples", "samples", "tags"]
@@ -73,10 +86,27 @@ class _Infeasible(Exception):
     """The drawn sizes leave a derived dim no size (only for schemas beyond the constructive scheme)."""
 
 
+#: How sizes are chosen: ``pick(lo, hi)`` is a size in ``[lo, hi]``. Drawing uses hypothesis;
+#: the eager argument checks use the smallest and the largest choice.
+_Pick = Callable[[int, int], int]
+
+
+def _picker(draw: Callable) -> _Pick:
+    return lambda lo, hi: draw(st.integers(lo, hi))
+
+
+def _smallest(lo: int, hi: int) -> int:
+    return lo
+
+
+def _largest(lo: int, hi: int) -> int:
+    return hi
+
+
 # -- dim sizes ----------------------------------------------------------------------
 
 
-def _draw_free(draw: Callable, d: FreeDim, lo: int, hi: int | None, cap: int) -> int:
+def _draw_free(pick: _Pick, d: FreeDim, lo: int, hi: int | None, cap: int) -> int:
     """A size of free dim ``d`` in ``[lo, hi]`` (``hi=None``: unbounded), drawn up to about ``cap``."""
     m = d.multiple_of or 1
     lo = max(lo, d.min)
@@ -87,11 +117,11 @@ def _draw_free(draw: Callable, d: FreeDim, lo: int, hi: int | None, cap: int) ->
     if khi is not None and klo > khi:
         raise _Infeasible(f"dim {d.name} has no size in [{lo}, {hi}] that is {d.describe()}")
     top = max(klo, cap // m)
-    return m * draw(st.integers(klo, top if khi is None else min(top, khi)))
+    return m * pick(klo, top if khi is None else min(top, khi))
 
 
 def _solve_draw(
-    draw: Callable, expr: Expr, x: FreeDim, env: dict[str, int], target: int | None, low: tuple[int, int], cap: int
+    pick: _Pick, expr: Expr, x: FreeDim, env: dict[str, int], target: int | None, low: tuple[int, int], cap: int
 ) -> int:
     """A size of ``x`` (at least ``low[1]``) such that ``expr`` is ``target``, or at least ``low[0]``."""
     if target is not None:
@@ -106,12 +136,12 @@ def _solve_draw(
         vals.append(expr.evaluate(probe))
     a, b = vals[0], vals[1] - vals[0]
     if b == 0 or vals[2] - vals[0] != 2 * b:  # constant or not linear in x: any size, checked after
-        return _draw_free(draw, x, low[1], None, cap)
+        return _draw_free(pick, x, low[1], None, cap)
     if b > 0:
         lo, hi = max(low[1], -(-(low[0] - a) // b)), None
     else:
         lo, hi = low[1], (a - low[0]) // -b
-    return _draw_free(draw, x, lo, hi, max(cap, lo))
+    return _draw_free(pick, x, lo, hi, max(cap, lo))
 
 
 def _coefficients(expr: Expr, names: Sequence[str], env: Mapping[str, int]) -> tuple[int, dict[str, int]] | None:
@@ -137,7 +167,7 @@ def _span(d: FreeDim, lo: int, c: int) -> tuple[float, float]:
 
 
 def _draw_inputs(
-    draw: Callable,
+    pick: _Pick,
     expr: Expr,
     others: list[FreeDim],
     last: FreeDim | None,
@@ -163,7 +193,7 @@ def _draw_inputs(
                 ylo = max(ylo, -(-int(lo_c) // c) if isinstance(lo_c, int) else math.ceil(lo_c / c))
             if c and hi_c < math.inf:
                 yhi = int(hi_c) // c if isinstance(hi_c, int) else math.floor(hi_c / c)
-        env[d.name] = _draw_free(draw, d, ylo, yhi, max(cap, ylo))
+        env[d.name] = _draw_free(pick, d, ylo, yhi, max(cap, ylo))
 
 
 def _lower_bounds(plan: Plan, env: Mapping[str, int], at_least: Mapping[str, int]) -> dict[str, int]:
@@ -184,7 +214,7 @@ def _lower_bounds(plan: Plan, env: Mapping[str, int], at_least: Mapping[str, int
 
 
 def _draw_env(
-    draw: Callable, plan: Plan, pinned: Mapping[str, int], cap: int, at_least: Mapping[str, int]
+    pick: _Pick, plan: Plan, pinned: Mapping[str, int], cap: int, at_least: Mapping[str, int]
 ) -> dict[str, int]:
     """Every dim's size (hidden inline expressions included), satisfying every dim constraint."""
     dp = plan.dim_plan
@@ -196,7 +226,7 @@ def _draw_env(
         names = [n for n in d.expr.names() if n not in env]
         target, low = pinned.get(d.name), at_least.get(d.name, 0)
         _draw_inputs(
-            draw,
+            pick,
             d.expr,
             [free[n] for n in names[:-1]],
             free[names[-1]] if names else None,
@@ -206,24 +236,28 @@ def _draw_env(
         )
         if names:
             x = free[names[-1]]
-            env[x.name] = _solve_draw(draw, d.expr, x, env, target, (low, at_least.get(x.name, 0)), cap)
+            env[x.name] = _solve_draw(pick, d.expr, x, env, target, (low, at_least.get(x.name, 0)), cap)
         value = d.expr.evaluate(env)
         if value < low or (target is not None and value != target):
             raise _Infeasible(f"dim {d.name} = {d.expr} is {value} for the sizes drawn ({env})")
         env[d.name] = value
     for name, fd in free.items():
         if name not in env:
-            env[name] = _draw_free(draw, fd, at_least.get(name, 0), None, cap)
+            env[name] = _draw_free(pick, fd, at_least.get(name, 0), None, cap)
     return env
 
 
 def _env_or_raise(draw: Callable, spec: _Spec, at_least: Mapping[str, int] | None = None) -> dict[str, int]:
     try:
-        return _draw_env(draw, spec.plan, spec.pinned, spec.max_len, at_least or {})
+        return _draw_env(_picker(draw), spec.plan, spec.pinned, spec.max_len, at_least or {})
     except _Infeasible as exc:
-        raise ValueError(
-            f"trajschema strategies: cannot construct sizes for schema {spec.plan.name!r}: {exc}; pin sizes with dims="
-        ) from None
+        raise _cannot_construct(spec, exc) from None
+
+
+def _cannot_construct(spec: _Spec, exc: _Infeasible) -> ValueError:
+    return ValueError(
+        f"trajschema strategies: cannot construct sizes for schema {spec.plan.name!r}: {exc}; pin sizes with dims="
+    )
 
 
 # -- values -------------------------------------------------------------------------
@@ -410,21 +444,24 @@ class _Spec:
         return [f for f in self.plan.fields.values() if f.name in self.dtypes or f.name in self.scalars]
 
 
-def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: int) -> _Spec:
+def _plan_of(schema: Any) -> Plan:
+    """The plan of a Schema or a schema name; anything else is a ``TypeError``."""
     if isinstance(schema, str):
         from ._loading import load_schema
 
         schema = load_schema(schema)
     if not callable(getattr(schema, "_compiled", None)):
         raise TypeError(f"schema must be a trajschema Schema or a schema name, found {type(schema).__name__}")
-    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 0:
-        raise ValueError(f"max_len must be an int >= 0, found {max_len!r}")
-    plan = schema._compiled()
-    pinned = check_args(plan, dims, "values") or {}
-    for k, v in pinned.items():
-        d = plan.dims[k]
-        if isinstance(d, FreeDim) and not d.allows(v):
-            raise ValueError(f"dims[{k!r}]={v}: {k} must be {d.describe()} in schema {plan.name!r}")
+    return schema._compiled()
+
+
+def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:
+    plan = _plan_of(schema)
+    if not isinstance(max_len, numbers.Integral) or isinstance(max_len, bool) or not 0 <= int(max_len) <= MAX_SIZE:
+        raise ValueError(f"{call}(max_len=...) must be an int in 0..2**63-1, found {max_len!r}")
+    max_len = int(max_len)
+    pinned = _checked_sizes(plan, dims, call, "dims")
+    _check_budget(plan, pinned, max_len, 1, call)
     dtypes, scalars = {}, {}
     for f in plan.fields.values():
         if f.is_tensor:
@@ -442,6 +479,125 @@ def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: int) -> _Spec:
         if found:
             bad[name] = found
     return _Spec(plan, pinned, max_len, dtypes, scalars, bad)
+
+
+# -- arguments no valid sample can have --------------------------------------------------
+
+
+def _checked_sizes(plan: Plan, sizes: Any, call: str, arg: str) -> dict[str, int]:
+    """``dims=`` (or ``tags(sizes=...)``) as plain ints, refusing sizes no valid sample has.
+
+    The one check every strategy applies, at construction: what ``validate`` refuses in
+    ``dims=`` (an unknown dim, a size that is not an int in ``0..2**63-1``, a bool, a
+    fixed dim's other size); a free dim outside its ``min``/``max``/``multiple_of``;
+    a derived dim (or inline shape expression) that the given sizes decide and that is
+    then no size, or not the size given for it; and, for a schema the constructive
+    scheme covers, sizes from which no sample can be constructed (``d: a - b`` given
+    ``d`` beyond what ``a``'s ``max`` allows). Used by every strategy, so ``tags``
+    refuses exactly the sizes ``samples`` refuses.
+
+    Raises:
+        ValueError: naming ``call(arg=...)``, the dim, what it must be and what was found.
+    """
+    where = f"{call}({arg}=...)"
+    try:
+        pinned = check_args(plan, sizes, "values") or {}
+    except ValueError as exc:
+        note = "" if arg == "dims" else f" ({arg}= is checked as validate checks dims=)"
+        raise ValueError(f"{where}: {exc}{note}") from None
+    for k, v in pinned.items():
+        d = plan.dims[k]
+        if isinstance(d, FreeDim) and not d.allows(v):
+            raise ValueError(f"{where}: {arg}[{k!r}]={v}: {k} must be {d.describe()} in schema {plan.name!r}")
+    _decided_sizes(plan, pinned, where, arg)
+    if pinned:
+        _check_constructible(plan, pinned, where, arg)
+    return pinned
+
+
+def _decided_sizes(plan: Plan, pinned: Mapping[str, int], where: str, arg: str) -> dict[str, int]:
+    """Every dim the sizes decide (fixed dims, derived dims of decided inputs), checked to be the sizes given."""
+    dp = plan.dim_plan
+    env = {**dp.fixed, **{k: v for k, v in pinned.items() if not isinstance(dp.dims[k], DerivedDim)}}
+    for d in dp.derived:
+        value = d.expr.evaluate(env)
+        if value is None:
+            if d.name in pinned:  # later dims may build on it
+                env[d.name] = pinned[d.name]
+            continue
+        what = f"the shape expression {d.expr}" if d.name in plan.hidden else f"{d.name} = {d.expr}"
+        inputs = ", ".join(f"{n}={env[n]}" for n in d.expr.names())
+        if not 0 <= value <= MAX_SIZE:
+            raise ValueError(
+                f"{where}: {what} is {value} for {inputs}, not a size (0..2**63-1): no sample has these sizes"
+            )
+        if d.name in pinned and pinned[d.name] != value:
+            raise ValueError(f"{where}: {arg}[{d.name!r}]={pinned[d.name]}, but {what} is {value} for {inputs}")
+        env[d.name] = value
+    return env
+
+
+def _check_constructible(plan: Plan, pinned: Mapping[str, int], where: str, arg: str) -> None:
+    """Refuse sizes from which even the smallest choice of every other size constructs no sample.
+
+    A construction that succeeds is a witness that samples with these sizes exist, so
+    sizes no sample can have are always refused. A failed one is not a proof (``f: d - c``
+    pinned with ``d: a - b`` drawn first), but the draws would fail as well. Only where
+    the schema itself is constructible: one beyond the scheme (see the module docstring)
+    keeps its error for the draw that meets it.
+    """
+    try:
+        _draw_env(_smallest, plan, pinned, 0, {})
+    except _Infeasible as exc:
+        try:
+            _draw_env(_smallest, plan, {}, 0, {})
+        except _Infeasible:
+            return
+        raise ValueError(
+            f"{where}: cannot construct a sample of schema {plan.name!r} with {arg}={dict(pinned)}: {exc} (where "
+            "such samples exist, pin more sizes: the inputs of the derived dims given)"
+        ) from None
+
+
+#: The most samples :func:`batches` puts in one batch.
+_MAX_BATCH = 2**16
+
+#: A draw (one sample, or a whole batch) holds at most this many tensor elements; larger
+#: sizes are refused rather than allocated (an int64 tensor of 2**24 elements is 128 MiB).
+_MAX_ELEMENTS = 2**24
+
+
+def _elements(plan: Plan, env: Mapping[str, int]) -> int:
+    """Tensor elements of a sample with every field present."""
+    return sum(math.prod(_shape(axes, env)) for _, axes in plan.tensors)
+
+
+def _check_budget(plan: Plan, pinned: Mapping[str, int], max_len: int, count: int, call: str) -> None:
+    """Refuse arguments whose largest draws hold more than ``_MAX_ELEMENTS`` tensor elements."""
+    try:
+        env = _draw_env(_largest, plan, pinned, max_len, {})
+    except _Infeasible:
+        return  # beyond the scheme: the draws check their own sizes
+    total = count * _elements(plan, env)
+    if total > _MAX_ELEMENTS:
+        biggest = max(plan.tensors, key=lambda fa: math.prod(_shape(fa[1], env)))
+        of = f"{count} samples" if count != 1 else "one sample"
+        raise ValueError(
+            f"{call}(max_len={max_len}{f', dims={dict(pinned)}' if pinned else ''}): {of} of schema "
+            f"{plan.name!r} can hold {total} tensor elements ({biggest[0].name} has shape "
+            f"{list(_shape(biggest[1], env))}); the strategies build at most 2**24 per draw: lower max_len= or "
+            "pin smaller dims="
+        )
+
+
+def _spend(budget: list[int], plan: Plan, env: Mapping[str, int]) -> None:
+    """Take one sample's elements from what a draw may still build (``budget[0]``)."""
+    budget[0] -= _elements(plan, env)
+    if budget[0] < 0:
+        raise ValueError(
+            f"trajschema strategies: a draw of schema {plan.name!r} would hold more than 2**24 tensor elements "
+            f"(sizes {plan.public_dims(env)}); lower max_len=, size= or dims="
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -496,14 +652,13 @@ def _tag_value(kind: str | None) -> st.SearchStrategy:
 @st.composite
 def _tags(draw: Callable, plan: Plan, sizes: Mapping[str, int] | None, padding: bool | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    # is_padding whether declared or not: padding's own tag dicts carry it either way.
+    if padding or (padding is None and draw(st.booleans())):
+        out["is_padding"] = True
+    elif draw(st.booleans()):
+        out["is_padding"] = False
     for t in plan.tags.values():
-        if t.name == "is_padding":
-            if padding or (padding is None and draw(st.booleans())):
-                out[t.name] = True
-            elif draw(st.booleans()):
-                out[t.name] = False
-            continue
-        if not draw(st.booleans()):
+        if t.name == "is_padding" or not draw(st.booleans()):
             continue
         if t.equals is not None:
             want = None if sizes is None else t.equals.evaluate(sizes)
@@ -512,7 +667,7 @@ def _tags(draw: Callable, plan: Plan, sizes: Mapping[str, int] | None, padding: 
         else:
             out[t.name] = draw(_tag_value(t.kind))
     if draw(st.booleans()):  # keys no schema declares (verl adds status, min_global_steps, ...)
-        out[_unused("status", plan.tags)] = draw(st.sampled_from(["ok", "filtered"]))
+        out[_unused("status", {**plan.tags, "is_padding": None})] = draw(st.sampled_from(["ok", "filtered"]))
     return out
 
 
@@ -528,7 +683,13 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
     Each declared tag is present or absent at random. Length tags (``seq_len: {equals:
     seq}``) are present only when ``sizes`` (the sample's dims, e.g. what
     :meth:`~trajschema.Schema.validate` returns) gives their expression, and then equal
-    it. An undeclared key (``status``) is sometimes added, as verl does.
+    it; ``sizes`` is completed with the fixed dims and the derived dims it decides
+    (``prompt`` and ``response`` give ``seq``). An undeclared key (``status``) is
+    sometimes added, as verl does. ``is_padding`` follows ``padding`` even where the
+    schema does not declare it, as the tag dicts of ``schema.padding`` carry it.
+
+    ``sizes`` is checked as ``samples(dims=...)`` checks its sizes: sizes no sample of
+    the schema can have are refused when the strategy is made.
 
     Examples:
         >>> from trajschema.testing import tags
@@ -541,9 +702,21 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
         sizes: the dims of the sample the tags travel with.
         padding: ``False``: a real sample (``is_padding`` absent or false); ``True``: a
             padding sample (``is_padding: true``); ``None``: either.
+
+    Raises:
+        ValueError: ``sizes`` no sample can have: an unknown dim, a size that is not an
+            int in ``0..2**63-1`` (a bool, a float, a negative one), a size outside a free
+            dim's ``min``/``max``/``multiple_of``, a derived dim that disagrees with its
+            definition or would be negative.
+        TypeError: ``schema`` is neither a Schema nor a name; ``padding`` is not a bool or ``None``.
     """
-    spec = _spec(schema, None, 0)
-    return _tags(spec.plan, dict(sizes) if sizes is not None else None, padding)
+    plan = _plan_of(schema)
+    if padding is not None and not isinstance(padding, bool):
+        raise TypeError(f"tags(padding=...) must be True, False or None, found {padding!r}")
+    pinned = _checked_sizes(plan, sizes, "tags", "sizes")
+    if sizes is None:
+        return _tags(plan, None, padding)
+    return _tags(plan, plan.public_dims(_decided_sizes(plan, pinned, "tags(sizes=...)", "sizes")), padding)
 
 
 # -- samples and batches ---------------------------------------------------------------------
@@ -552,6 +725,7 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
 @st.composite
 def _samples(draw: Callable, spec: _Spec, with_tags: bool) -> Any:
     env = _env_or_raise(draw, spec)
+    _spend([_MAX_ELEMENTS], spec.plan, env)
     sample = _build(draw, spec, env, _draw_choice(draw, spec))
     if with_tags:
         return sample, draw(_tags(spec.plan, spec.plan.public_dims(env), False))
@@ -576,10 +750,20 @@ def samples(
         with_tags: draw ``(sample, tag)`` pairs whose length tags agree with the sample.
 
     Raises:
-        ValueError: bad ``dims`` (as ``validate`` refuses them, or a size a free dim
-            does not allow) or ``max_len``; a required field no value satisfies.
+        ValueError: bad ``dims``: as ``validate`` refuses them, a size a free dim does
+            not allow, a derived dim that disagrees with its definition or would be
+            negative, sizes no sample can be constructed from; a ``max_len`` that is not
+            an int in ``0..2**63-1``; sizes or a ``max_len`` that let one sample hold
+            more than 2**24 tensor elements; a required field no value satisfies.
+        TypeError: ``schema`` is neither a Schema nor a name; ``with_tags`` is not a bool.
     """
-    return _samples(_spec(schema, dims, max_len), with_tags)
+    _check_flag(with_tags, "samples", "with_tags")
+    return _samples(_spec(schema, dims, max_len, "samples"), with_tags)
+
+
+def _check_flag(value: Any, call: str, arg: str) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{call}({arg}=...) must be True or False, found {value!r}")
 
 
 def _stack_scalars(f: Field, values: list[Any]) -> Any:
@@ -624,13 +808,15 @@ def _empty_column(spec: _Spec, f: Field, env: Mapping[str, int], choice: _Choice
 @st.composite
 def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, with_tags: bool) -> Any:
     n = draw(size)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"batches(size=...) must draw ints >= 0, drew {n!r}")
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 0 <= int(n) <= _MAX_BATCH:
+        raise ValueError(f"batches(size=...) must draw ints in 0..{_MAX_BATCH}, drew {n!r}")
     rows, envs = [], []
     choice = _draw_choice(draw, spec)
     shared = _env_or_raise(draw, spec) if layout == "dense" else {}
-    for _ in range(n):
+    budget = [_MAX_ELEMENTS]
+    for _ in range(int(n)):
         env = shared or _env_or_raise(draw, spec)
+        _spend(budget, spec.plan, env)
         if layout == "list":
             choice = _draw_choice(draw, spec)
         rows.append(_build(draw, spec, env, choice))
@@ -667,17 +853,28 @@ def batches(
         with_tags: also draw the samples' tag dicts, length tags agreeing with each sample.
 
     Raises:
-        ValueError: an unknown layout, a bad ``size``, ``dims`` or ``max_len``.
+        ValueError: an unknown layout; an int ``size`` outside ``0..65536`` (a strategy
+            drawing one fails the draw); bad ``dims`` or ``max_len``, as for
+            :func:`samples`; sizes that let a batch of an int ``size`` hold more than 2**24
+            tensor elements (a larger batch drawn from a strategy fails the draw).
+        TypeError: ``size`` is neither an int nor a strategy; ``with_tags`` is not a bool;
+            ``schema`` is neither a Schema nor a name.
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; found {layout!r}")
-    if isinstance(size, int) and not isinstance(size, bool):
-        if size < 0:
-            raise ValueError(f"size must be >= 0, found {size}")
-        size = st.just(size)
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"batches(layout=...) must be one of {', '.join(LAYOUTS)}; found {layout!r}")
+    count = None
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        if not 0 <= int(size) <= _MAX_BATCH:
+            raise ValueError(f"batches(size=...) must be >= 0 and at most {_MAX_BATCH}, found {size}")
+        count = int(size)
+        size = st.just(count)
     if not isinstance(size, st.SearchStrategy):
-        raise TypeError(f"size must be an int or a strategy of ints, found {type(size).__name__}")
-    return _batches(_spec(schema, dims, max_len), size, layout, with_tags)
+        raise TypeError(f"batches(size=...) must be an int or a strategy of ints, found {type(size).__name__}")
+    _check_flag(with_tags, "batches", "with_tags")
+    spec = _spec(schema, dims, max_len, "batches")
+    if count is not None:
+        _check_budget(spec.plan, spec.pinned, spec.max_len, count, "batches")
+    return _batches(spec, size, layout, with_tags)
 
 
 # -- invalid samples --------------------------------------------------------------------
@@ -736,8 +933,20 @@ def _shape_corruptions(spec: _Spec) -> list[_Corruption]:
         bad = [d.min - 1] if d.min > 0 else []
         bad += [d.max + 1] if d.max is not None else []
         bad += [lowest + 1] if (d.multiple_of or 1) > 1 else []
-        out += [_Corruption("dim_range", first, force=frozenset({first}), dim=d.name, size=b) for b in bad]
+        out += [
+            _Corruption("dim_range", first, force=frozenset({first}), dim=d.name, size=b)
+            for b in bad
+            if _buildable(plan, {**spec.pinned, d.name: b})
+        ]
     return out
+
+
+def _buildable(plan: Plan, pinned: Mapping[str, int]) -> bool:
+    """Whether the smallest sample with these sizes fits a draw (unknown, so true, beyond the scheme)."""
+    try:
+        return _elements(plan, _draw_env(_smallest, plan, pinned, 0, {})) <= _MAX_ELEMENTS
+    except _Infeasible:
+        return True  # the draw meets it and falls back to a bad tag dict
 
 
 def _bad_scalars(f: Field) -> list[Any]:
@@ -848,7 +1057,10 @@ def _draw_case(draw: Callable, spec: _Spec, c: _Corruption) -> tuple[dict[str, A
         at_least = {name: 1 for name, _ in next(a for f, a in plan.tensors if f.name == c.field) if name}
     if c.code == "dim_range":
         pinned[c.dim] = c.size
-    env = _draw_env(draw, plan, pinned, spec.max_len, at_least)
+    env = _draw_env(_picker(draw), plan, pinned, spec.max_len, at_least)
+    if c.code == "dim_range" and _elements(plan, env) > _MAX_ELEMENTS:
+        raise _Infeasible(f"{c.dim}={c.size} is too large to build")
+    _spend([_MAX_ELEMENTS], plan, env)
     choice = _draw_choice(draw, spec, c.force)
     if c.code == "value" and plan.fields[c.field].is_tensor:
         usable = draw(st.sampled_from(spec.bad[c.field]))
@@ -883,12 +1095,16 @@ def _invalid(draw: Callable, spec: _Spec, cases: tuple[_Corruption, ...]) -> tup
     try:
         return _draw_case(draw, spec, c)
     except _Infeasible:  # the sizes this corruption needs do not exist: a bad tag dict always does
+        pass
+    try:
         return _draw_case(draw, spec, _NOT_A_MAPPING)
+    except _Infeasible as exc:  # beyond the constructive scheme: no valid sizes to break a tag dict on either
+        raise _cannot_construct(spec, exc) from None
 
 
 def corruptions(schema: Any, *, dims: Mapping[str, int] | None = None) -> list[tuple[ViolationCode, str]]:
     """The ``(code, field)`` pairs :func:`invalid_samples` may produce for ``schema``."""
-    spec = _spec(schema, dims, 0)
+    spec = _spec(schema, dims, 0, "corruptions")
     return sorted({(c.code, c.field) for c in _cases(spec)})
 
 
@@ -936,12 +1152,33 @@ def invalid_samples(
         codes: draw only these corruptions (default: every one the schema allows).
 
     Raises:
-        ValueError: ``codes`` names no corruption this schema allows; bad ``dims``/``max_len``.
+        ValueError: ``codes`` names a code that is not one of the corruptions above, or
+            none this schema allows; bad ``dims``/``max_len``, as for :func:`samples`.
+        TypeError: ``codes`` is a string or not a collection of strings; ``schema`` is
+            neither a Schema nor a name.
     """
-    spec = _spec(schema, dims, max_len)
+    wanted = _check_codes(codes)
+    spec = _spec(schema, dims, max_len, "invalid_samples")
     cases = _cases(spec)
-    if codes is not None:
-        cases = tuple(c for c in cases if c.code in set(codes))
+    if wanted is not None:
+        cases = tuple(c for c in cases if c.code in wanted)
         if not cases:
-            raise ValueError(f"schema {spec.plan.name!r} allows no corruption with codes {sorted(codes)}")
+            raise ValueError(f"schema {spec.plan.name!r} allows no corruption with codes {sorted(wanted)}")
     return _invalid(spec, cases)
+
+
+#: The corruptions :func:`invalid_samples` makes, by code.
+_CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra")
+
+
+def _check_codes(codes: Any) -> frozenset[str] | None:
+    if codes is None:
+        return None
+    if isinstance(codes, (str, bytes)) or not isinstance(codes, Iterable) or isinstance(codes, Mapping):
+        raise TypeError(f"invalid_samples(codes=...) must be a list of code names, found {codes!r}")
+    wanted = list(codes)
+    for c in wanted:
+        if not isinstance(c, str) or c not in _CODES:
+            known = ", ".join(_CODES)
+            raise ValueError(f"invalid_samples(codes=...): {c!r} is not a corruption invalid_samples makes ({known})")
+    return frozenset(wanted)
