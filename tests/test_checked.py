@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dis
 import functools
 import inspect
+import keyword
 import os
 import pickle
 import subprocess
@@ -13,6 +15,9 @@ import sys
 import textwrap
 import threading
 import time
+import traceback
+import types
+import unittest.mock
 from typing import Any
 
 import pytest
@@ -392,14 +397,368 @@ def test_lambdas_and_prefixed_parameter_names():
     with pytest.raises(TypeError, match=r"<lambda>\(\) missing 1 required positional argument"):
         step()
 
-    def odd(_trajschema_check, sample):  # the generated wrapper's prefix: the generic wrapper takes over
-        return _trajschema_check
+    def odd(_trajschema_check, sample, *, _trajschema_fn=None):  # the generated wrapper's own prefix
+        return _trajschema_check, _trajschema_fn
 
     odd_step = checked(TEXT, arg="sample")(odd)
-    assert odd_step("mine", good()) == "mine"
-    assert odd_step.__code__.co_varnames[:2] == ("args", "kwargs")  # the generic wrapper
+    assert odd_step("mine", good()) == ("mine", None)
+    assert odd_step(_trajschema_check="mine", sample=good(), _trajschema_fn=2) == ("mine", 2)
+    # Still the fast path, its own names behind another prefix.
+    assert odd_step.__code__.co_varnames[:3] == ("_trajschema_check", "sample", "_trajschema_fn")
+    assert "_trajschema1_check" in odd_step.__code__.co_names
     with pytest.raises(ts.SchemaError):
         odd_step("mine", bad())
+
+
+# -- names the wrapper trusts no more than any other input ------------------------------------
+
+
+def _internal_names() -> set[str]:
+    """Every name a generated wrapper uses, at the first three prefixes it can choose.
+
+    Read from the wrappers themselves (not a list kept by hand): the globals it was
+    defined in, the globals its code reads and its locals; each level's function takes
+    all the names found so far as parameters, forcing the next prefix.
+    """
+    found: set[str] = set()
+    params = ["sample"]
+    for _ in range(3):
+        namespace: dict[str, Any] = {}
+        exec(f"def f({', '.join(params)}):\n    return 0", namespace)
+        w = checked(TEXT, arg="sample")(namespace["f"])
+        code = w.__code__
+        read = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        level = set(w.__globals__) | read | set(code.co_varnames[code.co_argcount :])
+        level -= {"__builtins__", *params}
+        assert level and not level & found  # a new prefix each time
+        found |= level
+        params = [*sorted(found), "sample"]
+    return found
+
+
+INTERNAL = sorted(_internal_names())
+ODD_NAMES = [
+    *keyword.kwlist,
+    *INTERNAL,
+    *("", "my-fn", "a b", "<lambda>", "1x", "ᵃ", "é", "a\x00b", "\udc80", "x\ny", "f()", "match", "_", "print"),
+]
+
+
+@pytest.mark.parametrize("name", ODD_NAMES, ids=ascii)
+def test_any_name_and_qualname_decorate_and_are_mirrored(name):
+    def step(sample):
+        if sample is None:
+            raise RuntimeError("body")
+        return "ran"
+
+    step.__name__ = step.__qualname__ = name
+    wrapped = checked(TEXT, arg="sample")(step)
+    assert (wrapped.__name__, wrapped.__qualname__, wrapped.__wrapped__) == (name, name, step)
+    assert wrapped.__code__.co_name == "step" and "*args" not in str(inspect.signature(wrapped, follow_wrapped=False))
+    assert wrapped(good()) == "ran"
+    with pytest.raises(ts.SchemaError) as info:
+        wrapped(bad())
+    if sys.version_info >= (3, 11):  # the note names the function, control characters escaped
+        (note,) = info.value.__notes__
+        assert note.startswith(f"@checked on {_checked._label(step)}()") and "\n" not in note and "\x00" not in note
+    with pytest.raises(TypeError) as mine, checks("never"):
+        wrapped()
+    with pytest.raises(TypeError) as theirs:
+        step()
+    assert str(mine.value) == str(theirs.value)  # Python's own message, naming the function
+    with pytest.raises(RuntimeError) as body, checks("never"):
+        wrapped(None)
+    frames = [f.name for f in traceback.extract_tb(body.value.__traceback__)]
+    assert frames[-2:] == ["step", "step"]  # the wrapper's frame shows the function's code name
+
+
+def test_labels_escape_what_would_break_a_file_name_or_a_message():
+    def f(sample):
+        return 0
+
+    for qualname, label in [("a\x00b", r"a\x00b"), ("x\ny", r"x\ny"), ("\udc80", r"\udc80"), ("é.f", "é.f")]:
+        f.__qualname__ = qualname
+        assert _checked._label(f) == label
+    f.__qualname__ = ""
+    assert _checked._label(f) == "function"  # nothing to show: its type's name
+
+
+def _recorder() -> tuple[list[tuple[Any, Any]], Any]:
+    """A stand-in for ``_Checker.run`` (a plain function, so it binds as a method) and what it saw."""
+    seen: list[tuple[Any, Any]] = []
+
+    def run(checker: Any, value: Any, tags: Any) -> None:
+        seen.append((value, tags))
+
+    return seen, run
+
+
+PARAM_NAMES = st.sampled_from(
+    [*INTERNAL, "fn", "check", "wrapped", "wrapper", "__check", "args", "kwargs", "mode", "passed", "sample", "tags"]
+) | st.from_regex(r"\A[a-z_][a-z0-9_]{0,3}\Z").filter(lambda n: not keyword.iskeyword(n))
+
+
+@st.composite
+def _functions(draw):
+    """(kind of each parameter name, in order; positional defaults; keyword-only defaulted; arg; tags_arg)."""
+    names = draw(st.lists(PARAM_NAMES, min_size=1, max_size=8, unique=True))
+    var = names.pop() if len(names) > 1 and draw(st.booleans()) else None
+    varkw = names.pop() if len(names) > 1 and draw(st.booleans()) else None
+    kinds = draw(st.lists(st.sampled_from(["posonly", "pos", "kwonly"]), min_size=len(names), max_size=len(names)))
+    order = ["posonly", "pos", "kwonly"]
+    plain = sorted(zip(kinds, names), key=lambda kn: order.index(kn[0]))
+    params = [kn for kn in plain if kn[0] != "kwonly"]
+    params += [("var", var)] if var else []
+    params += [kn for kn in plain if kn[0] == "kwonly"] + ([("varkw", varkw)] if varkw else [])
+    arg = draw(st.sampled_from(names))
+    tags_arg = draw(st.sampled_from([None, *[n for n in names if n != arg]]))
+    n_positional = sum(kind != "kwonly" for kind, _ in plain)
+    n_defaults = draw(st.integers(0, n_positional))
+    kw_defaulted = [n for kind, n in plain if kind == "kwonly" and draw(st.booleans())]
+    return params, n_defaults, kw_defaulted, arg, tags_arg
+
+
+def _define(params, n_defaults, kw_defaulted, is_async):
+    """The function of ``_functions()``: it returns its parameters' values, the very objects."""
+    text: list[str] = []
+    kinds = [kind for kind, _ in params]
+    for i, (kind, name) in enumerate(params):
+        if kind == "kwonly" and "var" not in kinds and "kwonly" not in kinds[:i]:
+            text.append("*")
+        text.append({"var": "*", "varkw": "**"}.get(kind, "") + name)
+        if kind == "posonly" and kinds[i + 1 : i + 2] != ["posonly"]:
+            text.append("/")
+    body = "".join(f"{name}, " for _, name in params)  # reads only its parameters: any may shadow a builtin
+    namespace: dict[str, Any] = {}
+    exec(f"{'async ' if is_async else ''}def f({', '.join(text)}):\n    return ({body})", namespace)
+    fn = namespace["f"]
+    fn.__defaults__ = tuple(object() for _ in range(n_defaults)) or None
+    fn.__kwdefaults__ = {n: object() for n in kw_defaulted} or None
+    return fn
+
+
+def _outcome(fn, args, kwargs, is_async):
+    try:
+        result = fn(*args, **kwargs)
+        if is_async:
+            result = asyncio.run(result)
+    except TypeError as exc:
+        return "raised", type(exc), str(exc)
+    return "returned", result
+
+
+CALL_KEYS = PARAM_NAMES | st.sampled_from(["zz", "sample"])
+
+
+def _calls(names: list[str]) -> st.SearchStrategy[list[tuple[int, list[str]]]]:
+    """Calls as (how many positional arguments, which keywords): mostly the function's own names."""
+    keys = st.lists(st.sampled_from(names) | CALL_KEYS, max_size=5, unique=True)
+    return st.lists(st.tuples(st.integers(0, 8), keys), min_size=1, max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_functions(), st.sampled_from(ODD_NAMES) | st.text(max_size=8), st.booleans(), st.data())
+def test_generated_wrappers_pass_every_call_through_whatever_the_names(function, name, is_async, data):
+    params, n_defaults, kw_defaulted, arg, tags_arg = function
+    fn = _define(params, n_defaults, kw_defaulted, is_async)
+    names = [n for _, n in params]
+    calls = data.draw(_calls(names))
+    fn.__name__ = fn.__qualname__ = name
+    step = checked(TEXT, arg=arg, tags_arg=tags_arg)(fn)
+    code = step.__code__
+    assert code is not fn.__code__ and code.co_varnames[: len(names)] == fn.__code__.co_varnames[: len(names)]
+    assert (step.__name__, step.__qualname__, step.__wrapped__) == (name, name, fn)
+    assert inspect.signature(step) == inspect.signature(fn) and inspect.iscoroutinefunction(step) == is_async
+    seen, run = _recorder()
+    with unittest.mock.patch.object(_checked._Checker, "run", run):
+        for n_args, keys in calls:
+            args = tuple(object() for _ in range(n_args))
+            kwargs = {k: object() for k in keys}
+            expected = _outcome(fn, args, kwargs, is_async)
+            for mode in ("never", "always"):
+                seen.clear()
+                with checks(mode):
+                    got = _outcome(step, args, kwargs, is_async)
+                assert got == expected  # the very objects returned, the very TypeError message
+                if mode == "always" and expected[0] == "returned":
+                    # fn returns its parameters' values: what Python bound (Signature.bind can differ).
+                    values = dict(zip(names, expected[1]))
+                    want = (values[arg], None if tags_arg is None else values[tags_arg])
+                    assert len(seen) == 1 and all(a is b for a, b in zip(seen[0], want))
+                else:
+                    assert seen == []  # never checks; a call that does not fit checks nothing
+
+
+@settings(max_examples=60, deadline=None)
+@given(_functions(), st.data())
+def test_generic_wrappers_pass_every_fitting_call_through_whatever_the_names(function, data):
+    params, n_defaults, kw_defaulted, arg, tags_arg = function
+    fn = _define(params, n_defaults, kw_defaulted, False)
+    names = [n for _, n in params]
+    calls = data.draw(_calls(names))
+
+    @functools.wraps(fn)
+    def outer(*args, **kwargs):  # carries __wrapped__: the generic *args, **kwargs wrapper
+        return fn(*args, **kwargs)
+
+    step = checked(TEXT, arg=arg, tags_arg=tags_arg)(outer)
+    assert step.__code__.co_varnames[:2] == ("args", "kwargs") and step.__wrapped__ is outer
+    seen, run = _recorder()
+    with unittest.mock.patch.object(_checked._Checker, "run", run):
+        for n_args, keys in calls:
+            args = tuple(object() for _ in range(n_args))
+            kwargs = {k: object() for k in keys}
+            expected = _outcome(fn, args, kwargs, False)
+            seen.clear()
+            got = _outcome(step, args, kwargs, False)
+            if expected[0] == "raised":  # the generic wrapper words its own message for some
+                assert got[:2] == expected[:2]
+                continue
+            assert got == expected
+            values = dict(zip(names, expected[1]))
+            want = (values[arg], None if tags_arg is None else values[tags_arg])
+            assert len(seen) == 1 and all(a is b for a, b in zip(seen[0], want))
+
+
+def test_an_arg_that_is_a_str_subclass_is_read_as_its_text_only():
+    class Sly(str):
+        def __format__(self, spec):  # would be pasted into the generated source
+            return "print('injected') or other"
+
+    ran = []
+
+    def step(sample, other=None):
+        ran.append(sample)
+
+    wrapped = checked(TEXT, arg=Sly("sample"))(step)
+    with pytest.raises(ts.SchemaError):
+        wrapped(bad(), good())  # the check reads `sample`, not `other`
+    wrapped(good(), bad())
+    assert len(ran) == 1 and "injected" not in wrapped.__code__.co_names
+
+
+def _renamed(fn: Any, *names: str) -> Any:
+    """``fn`` with its code's parameter names replaced (what no source can spell)."""
+    return types.FunctionType(fn.__code__.replace(co_varnames=names), fn.__globals__, fn.__name__, fn.__defaults__)
+
+
+def test_code_spelling_parameters_the_parser_would_rewrite_takes_the_generic_wrapper():
+    def two(a, sample):
+        return a
+
+    fn = _renamed(two, "ᵃ", "sample")  # NFKC: the parser reads "ᵃ" as "a"
+    # So the keyword is passed in a dict below: written ᵃ=1 in a call, it would be a=1.
+    odd = {"ᵃ": 1, "sample": good()}
+    wrapped = checked(TEXT, arg="sample")(fn)
+    assert wrapped.__code__.co_varnames[:2] == ("args", "kwargs")
+    assert wrapped(**odd) == fn(**odd) == 1
+    with pytest.raises(TypeError, match="unexpected keyword argument 'a'"):
+        wrapped(a=1, sample=good())
+    with pytest.raises(ts.SchemaError):
+        wrapped(1, bad())
+    on_the_odd_one = checked(TEXT, arg="ᵃ")(fn)
+    with pytest.raises(ts.SchemaError):
+        on_the_odd_one(**{**odd, "ᵃ": bad()})
+    # ".0" (a comprehension's hidden argument) is shown as positional-only `implicit0`: still the fast path.
+    implicit = checked(TEXT, arg="sample")(_renamed(two, ".0", "sample"))
+    assert implicit("x", good()) == implicit("x", sample=good()) == "x"
+    assert implicit.__code__.co_varnames[:2] == ("implicit0", "sample")
+
+
+def test_code_with_two_parameters_of_one_name_is_refused_at_decoration():
+    def two(a, b):
+        return a
+
+    with pytest.raises(TypeError, match=r"code has 2 parameters \(sample, sample\) but its signature only 1"):
+        checked(TEXT, arg="sample")(_renamed(two, "sample", "sample"))
+
+
+class _HostileSignature:
+    def __call__(self, sample):
+        return "called"
+
+    @property
+    def __signature__(self):
+        raise RuntimeError("no signature for you")
+
+
+def _deep_method(depth: int) -> Any:
+    obj: Any = lambda sample: sample  # noqa: E731
+    for i in range(depth):
+        obj = types.MethodType(obj, i)
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("fn", "found"),
+    [(_HostileSignature(), "RuntimeError: no signature for you"), (_deep_method(5000), "RecursionError")],
+    ids=["raising __signature__", "5000 nested methods"],
+)
+def test_a_signature_that_cannot_be_read_is_a_type_error_at_decoration(fn, found):
+    with pytest.raises(TypeError, match=rf"@checked on .*: cannot read the function's signature \({found}"):
+        checked(TEXT, arg="sample")(fn)
+
+
+class _OddAttributes:
+    """A callable object whose function-like attributes are of types a function cannot hold."""
+
+    __name__ = 5
+    __annotations__ = "not a dict"
+    __dict__ = ["not", "a", "mapping"]
+
+    def __call__(self, sample, other=0):
+        return other
+
+    @property
+    def __doc__(self):  # type: ignore[override]
+        raise RuntimeError("reading the docstring fails")
+
+
+def test_callables_with_unmirrorable_attributes_decorate_and_keep_the_wrappers_own():
+    obj = _OddAttributes()
+    wrapped = checked(TEXT, arg="sample")(obj)
+    assert wrapped(good(), 4) == 4 and wrapped.__wrapped__ is obj
+    assert wrapped.__name__ == "wrapper" and set(wrapped.__annotations__) == {"args", "kwargs", "return"}
+    with pytest.raises(ts.SchemaError):
+        wrapped(bad())
+    part = functools.partial(_inner, other=2)
+    part.__name__ = 7  # a partial holds any attribute
+    part.__qualname__ = None
+    part.extra = "kept"
+    wrapped = checked(TEXT, arg="sample")(part)
+    assert wrapped(good()) == 2 and wrapped.__name__ == "wrapper" and wrapped.extra == "kept"
+
+
+def test_methods_with_odd_names_and_parameters_named_like_the_wrapper():
+    def method(self, _trajschema_fn, sample, *, _trajschema1_check=0):
+        return self, _trajschema_fn, _trajschema1_check
+
+    method.__name__ = "class"
+
+    def static(fn, sample, *args, **kwargs):
+        return fn, args, kwargs
+
+    static.__name__ = ""
+
+    class Trainer:
+        step = checked(TEXT, arg="sample")(method)
+        also = checked(TEXT, arg="sample")(classmethod(method))
+        plain = checked(TEXT, arg="sample")(staticmethod(static))
+
+    t = Trainer()
+    assert t.step(1, good(), _trajschema1_check=2) == (t, 1, 2) and Trainer.also(1, sample=good()) == (Trainer, 1, 0)
+    assert t.plain("f", good(), 3, args=4) == ("f", (3,), {"args": 4})
+    assert (Trainer.step.__name__, Trainer.plain.__name__) == ("class", "")
+    bound = checked(TEXT, arg="sample")(t.step)  # a bound method: the generic wrapper, self already bound
+    assert bound(5, good()) == (t, 5, 0) and bound.__name__ == "class"
+    for call in (
+        lambda: t.step(1, bad()),
+        lambda: Trainer.also(1, bad()),
+        lambda: t.plain(1, bad()),
+        lambda: bound(1, bad()),
+    ):
+        with pytest.raises(ts.SchemaError):
+            call()
 
 
 def test_an_async_partial_takes_the_generic_wrapper_and_stays_a_coroutine_function():

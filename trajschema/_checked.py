@@ -17,8 +17,14 @@ For a plain Python function the wrapper is generated with the function's own par
 list (Python binds the call; no ``*args``/``**kwargs`` repacking), so a ``"never"`` call
 costs one context-variable read, one attribute read, a comparison and the call itself
 (about 0.1 µs: benchmarks/ part 6).
+The generated source never spells the function's ``__name__`` (which may be any string,
+a keyword or empty), and its own names take a prefix that no parameter name starts with,
+so any parameter names work; the wrapper then takes the function's name, qualified name,
+code name, docstring and ``__wrapped__`` like ``functools.wraps``.
 Other callables (callable objects, partials, functions carrying ``__wrapped__``) get a
-``*args, **kwargs`` wrapper that finds the argument at its precomputed position.
+``*args, **kwargs`` wrapper that finds the argument at its precomputed position; so do
+functions whose code spells a parameter name in a form Python's parser would rewrite
+(not NFKC-normalised).
 
 A bad ``TRAJSCHEMA_CHECKS`` value does not break ``import trajschema``: it is a
 ``ValueError`` (naming the variable, the value and the valid modes) at the first call of
@@ -34,6 +40,7 @@ import os
 import sys
 import threading
 import types
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, NoReturn, TypeVar
@@ -296,8 +303,10 @@ def checked(
     like any parameter; put ``@checked`` below or above ``@staticmethod``/``@classmethod``)
     and ``async def`` functions, whose check runs when the coroutine starts (when it is
     awaited or its task first runs), in that context's mode. The wrapper keeps the
-    function's name, docstring and signature, and a module-level decorated function
-    pickles by reference. A generator function is checked when it is called.
+    function's name, qualified name, docstring and signature (whatever they are: a
+    ``__name__`` that is a keyword or not an identifier, parameters named like anything),
+    and a module-level decorated function pickles by reference. A generator function is
+    checked when it is called.
 
     Examples:
         >>> @ts.checked("text", arg="sample")
@@ -334,6 +343,9 @@ def checked(
     for what, name in (("arg", arg), ("tags_arg", tags_arg)):
         if not (isinstance(name, str) or (what == "tags_arg" and name is None)):
             raise TypeError(f"checked({what}=...): expected a parameter name (str), found {type(name).__name__}")
+    # Plain str copies: a str subclass could compare, hash or format (into generated source) as other text.
+    arg = str.__str__(arg)
+    tags_arg = None if tags_arg is None else str.__str__(tags_arg)
     if tags_arg == arg:
         raise ValueError(f"checked(arg=..., tags_arg=...): both name {arg!r}; the tags need a parameter of their own")
 
@@ -348,28 +360,97 @@ def checked(
 def _wrap(fn: Any, schema: Schema, arg: str, depth: Depth, tags_arg: str | None) -> Any:
     if not callable(fn):
         raise TypeError(f"@checked(...) decorates a function, found {type(fn).__name__}")
-    where = f"@checked on {getattr(fn, '__qualname__', None) or type(fn).__name__}()"
+    where = f"@checked on {_label(fn)}()"
     try:
         sig = inspect.signature(fn)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{where}: cannot read the function's signature ({exc})") from None
+        is_async = inspect.iscoroutinefunction(fn)
+    except Exception as exc:  # inspect runs the object's own code: __signature__, __wrapped__, ...
+        raise TypeError(f"{where}: cannot read the function's signature ({type(exc).__name__}: {exc})") from None
+    if _signature_is_code(fn):
+        _same_parameters_as_code(fn, sig, where)
     slot = _Slot(sig, arg, "arg", where)
     tags = None if tags_arg is None else _Slot(sig, tags_arg, "tags_arg", where)
     check = _Checker(schema, depth, where, arg, tags_arg)
-    wrapper = _exact_wrapper(fn, sig, check, arg, tags_arg)
+    wrapper = _exact_wrapper(fn, sig, check, arg, tags_arg, is_async)
     if wrapper is None:
-        wrapper = _generic_wrapper(fn, sig, check, slot, tags)
-    return functools.wraps(fn)(wrapper)
+        wrapper = _generic_wrapper(fn, sig, check, slot, tags, is_async)
+    return _mirror(wrapper, fn)
 
 
-def _generic_wrapper(fn: Any, sig: inspect.Signature, check: _Checker, slot: _Slot, tags: _Slot | None) -> Any:
-    """A ``*args, **kwargs`` wrapper for any callable: finds the argument by its precomputed slot."""
+def _label(fn: Any) -> str:
+    """``fn``'s qualified name (else its type's name) for messages and file names, control characters escaped."""
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except Exception:  # a property of a callable object's own: the label must not fail
+        name = None
+    if not isinstance(name, str) or not name:
+        name = type(fn).__name__
+    # A NUL would make compile() refuse the file name; a newline would forge message lines.
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in name)
+
+
+def _signature_is_code(fn: Any) -> bool:
+    """Whether ``inspect.signature(fn)`` is read from ``fn``'s code (a plain function, nothing overriding it)."""
+    return isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped__") and not hasattr(fn, "__signature__")
+
+
+def _same_parameters_as_code(fn: Any, sig: inspect.Signature, where: str) -> None:
+    """Refuse a function whose signature lost parameters of its code (two spelled alike: ``a, a``).
+
+    Source cannot define one, but ``code.replace(co_varnames=...)`` can; the signature then
+    shows one parameter for two, and no argument could be found by name.
+    """
+    code = fn.__code__
+    count = code.co_argcount + code.co_kwonlyargcount
+    count += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    if len(sig.parameters) != count:
+        names = ", ".join(code.co_varnames[:count])
+        raise TypeError(
+            f"{where}: the function's code has {count} parameters ({names}) but its signature only "
+            f"{len(sig.parameters)}: two names that the signature cannot tell apart"
+        )
+
+
+def _mirror(wrapper: Any, fn: Any) -> Any:
+    """``functools.wraps(fn)(wrapper)`` that copies what a function can hold and skips the rest.
+
+    A callable object's ``__name__`` may be any object (a function's must be a str), its
+    ``__dict__`` need not be a dict, and reading either may raise: none of that may break
+    decoration, so what cannot be mirrored keeps the wrapper's own value.
+    """
+    for attr in functools.WRAPPER_ASSIGNMENTS:
+        try:
+            value = getattr(fn, attr)
+        except Exception:  # missing, or a property that raises
+            continue
+        try:
+            setattr(wrapper, attr, value)
+        except TypeError:  # e.g. a non-str __name__, a non-dict __annotations__
+            continue
+    try:
+        extra = getattr(fn, "__dict__", None)
+    except Exception:
+        extra = None
+    if isinstance(extra, (dict, types.MappingProxyType)):
+        wrapper.__dict__.update(extra)
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+def _generic_wrapper(
+    fn: Any, sig: inspect.Signature, check: _Checker, slot: _Slot, tags: _Slot | None, is_async: bool
+) -> Any:
+    """A ``*args, **kwargs`` wrapper for any callable: finds the argument by its precomputed slot.
+
+    Its own names are closure variables: a keyword argument named ``args``, ``fn`` or
+    ``check`` lands in ``kwargs`` like any other.
+    """
     get, default, where, run = _CONTEXT_MODE.get, _DEFAULT, check.where, check.check
 
     def pick(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
         return slot.pick(sig, args, kwargs, where), None if tags is None else tags.pick(sig, args, kwargs, where)
 
-    if inspect.iscoroutinefunction(fn):
+    if is_async:
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             mode = get() or default.mode
@@ -388,9 +469,10 @@ def _generic_wrapper(fn: Any, sig: inspect.Signature, check: _Checker, slot: _Sl
     return wrapper
 
 
-_PREFIX = "_trajschema_"
+# Every name the generated source uses is a prefix that no parameter name starts with
+# (see _prefix) and a suffix; the function's own __name__ is never spelled.
 _TEMPLATE = """
-{kw}def {name}({params}):
+{kw}def {p}wrapper({params}):
     {p}mode = {p}get() or {p}default.mode
     if {p}mode != "never" and not ({p}mode == "once" and {p}state.passed):
         {p}check({p}mode, {arg}, {tags})
@@ -398,7 +480,22 @@ _TEMPLATE = """
 """
 
 
-def _exact_wrapper(fn: Any, sig: inspect.Signature, check: _Checker, arg: str, tags_arg: str | None) -> Any:
+def _prefix(names: Sequence[str]) -> str:
+    """``_trajschema_``, else the first ``_trajschemaN_`` (N = 1, 2, ...) that no name in ``names`` starts with.
+
+    A name starts with at most one of these prefixes, so the search ends within
+    ``len(names) + 1`` tries.
+    """
+    prefix, n = "_trajschema_", 0
+    while any(name.startswith(prefix) for name in names):
+        n += 1
+        prefix = f"_trajschema{n}_"
+    return prefix
+
+
+def _exact_wrapper(
+    fn: Any, sig: inspect.Signature, check: _Checker, arg: str, tags_arg: str | None, is_async: bool
+) -> Any:
     """A wrapper with ``fn``'s own parameters (no ``*args`` packing: the fast path), or None.
 
     Only for plain Python functions whose signature is their code's (not for callable
@@ -406,33 +503,34 @@ def _exact_wrapper(fn: Any, sig: inspect.Signature, check: _Checker, arg: str, t
     itself binds the call, so a call that does not fit raises Python's own TypeError
     before anything runs.
     """
-    if not isinstance(fn, types.FunctionType) or hasattr(fn, "__wrapped__") or hasattr(fn, "__signature__"):
+    if not _signature_is_code(fn):
         return None
-    if any(name.startswith(_PREFIX) for name in sig.parameters):
+    # The parser NFKC-normalises identifiers: a code object renamed to, e.g., "ᵃ" (not by
+    # source) would become "a" in ours and refuse the keyword fn itself takes.
+    if any(unicodedata.normalize("NFKC", name) != name for name in sig.parameters):
         return None
-    params, forward, defaults = _parameter_text(sig)
-    name = fn.__name__ if fn.__name__.isidentifier() else "wrapper"
+    p = _prefix(list(sig.parameters))
+    params, forward, defaults = _parameter_text(sig, p)
     source = _TEMPLATE.format(
-        kw="async " if inspect.iscoroutinefunction(fn) else "",
-        aw="await " if inspect.iscoroutinefunction(fn) else "",
-        name=name,
+        kw="async " if is_async else "",
+        aw="await " if is_async else "",
         params=params,
         forward=forward,
         arg=arg,
         tags=tags_arg or "None",
-        p=_PREFIX,
+        p=p,
     )
     namespace: dict[str, Any] = {
-        f"{_PREFIX}get": _CONTEXT_MODE.get,
-        f"{_PREFIX}default": _DEFAULT,
-        f"{_PREFIX}check": check.check,
-        f"{_PREFIX}state": check,
-        f"{_PREFIX}fn": fn,
-        f"{_PREFIX}defaults": defaults,
+        f"{p}get": _CONTEXT_MODE.get,
+        f"{p}default": _DEFAULT,
+        f"{p}check": check.check,
+        f"{p}state": check,
+        f"{p}fn": fn,
+        f"{p}defaults": defaults,
     }
-    exec(compile(source, f"<{check.where}>", "exec"), namespace)  # our own template, our own names
-    wrapper = namespace[name]
-    # Python's own TypeErrors (a missing argument, ...) then name the decorated function.
+    exec(compile(source, f"<{check.where}>", "exec"), namespace)  # our own template, names that cannot collide
+    wrapper = namespace[f"{p}wrapper"]
+    # Python's own TypeErrors (a missing argument, ...) and tracebacks then name the decorated function.
     names = {"co_name": fn.__code__.co_name}
     if sys.version_info >= (3, 11):
         names["co_qualname"] = fn.__code__.co_qualname
@@ -440,8 +538,11 @@ def _exact_wrapper(fn: Any, sig: inspect.Signature, check: _Checker, arg: str, t
     return wrapper
 
 
-def _parameter_text(sig: inspect.Signature) -> tuple[str, str, list[Any]]:
-    """(the parameter list, the forwarding call's arguments, the default values) of ``sig``."""
+def _parameter_text(sig: inspect.Signature, prefix: str) -> tuple[str, str, list[Any]]:
+    """(the parameter list, the forwarding call's arguments, the default values) of ``sig``.
+
+    A default is spelled ``{prefix}defaults[i]``: the very object, whatever its repr.
+    """
     params: list[str] = []
     forward: list[str] = []
     defaults: list[Any] = []
@@ -454,7 +555,7 @@ def _parameter_text(sig: inspect.Signature) -> tuple[str, str, list[Any]]:
         starred = starred or p.kind in (p.KEYWORD_ONLY, p.VAR_POSITIONAL)
         default = ""
         if p.default is not p.empty:
-            default = f"={_PREFIX}defaults[{len(defaults)}]"
+            default = f"={prefix}defaults[{len(defaults)}]"
             defaults.append(p.default)
         if p.kind is p.VAR_POSITIONAL:
             params.append(f"*{p.name}")
