@@ -162,8 +162,8 @@ _VALID = _trainer_config(8, 16, 4, True, "gae", 0)
 _CONFIG_ERRORS = [
     ("trainer.critic_warmup", _DELETE, "config.trainer.critic_warmup"),
     ("trainer", _DELETE, "config.trainer"),
-    ("trainer", None, "config.trainer.critic_warmup"),
-    ("trainer", [1, 2], "config.trainer.critic_warmup"),
+    ("trainer", None, "config.trainer"),  # a section of the wrong type is named, not the key under it
+    ("trainer", [1, 2], "config.trainer"),
     ("actor_rollout_ref.rollout.n", _DELETE, "config.actor_rollout_ref.rollout.n"),
     ("actor_rollout_ref.rollout.n", None, "config.actor_rollout_ref.rollout.n"),
     ("actor_rollout_ref.rollout", _DELETE, "config.actor_rollout_ref.rollout"),
@@ -231,6 +231,224 @@ def test_a_bad_dictconfig_is_a_verl_config_error_naming_the_dotted_key(path, val
     """
     omegaconf = pytest.importorskip("omegaconf").OmegaConf
     _assert_config_error(omegaconf.create(_broken(path, value)), key)
+
+
+#: The sections required_batch_multiple reads under, each with a key it reads there.
+_SECTIONS = {
+    "actor_rollout_ref": "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.rollout": "actor_rollout_ref.rollout.n",
+    "actor_rollout_ref.actor": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "critic": "critic.enable",
+    "algorithm": "algorithm.adv_estimator",  # read when critic.enable is null
+    "trainer": "trainer.critic_warmup",
+}
+#: Values that cannot hold config keys, as a plain config and a DictConfig can hold them.
+_NOT_SECTIONS = [None, True, False, 0, 5, -1, 1.5, float("nan"), "", "x", "critic", [], [1, 2], [{"n": 8}], ("a",)]
+
+
+def _is_a(value: Any) -> str:
+    """How a message says what it found: ``None``, else the value's type name (e.g. ``int``, ``ListConfig``)."""
+    return "found None" if value is None else f" {type(value).__name__} "
+
+
+def _wrong_section(config: Any, section: str, value: Any) -> str:
+    """The VerlConfigError message of required_batch_multiple on ``config``, checked to name ``section`` first."""
+    with pytest.raises(tv.VerlConfigError) as info:
+        tv.required_batch_multiple(config, 2, global_steps=3)
+    message = str(info.value)
+    assert message.startswith(f"config.{section} must be a mapping (verl reads config.{section}."), message
+    assert "is missing" not in message  # the defect: 'critic: 5' read as a config lacking critic.ppo_mini_batch_size
+    return message
+
+
+@pytest.mark.parametrize("section", sorted(_SECTIONS))
+@pytest.mark.parametrize("value", _NOT_SECTIONS, ids=repr)
+def test_a_section_of_the_wrong_type_is_named_with_what_was_found(section, value):
+    """``critic: 5``, ``actor_rollout_ref: "x"``, a list or null where verl reads keys: the key holding it is named.
+
+    Before: a wrong-typed section read as if its keys were missing, and the message named a
+    key under it ("config.critic.ppo_mini_batch_size is missing").
+    """
+    config = _broken(section, value)
+    for form in (config, _namespace(config)):
+        message = _wrong_section(form, section, value)
+        assert message.endswith(_is_a(value).rstrip() + (f" {value!r}" if value is not None else "")), message
+
+
+@pytest.mark.parametrize("section", sorted(_SECTIONS))
+@pytest.mark.parametrize("value", [v for v in _NOT_SECTIONS if not isinstance(v, tuple)], ids=repr)
+def test_a_dictconfig_section_of_the_wrong_type_is_named(section, value):
+    """The same on a DictConfig, as verl passes it: lists arrive as ListConfigs, and are named so."""
+    omegaconf = pytest.importorskip("omegaconf").OmegaConf
+    config = omegaconf.create(_broken(section, value))
+    omegaconf.set_struct(config, True)  # verl's trainer config is in struct mode
+    held = omegaconf.select(config, section)
+    assert _is_a(held) in _wrong_section(config, section, held) + " "
+
+
+#: Sections layout_multiple reads under, every key there having a default (strategy fsdp, sizes 1).
+_LAYOUT_SECTIONS = [
+    "actor_rollout_ref",
+    "actor_rollout_ref.actor",
+    "actor_rollout_ref.ref",
+    "actor_rollout_ref.actor.fsdp_config",
+    "actor_rollout_ref.ref.fsdp_config",
+    "actor_rollout_ref.ref.megatron",
+    "critic",
+    "critic.fsdp",
+    "critic.megatron",
+]
+
+
+def _layout_with_every_section() -> dict[str, Any]:
+    fsdp = {"strategy": "fsdp", "fsdp_config": {"ulysses_sequence_parallel_size": 2}}
+    megatron = {"strategy": "megatron", "megatron": {"tensor_model_parallel_size": 2}}
+    arr = {"actor": copy.deepcopy(fsdp), "ref": copy.deepcopy(megatron)}
+    return {"actor_rollout_ref": arr, "critic": {"enable": True, "strategy": "megatron", "megatron": {}, "fsdp": {}}}
+
+
+@pytest.mark.parametrize("section", _LAYOUT_SECTIONS)
+@pytest.mark.parametrize("value", _NOT_SECTIONS, ids=repr)
+def test_layout_multiple_names_a_wrong_section_though_every_key_under_it_has_a_default(section, value):
+    """``critic.megatron: 5`` is not a critic with the default layout: the section is named."""
+    plain = _layout_with_every_section()
+    role, _, engine = section.rpartition(".")
+    if engine in ("fsdp", "fsdp_config", "megatron"):  # the engine section the role's strategy reads
+        plain = _edited(plain, f"{role}.strategy", "megatron" if engine == "megatron" else "fsdp")
+    config = _edited(plain, section, value)
+    for form in (config, _namespace(config)):
+        with pytest.raises(tv.VerlConfigError) as info:
+            _verl_config.layout_multiple(form)
+        message = str(info.value)
+        assert message.startswith(f"config.{section} must be a mapping"), message
+        assert _is_a(value) in message + " "
+
+
+@pytest.mark.parametrize("role", ["actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic"])
+@pytest.mark.parametrize("value", [None, 5, True, ["megatron"], {"name": "megatron"}], ids=repr)
+def test_layout_multiple_names_a_strategy_that_is_not_a_string(role, value):
+    """A strategy that is not a str was read as FSDP; it is named instead."""
+    config = _edited(_layout_with_every_section(), f"{role}.strategy", value)
+    with pytest.raises(tv.VerlConfigError, match=rf"^config\.{re.escape(role)}\.strategy must be a str"):
+        _verl_config.layout_multiple(config)
+
+
+def test_a_layout_no_row_length_can_meet_is_named():
+    """Sizes whose lcm is beyond int64: a VerlConfigError naming the role, not an error deep inside padding."""
+    plain = _layout_with_every_section()
+    plain["critic"]["megatron"] = {"tensor_model_parallel_size": 2**61, "context_parallel_size": 3}
+    with pytest.raises(tv.VerlConfigError, match=r"^the parallel layouts up to config\.critic .*2\*\*63 - 1"):
+        _verl_config.layout_multiple(plain)
+    with pytest.raises(ValueError, match=r"more than a torch tensor holds"):
+        tv.padding_dims(tp_size=2**61, cp_size=3)
+    with pytest.raises(ValueError, match=r"more than a torch tensor holds"):
+        tv.padding_dims(min_len=2**63)
+    # The largest that fits still works, and is what the brute force below would count up to.
+    assert tv.padding_dims(tp_size=2**61, cp_size=1, min_len=2) == {"prompt": 2**62 - 1, "response": 1}
+
+
+@pytest.mark.parametrize("config", [None, 5, "config", [1, 2], True], ids=repr)
+def test_a_config_that_is_not_a_mapping_is_named_config(config):
+    with pytest.raises(tv.VerlConfigError, match=r"^config must be a mapping \(verl reads config\.critic\.enable\)"):
+        tv.required_batch_multiple(config, 2, global_steps=0)
+    with pytest.raises(tv.VerlConfigError, match=r"^config must be a mapping"):
+        _verl_config.layout_multiple(config)
+
+
+#: Keys read as ints, with their minimum, and values that are not such ints (bools are not ints here).
+_INT_KEYS = {
+    "actor_rollout_ref.rollout.n": 1,
+    "actor_rollout_ref.actor.ppo_mini_batch_size": 1,
+    "critic.ppo_mini_batch_size": 1,
+    "trainer.critic_warmup": 0,
+}
+_NOT_INTS = [None, True, False, 1.0, 2.5, float("inf"), "8", "", [8], {"n": 8}, (8,), b"8", -1, -(2**70)]
+
+
+@pytest.mark.parametrize("key", sorted(_INT_KEYS))
+@pytest.mark.parametrize("value", _NOT_INTS, ids=repr)
+def test_an_int_key_of_the_wrong_type_says_what_was_expected_and_found(key, value):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= _INT_KEYS[key]:
+        pytest.skip("a valid value")
+    config = _broken(key, value)
+    for form, held in ((config, value), (_namespace(config), _namespace(value))):
+        with pytest.raises(tv.VerlConfigError) as info:
+            tv.required_batch_multiple(form, 2, global_steps=3)
+        message = str(info.value)
+        assert message.startswith(f"config.{key} must be an int >= {_INT_KEYS[key]}, found "), message
+        assert _is_a(held) in message + " "
+
+
+def test_a_huge_or_unprintable_wrong_value_keeps_the_message_short():
+    """The message shows a bounded repr, and a repr that raises does not escape."""
+
+    class Hostile:
+        def __iter__(self):  # iterable: not a section
+            return iter(())
+
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    for value in ("x" * 1_000_000, list(range(100_000)), Hostile()):
+        with pytest.raises(tv.VerlConfigError) as info:
+            tv.required_batch_multiple(_broken("critic", value), 2, global_steps=3)
+        assert len(str(info.value)) < 300
+        assert str(info.value).startswith("config.critic must be a mapping")
+
+
+@pytest.mark.verl
+@pytest.mark.parametrize("section", sorted(_SECTIONS))
+@pytest.mark.parametrize("value", [None, 5, "x", [1, 2]], ids=repr)
+def test_verl_itself_cannot_read_a_section_we_refuse(section, value):
+    """We refuse only what verl's own trainer fails on: its need_critic or _get_required_batch_multiple raises too."""
+    omegaconf = _omegaconf()
+    config = omegaconf.create(_broken(section, value))
+    with pytest.raises(Exception) as info:  # verl raises whatever reading an int or a list as a section raises
+        _verl_multiple(config, 2, 3)
+    assert not isinstance(info.value, tv.VerlConfigError)
+    with pytest.raises(tv.VerlConfigError):
+        tv.required_batch_multiple(config, 2, global_steps=3)
+
+
+_WRONG_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(alphabet="abc xyz", max_size=8),  # no '${' or '???': OmegaConf would read those as its own
+    st.lists(st.integers(), max_size=3),
+)
+
+
+@pytest.mark.verl
+@settings(max_examples=200, deadline=None)
+@given(
+    base=st.tuples(
+        st.sampled_from(_GRID_N),
+        st.sampled_from(_GRID_ACTOR_MB),
+        st.sampled_from(_GRID_CRITIC_MB),
+        st.sampled_from(_GRID_ENABLE),
+        st.sampled_from(_GRID_ESTIMATORS),
+        st.sampled_from(_GRID_WARMUP),
+    ),
+    section=st.sampled_from(sorted(_SECTIONS)),
+    value=_WRONG_VALUES,
+    steps=st.sampled_from(_GRID_STEPS),
+)
+def test_a_wrong_section_fails_exactly_when_verl_reads_through_it(base, section, value, steps):
+    """verl's own trainer as the oracle, on DictConfigs: we fail exactly when verl fails (it reads
+    through the wrong section), naming that section; when verl never reads it, neither do we."""
+    omegaconf = _omegaconf()
+    config = omegaconf.create(_edited(_trainer_config(*base), section, value))
+    try:
+        want = _verl_multiple(config, 3, steps)
+    except Exception:  # AttributeError, ConfigAttributeError, ...: verl cannot read it
+        want = None
+    if want is None:
+        with pytest.raises(tv.VerlConfigError, match=rf"^config\.{re.escape(section)} must be a mapping"):
+            tv.required_batch_multiple(config, 3, global_steps=steps)
+    else:
+        assert tv.required_batch_multiple(config, 3, global_steps=steps) == want
 
 
 @pytest.mark.parametrize("dp_size", [0, -1, True, False, 2.0, "2", None])
@@ -1162,3 +1380,88 @@ def test_importing_trajschema_verl_does_not_import_verl():
     assert out["verl_modules"] == [] and out["verl_entry"] == "'absent'"
     assert out["multiple"] == tv.required_batch_multiple(_VALID, 3, global_steps=2)
     assert out["dims"] == tv.padding_dims(tp_size=8, cp_size=16)
+
+
+# -- agg_loss_real's arguments (issue 14): named, and checked before any tensor is read ------
+
+_LOSS, _MASK, _REAL = torch.ones(3, 4), torch.ones(3, 4), torch.tensor([True, False, True])
+
+#: id -> (keyword arguments changed from a valid call, exception type (exactly), message regex).
+AGG_LOSS_ARGUMENT_ATTACKS = {
+    "loss-a-list": ({"loss_mat": [[1.0]]}, TypeError, r"^loss_mat must be a \(rows, tokens\) tensor, found list of 1$"),
+    "mask-none": ({"loss_mask": None}, TypeError, r"^loss_mask must be a \(rows, tokens\) tensor, found NoneType$"),
+    "mask-on-meta": ({"loss_mask": _MASK.to("meta")}, ValueError, r"^loss_mat and loss_mask must be on one device"),
+    "mode-array": (
+        {"loss_agg_mode": np.array(["token-mean", "token-sum"])},
+        ValueError,
+        r"^loss_agg_mode must be one of .*found array\(",
+    ),
+    "mode-none": ({"loss_agg_mode": None}, ValueError, r"^loss_agg_mode must be one of .*found None$"),
+    "rows-a-str": (
+        {"real_rows": "yes"},
+        ValueError,
+        r"^real_rows must be a bool mask of one entry per row \(3\), found",
+    ),
+    "rows-none": ({"real_rows": None}, ValueError, r"^real_rows must be a bool mask .*found NoneType$"),
+    "rows-ragged": ({"real_rows": [[True], []]}, ValueError, r"^real_rows must be a bool mask .*found list of 2$"),
+    "rows-objects": ({"real_rows": [object()] * 3}, ValueError, r"^real_rows must be a bool mask .*found list of 3$"),
+    "rows-on-meta": ({"real_rows": _REAL.to("meta")}, ValueError, r"^real_rows must be .*on the meta device"),
+    "dp-size-nan": ({"dp_size": float("nan")}, ValueError, r"^dp_size must be a positive int, found nan$"),
+    "tokens-zero": ({"batch_num_tokens": 0}, ValueError, r"^batch_num_tokens must be a positive number .*found int 0$"),
+    "tokens-str": ({"batch_num_tokens": "8"}, ValueError, r"^batch_num_tokens must be a positive number .*str '8'$"),
+    "tokens-bool": ({"batch_num_tokens": True}, ValueError, r"^batch_num_tokens must be .*found bool True$"),
+    "tokens-two-elements": ({"batch_num_tokens": torch.tensor([4, 4])}, ValueError, r"^batch_num_tokens .*i64\[2\]$"),
+    "global-size-negative": ({"global_batch_size": -2}, ValueError, r"^global_batch_size must be a positive number"),
+    "global-size-inf": ({"global_batch_size": math.inf}, ValueError, r"^global_batch_size must be .*found float inf$"),
+    "scale-zero": ({"loss_scale_factor": 0}, ValueError, r"^loss_scale_factor must be a positive number"),
+    "scale-bool-tensor": ({"loss_scale_factor": torch.tensor(True)}, ValueError, r"^loss_scale_factor must be"),
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "exc", "match"), list(AGG_LOSS_ARGUMENT_ATTACKS.values()), ids=list(AGG_LOSS_ARGUMENT_ATTACKS)
+)
+def test_agg_loss_real_names_every_bad_argument(changes, exc, match):
+    """Before, torch's, numpy's or a division's own error escaped, or an inf or NaN loss came back."""
+    call = {
+        "loss_mat": _LOSS,
+        "loss_mask": _MASK,
+        "loss_agg_mode": "seq-mean-token-sum-norm",
+        "real_rows": _REAL,
+        **changes,
+    }
+    with pytest.raises(Exception) as info:
+        tv.agg_loss_real(call.pop("loss_mat"), call.pop("loss_mask"), call.pop("loss_agg_mode"), **call)
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    arg=st.sampled_from(["batch_num_tokens", "global_batch_size", "loss_scale_factor"]),
+    value=st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=3),
+        st.sampled_from([torch.tensor(3.0), torch.tensor([3]), torch.zeros(2), torch.tensor(True), 1 + 2j]),
+    ),
+)
+def test_a_global_size_is_a_positive_number_or_a_one_element_tensor(arg, value):
+    sound = value is None or (
+        isinstance(value, torch.Tensor)
+        and value.numel() == 1
+        and value.dtype != torch.bool
+        or isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+    mode = "token-mean" if arg == "batch_num_tokens" else "seq-mean-token-sum-norm"
+    try:
+        got = tv.agg_loss_real(_LOSS, _MASK, mode, real_rows=_REAL, **{arg: value})
+    except ValueError as exc:
+        assert not sound and str(exc).startswith(f"{arg} must be a positive number"), str(exc)
+    else:
+        assert sound and got.shape == ()

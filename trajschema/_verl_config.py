@@ -9,47 +9,92 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Mapping
 from typing import Any
 
+from ._types import MAX_SIZE
+
 __all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
 
-_MISSING = object()
+_MISSING = object()  # lookup's "no default"
+_ABSENT = object()  # a default that no config value can be
 
 #: The roles whose workers see padding rows, and where verl keeps their configs.
 _ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+
 
 class VerlConfigError(ValueError):
-    """A verl config lacks a key trajschema reads, or holds a value of the wrong type there."""
+    """A verl config lacks a key trajschema reads, or holds a value of the wrong type there.
+
+    The message names the dotted key at fault (``config.critic`` when ``critic: 5`` stands
+    where verl reads ``config.critic.ppo_mini_batch_size``), what verl needs there and
+    what was found.
+    """
 
     __module__ = "trajschema.verl"
 
 
+def _found(value: Any) -> str:
+    """``value`` for a message, with its type: ``an int 5``, ``a str 'x'``, ``a bool True``, ``None``."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a repr that raises (an OmegaConf node, a hostile object): its type alone
+        return f"a {name}"
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name} {text}"
+
+
+def _is_section(node: Any) -> bool:
+    """Whether ``node`` can hold config keys: a mapping (a ``DictConfig``, verl's config
+    dataclasses) or an attribute object, not a scalar or a sequence."""
+    if isinstance(node, Mapping):
+        return True
+    if node is None or isinstance(node, (str, bytes, bytearray, numbers.Number)):
+        return False
+    return not hasattr(type(node), "__iter__")  # lists, tuples, ListConfigs, tensors, arrays hold no keys
+
+
+def _where(parts: list[str]) -> str:
+    return ".".join(["config", *parts])
+
+
 def lookup(config: Any, path: str, default: Any = _MISSING) -> Any:
-    """The value at the dotted ``path`` of ``config`` (``default`` when a key is missing, else an error)."""
+    """The value at the dotted ``path`` of ``config``.
+
+    A missing key gives ``default`` (or an error when there is none). A section that is
+    not a mapping is an error whatever the default: ``critic: 5`` is not a config without
+    a critic, and reading past it would report a key missing where the fix is the type.
+    """
+    parts = path.split(".")
     node = config
-    for depth, part in enumerate(path.split(".")):
+    for depth, part in enumerate(parts):
+        if not _is_section(node):
+            raise VerlConfigError(
+                f"{_where(parts[:depth])} must be a mapping (verl reads config.{path}), found {_found(node)}"
+            )
         try:
-            if isinstance(node, Mapping):
-                node = node.get(part, _MISSING)
-            else:
-                node = getattr(node, part, _MISSING) if node is not None else _MISSING
+            node = node.get(part, _MISSING) if isinstance(node, Mapping) else getattr(node, part, _MISSING)
         except Exception as exc:  # an OmegaConf interpolation that does not resolve, a raising property
-            where = "config." + ".".join(path.split(".")[: depth + 1])
+            where = _where(parts[: depth + 1])
             raise VerlConfigError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
         if node is _MISSING:
             if default is not _MISSING:
                 return default
-            where = "config." + ".".join(path.split(".")[: depth + 1])
-            raise VerlConfigError(f"{where} is missing; verl's trainer reads config.{path}")
+            raise VerlConfigError(f"{_where(parts[: depth + 1])} is missing; verl's trainer reads config.{path}")
     return node
 
 
 def _int(config: Any, path: str, *, minimum: int, default: Any = _MISSING) -> int:
     value = lookup(config, path, default)
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise VerlConfigError(f"config.{path} must be an int >= {minimum}, found {value!r}")
+        raise VerlConfigError(f"config.{path} must be an int >= {minimum}, found {_found(value)}")
     return int(value)
 
 
@@ -64,11 +109,11 @@ def uses_critic(config: Any) -> bool:
     enable = lookup(config, "critic.enable", None)
     if enable is not None:
         if not isinstance(enable, bool):
-            raise VerlConfigError(f"config.critic.enable must be true, false or null, found {enable!r}")
+            raise VerlConfigError(f"config.critic.enable must be true, false or null, found {_found(enable)}")
         return enable
     estimator = lookup(config, "algorithm.adv_estimator")
     if not isinstance(estimator, str):
-        raise VerlConfigError(f"config.algorithm.adv_estimator must be a str, found {estimator!r}")
+        raise VerlConfigError(f"config.algorithm.adv_estimator must be a str, found {_found(estimator)}")
     return estimator == "gae"  # verl's AdvantageEstimator is a str enum: its members compare equal too
 
 
@@ -105,8 +150,17 @@ def required_batch_multiple(config: Any, dp_size: int, *, global_steps: int) -> 
 
 
 def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
-    """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``."""
+    """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``.
+
+    Raises:
+        ValueError: that total is longer than a torch tensor can be (``2**63 - 1``).
+    """
     total = -(-min_len // multiple) * multiple
+    if total > MAX_SIZE:
+        raise ValueError(
+            f"a padding row of at least {min_len} tokens whose length is a multiple of {multiple} has {total} "
+            f"tokens, more than a torch tensor holds (2**63 - 1)"
+        )
     return {"prompt": total - 1, "response": 1}
 
 
@@ -138,10 +192,14 @@ def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> d
 
 def _role_layout(config: Any, role: str) -> int | None:
     """``tp * cp`` of one role's workers (``None`` when the config has no such role)."""
-    section = lookup(config, role, None)
-    if section is None:
+    section = lookup(config, role, _ABSENT)
+    if section is _ABSENT:
         return None
-    strategy = lookup(section, "strategy", "fsdp")
+    if not _is_section(section):  # verl reads the role's engine config under it
+        raise VerlConfigError(f"config.{role} must be a mapping (a worker's config), found {_found(section)}")
+    strategy = lookup(config, f"{role}.strategy", "fsdp")
+    if not isinstance(strategy, str):
+        raise VerlConfigError(f"config.{role}.strategy must be a str (fsdp, megatron, ...), found {_found(strategy)}")
     if strategy == "megatron":
         tp = _int(config, f"{role}.megatron.tensor_model_parallel_size", minimum=1, default=1)
         cp = _int(config, f"{role}.megatron.context_parallel_size", minimum=1, default=1)
@@ -165,4 +223,9 @@ def layout_multiple(config: Any) -> int:
         size = _role_layout(config, role)
         if size is not None:
             multiple = math.lcm(multiple, 2 * size)
+            if multiple > MAX_SIZE:  # no row can be that long: say so here, not deep inside padding
+                raise VerlConfigError(
+                    f"the parallel layouts up to config.{role} ({size} ranks split its rows) make every row a "
+                    f"multiple of {multiple} tokens, more than a torch tensor holds (2**63 - 1)"
+                )
     return multiple
