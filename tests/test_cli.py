@@ -133,6 +133,67 @@ def test_list_reports_a_broken_schema_file_as_a_row_and_goes_on(capsys, tmp_path
     assert "1 of 7 schema files do not load" in out
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs symbolic links and FIFOs")
+def test_list_reports_every_file_it_cannot_read_with_its_reason(capsys, tmp_path, monkeypatch):
+    """Before: dangling and looping links, FIFOs and devices were dropped from the listing silently."""
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    (tmp_path / "devnull.yaml").symlink_to(os.devnull)
+    os.mkfifo(tmp_path / "pipe.yaml")  # listing must not open it: that would block
+    (tmp_path / "latin.yaml").write_bytes("name: latin\ndescription: caf\xe9\n".encode("latin-1"))
+    (tmp_path / "a_dir.yaml").mkdir()  # a directory is not a schema file: not listed
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    rows = {line.split()[0]: line for line in lines[2:-1]}
+    reasons = {
+        "dangling": f"{tmp_path / 'dangling.yaml'}: is a symbolic link to {tmp_path / 'nowhere.yaml'}, which does not",
+        "loop": f"{tmp_path / 'loop.yaml'}: is a symbolic link that never reaches a file",
+        "devnull": f"{tmp_path / 'devnull.yaml'}: is not a regular file (a character device)",
+        "pipe": f"{tmp_path / 'pipe.yaml'}: is not a regular file (a FIFO)",
+        "latin": f"{tmp_path / 'latin.yaml'}: line 2: not UTF-8 text: byte 0xe9",
+    }
+    for name, reason in reasons.items():
+        assert f"error: {reason}" in rows[name], rows[name]
+        assert rows[name].rstrip().endswith(str(tmp_path))
+    assert set(rows) == set(SCHEMAS) | set(reasons)
+    assert lines[-1] == f"{len(reasons)} of {len(rows)} schema files do not load (see the error rows)"
+
+
+def test_list_reports_a_search_path_entry_it_cannot_list(capsys, tmp_path, monkeypatch):
+    locked, a_file, gone = tmp_path / "locked", tmp_path / "a_file", tmp_path / "gone"
+    locked.mkdir()
+    a_file.write_text("name: mine\n")
+    (tmp_path / "link").symlink_to(gone)
+    real = os.scandir
+
+    def scandir(path="."):  # without read permission, as root cannot be made to see it
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    entries = [locked, tmp_path / "missing", a_file, tmp_path / "link"]
+    monkeypatch.setenv("TRAJSCHEMA_PATH", os.pathsep.join(map(str, entries)))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["-", "-", "-"]  # first, in search order
+    assert lines[2].split()[-1] == str(locked) and f"error: {locked}: cannot be listed: Permission denied" in lines[2]
+    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[3]
+    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[4]
+    assert "missing" not in out  # a missing directory is skipped quietly, like a missing PATH entry
+    assert {line.split()[0] for line in lines[5:-1]} == set(SCHEMAS)
+    assert lines[-1] == "3 search path entries cannot be listed (see the error rows)"
+
+
+def test_list_of_a_path_with_only_a_missing_directory_succeeds(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "missing"))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (0, "") and "error" not in out
+
+
 # -- show -----------------------------------------------------------------------------------
 
 

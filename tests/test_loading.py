@@ -146,6 +146,24 @@ def test_missing_schema_file(tmp_path: Path) -> None:
         ts.load_schema(tmp_path / "absent.yaml")
 
 
+class _BytesPath:
+    def __fspath__(self) -> bytes:
+        return b"text.yaml"
+
+
+@pytest.mark.parametrize("name", [5, None, b"text", ["text"], _BytesPath()], ids=repr)
+def test_a_name_that_is_neither_a_string_nor_a_path_is_a_type_error(name) -> None:
+    """Before: os.fspath's or str.endswith's own TypeError, from inside."""
+    with pytest.raises(TypeError, match=r"^name_or_path must be a schema name or a path, found "):
+        ts.load_schema(name)
+
+
+@pytest.mark.parametrize("architecture", [5, None, b"LlamaForCausalLM", ["LlamaForCausalLM"]], ids=repr)
+def test_an_architecture_that_is_not_a_string_is_a_type_error(architecture) -> None:
+    with pytest.raises(TypeError, match=r"^architecture must be a str, found "):
+        ts.schema_for_architecture(architecture)
+
+
 def test_schema_not_found_error_is_a_lookup_error() -> None:
     assert issubclass(ts.SchemaNotFoundError, LookupError)
     assert ts.SchemaNotFoundError.__module__ == "trajschema"

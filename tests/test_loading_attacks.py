@@ -13,14 +13,19 @@ and two fuzzers.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
+import re
+import signal
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loading_cases import BASE
@@ -29,6 +34,9 @@ from loading_cases import edit_base as _edit
 import trajschema as ts
 from trajschema._compile import fill_fits_dtype
 from trajschema._filetext import _MAX_DEPTH, _MAX_NODES
+from trajschema._yaml import _read_text
+
+PACKAGED = ts.schema_names()
 
 
 def _field(spec: str, name: str = "x") -> str:
@@ -53,6 +61,12 @@ def _load_error(path: Path) -> ts.SchemaDefinitionError:
     where = f"{err.source}: {err.path}" if err.path else err.source
     assert str(err) == f"{where}: {err.problem}"
     return err
+
+
+def _bump_mtime(path: Path) -> None:
+    """Make an edit visible to the loader's cache even within the file system's mtime resolution."""
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
 
 def _check(tmp_path: Path, text: str | bytes, key_path: str, problem: str, name: str = "bad") -> None:
@@ -1168,7 +1182,7 @@ def test_a_directory_named_like_a_schema_file(tmp_path: Path, monkeypatch: pytes
 def test_a_fifo_is_not_read(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.yaml")  # opening it for reading would block forever
     err = _load_error(tmp_path / "pipe.yaml")
-    assert (err.path, err.problem) == ("", "is not a regular file")
+    assert (err.path, err.problem) == ("", "is not a regular file (a FIFO)")
 
 
 def test_a_malformed_file_on_the_path_fails_architecture_lookup_clearly(
@@ -1180,6 +1194,208 @@ def test_a_malformed_file_on_the_path_fails_architecture_lookup_clearly(
     with pytest.raises(ts.SchemaDefinitionError) as info:
         ts.schema_for_architecture("LlamaForCausalLM")
     assert str(info.value) == f"{path}: architectures: expected a list, found an integer 3"
+
+
+# ---------------------------------------------------------------------------
+# 8b. The search path: a file or directory that cannot be read is named, never skipped or hung on
+
+
+@contextlib.contextmanager
+def _within(seconds: float):
+    """Fail instead of hanging: opening a FIFO for reading blocks until a writer comes, forever here."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _unreadable_entries(directory: Path) -> dict[str, str]:
+    """Entries named like schema files that cannot be read as one, with the problem each is reported with."""
+    (directory / "dangling.yaml").symlink_to(directory / "nowhere.yaml")
+    (directory / "loop.yaml").symlink_to(directory / "loop.yaml")
+    (directory / "devnull.yaml").symlink_to(os.devnull)
+    problems = {
+        "dangling": f"is a symbolic link to {directory / 'nowhere.yaml'}, which does not exist",
+        "loop": "is a symbolic link that never reaches a file (too many levels of symbolic links)",
+        "devnull": "is not a regular file (a character device)",
+    }
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(directory / "pipe.yaml")
+        problems["pipe"] = "is not a regular file (a FIFO)"
+    return problems
+
+
+needs_posix = pytest.mark.skipif(os.name != "posix", reason="needs symbolic links, FIFOs and SIGALRM")
+
+
+@needs_posix
+def test_a_file_on_the_path_that_cannot_be_read_is_named_when_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    problems = _unreadable_entries(tmp_path)
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    with _within(10):
+        assert set(problems) <= set(ts.schema_names())  # listed, as `trajschema list` shows them
+        for name, problem in problems.items():
+            with pytest.raises(ts.SchemaDefinitionError) as info:
+                ts.load_schema(name)
+            assert (info.value.source, info.value.path, info.value.problem) == (
+                str(tmp_path / f"{name}.yaml"),
+                "",
+                problem,
+            )
+            # Given by path, the same.
+            assert _load_error(tmp_path / f"{name}.yaml").problem == problem
+        # Unrelated loads are untouched: by name, and through extends.
+        assert ts.load_schema("vlm_mrope_moe").name == "vlm_mrope_moe"
+        child = _write(tmp_path, "child", "name: child\nextends: [moe_routed]\n")
+        assert ts.load_schema(child).lineage == ("child", "moe_routed", "text")
+
+
+@needs_posix
+def test_a_parent_that_cannot_be_read_is_named_not_skipped(tmp_path: Path) -> None:
+    problems = _unreadable_entries(tmp_path)
+    with _within(10):
+        for name, problem in problems.items():
+            child = _write(tmp_path, f"child_of_{name}", f"name: child_of_{name}\nextends: [{name}]\n")
+            err = _load_error(child)
+            assert (err.source, err.path, err.problem) == (str(tmp_path / f"{name}.yaml"), "", problem)
+
+
+@needs_posix
+def test_an_unreadable_file_shadows_the_packaged_schema_of_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken override is an error, not a silent fall back to the packaged schema it meant to replace."""
+    (tmp_path / "text.yaml").symlink_to(tmp_path / "moved" / "text.yaml")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.load_schema("text")
+    assert info.value.source == str(tmp_path / "text.yaml") and "which does not exist" in info.value.problem
+    assert ts.load_schema("vlm_mrope").lineage[-1] == "text"  # packaged children find text beside them
+
+
+@needs_posix
+def test_a_fifo_put_in_place_after_the_search_is_not_read(tmp_path: Path) -> None:
+    """The reader checks the open file, not only the path it looked at: a swap cannot make it block."""
+    os.mkfifo(tmp_path / "pipe.yaml")
+    with _within(10), pytest.raises(ts.SchemaDefinitionError, match=r"is not a regular file \(a FIFO\)$"):
+        _read_text(tmp_path / "pipe.yaml")
+
+
+@needs_posix
+def test_a_directory_named_like_a_schema_file_is_refused_by_the_reader_too(tmp_path: Path) -> None:
+    (tmp_path / "d.yaml").mkdir()
+    with pytest.raises(ts.SchemaDefinitionError, match=r"d\.yaml: is a directory, not a schema file$"):
+        _read_text(tmp_path / "d.yaml")
+
+
+def _unlistable(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:
+    """``directory`` cannot be listed, as without read permission (root reads anything, so chmod proves nothing)."""
+    real = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == str(directory):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+def test_a_directory_that_cannot_be_listed_is_looked_into_for_the_name_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    override = _write(tmp_path, "text", (ts.schema_search_path()[-1] / "text.yaml").read_text(encoding="utf-8"))
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    _unlistable(monkeypatch, tmp_path)
+    assert ts.load_schema("text").source == str(override)  # found by name, without listing
+    assert "text" in ts.schema_names()  # the packaged one
+    with pytest.raises(ts.SchemaNotFoundError) as info:
+        ts.load_schema("nope")
+    assert f"; {tmp_path} cannot be listed: Permission denied;" in str(info.value)
+    with pytest.raises(ts.SchemaDefinitionError) as arch:  # it may hold a schema claiming the architecture
+        ts.schema_for_architecture("LlamaForCausalLM")
+    assert (arch.value.source, arch.value.path) == (str(tmp_path), "")
+    assert arch.value.problem.startswith("cannot be listed: Permission denied; schema_for_architecture reads")
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads directories whatever their mode")
+def test_a_directory_without_permission_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    _write(locked, "mine", "name: mine\nextends: [text]\n")
+    locked.chmod(0)
+    try:
+        monkeypatch.setenv("TRAJSCHEMA_PATH", str(locked))
+        assert ts.load_schema("text").lineage == ("text",)
+        with pytest.raises(ts.SchemaDefinitionError, match="Permission denied"):
+            ts.schema_for_architecture("LlamaForCausalLM")
+    finally:
+        locked.chmod(0o755)
+
+
+@needs_posix
+@pytest.mark.parametrize("entry", ["file", "dangling", "loop"])
+def test_a_search_path_entry_that_is_no_directory_is_reported_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
+) -> None:
+    path = tmp_path / "entry"
+    if entry == "file":
+        path.write_text("name: mine\n")
+        problem = "is not a directory (TRAJSCHEMA_PATH lists directories of schema files)"
+    elif entry == "dangling":
+        path.symlink_to(tmp_path / "gone")
+        problem = f"is a symbolic link to {tmp_path / 'gone'}, which does not exist"
+    else:
+        path.symlink_to(path)
+        problem = "is a symbolic link that never reaches a file (too many levels of symbolic links)"
+    monkeypatch.setenv("TRAJSCHEMA_PATH", f"{tmp_path / 'missing'}{os.pathsep}{path}")
+    assert ts.load_schema("text").name == "text"  # unrelated: a name lookup does not fail on it
+    with pytest.raises(ts.SchemaNotFoundError, match=re.escape(f"; {path} {problem};")):
+        ts.load_schema("nope")
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.schema_for_architecture("LlamaForCausalLM")
+    assert info.value.source == str(path)
+    assert info.value.problem == f"{problem}; schema_for_architecture reads every schema file on the search path"
+
+
+def test_a_missing_search_directory_is_skipped_quietly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a shell skips a missing PATH entry: nothing is there to be read."""
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "missing"))
+    assert ts.schema_for_architecture("LlamaForCausalLM").name == "text"
+    assert ts.schema_names() == PACKAGED
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_a_file_without_read_permission_is_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, "secret", "name: secret\n")
+    path.chmod(0)
+    try:
+        assert _load_error(path).problem == "cannot be read: Permission denied"
+    finally:
+        path.chmod(0o644)
+
+
+def test_an_open_that_fails_is_named_with_its_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What chmod 0 gives a non-root user, simulated (CI runs as root)."""
+    path = _write(tmp_path, "secret", "name: secret\n")
+    real = os.open
+
+    def refuse(p: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(p) == str(path):
+            raise PermissionError(13, "Permission denied", str(p))
+        return real(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refuse)
+    err = _load_error(path)
+    assert (err.source, err.path, err.problem) == (str(path), "", "cannot be read: Permission denied")
 
 
 # ---------------------------------------------------------------------------
@@ -1266,6 +1482,274 @@ def test_a_long_chain_below_the_limit_loads(tmp_path: Path) -> None:
     for i in range(40):
         _write(tmp_path, f"s{i}", f"name: s{i}\nextends: [s{i + 1}]\n" if i < 39 else "name: s39\nextends: [text]\n")
     assert len(ts.load_schema(tmp_path / "s0.yaml").lineage) == 41
+
+
+# ---------------------------------------------------------------------------
+# 9b. extends: the file named is the one whose declaration is at fault
+#
+# A check that reads entries of several files (a padding size against its dim's bounds, a
+# shape over dims, a cycle of derived dims, positions against the padding size) names the
+# newest of them. Before, a child that redeclared a packaged dim was blamed on the packaged
+# file, and a problem among inherited entries on whichever file was being loaded.
+
+TEXT_YAML = str((ts.schema_search_path()[-1] / "text.yaml").resolve())
+
+
+def _child(directory: Path, body: str, name: str = "child", parents: str = "text") -> Path:
+    return _write(directory, name, f"name: {name}\nextends: [{parents}]\n{body}")
+
+
+@pytest.mark.parametrize(
+    ("bounds", "dim", "size", "describe", "fits"),
+    [
+        pytest.param("{min: 2}", "response", 1, ">= 2", 2, id="min-above-the-padding-size"),
+        pytest.param("{min: 1, max: 10}", "prompt", 127, ">= 1 and <= 10", 8, id="max-below-the-padding-size"),
+        pytest.param("{multiple_of: 2}", "response", 1, "a multiple of 2", 4, id="multiple-of"),
+    ],
+)
+def test_a_redeclared_dim_that_refuses_the_inherited_padding_size_names_the_child(
+    tmp_path: Path, bounds: str, dim: str, size: int, describe: str, fits: int
+) -> None:
+    child = _child(tmp_path, f"dims:\n  {dim}: {bounds}\n")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), f"dims.{dim}")  # before: text.yaml, padding.<dim>
+    assert err.problem == (
+        f"this declaration breaks padding.{dim}, which 'text' declares ({TEXT_YAML}): padding size {size} "
+        f"breaks the dim's bounds ({describe}); change dims.{dim} here, or redeclare padding.{dim} here too"
+    )
+    # The fix it names works.
+    _child(tmp_path, f"dims:\n  {dim}: {bounds}\npadding:\n  {dim}: {fits}\n")
+    _bump_mtime(child)
+    assert ts.load_schema(child).padding_sizes[dim] == fits
+
+
+def test_a_file_that_declares_both_sides_is_named_at_the_entry_checked(tmp_path: Path) -> None:
+    child = _child(tmp_path, "dims:\n  response: {min: 2}\npadding:\n  response: 1\n")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "padding.response")
+    assert err.problem == "padding size 1 breaks the dim's bounds (>= 2)"
+
+
+def test_a_grandchild_that_changes_nothing_names_the_child_that_did(tmp_path: Path) -> None:
+    child = _child(tmp_path, "dims:\n  response: {min: 2}\n")
+    grandchild = _child(tmp_path, "description: adds nothing\n", name="grandchild", parents="child")
+    err, direct = _load_error(grandchild), _load_error(child)
+    assert (err.source, err.path, err.problem) == (direct.source, direct.path, direct.problem)
+
+
+def test_a_padding_size_that_overflows_an_inherited_derived_dim_names_the_padding_size(tmp_path: Path) -> None:
+    child = _child(tmp_path, f"padding:\n  prompt: {2**63 - 1}\n")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "padding.prompt")  # before: the child, at dims.seq (text's key)
+    assert err.problem.startswith(f"this declaration breaks dims.seq, which 'text' declares ({TEXT_YAML}): ")
+    assert "prompt + response is 9223372036854775808 with the padding sizes" in err.problem
+
+
+def test_a_fixed_dim_that_makes_a_parents_shape_negative_names_the_child(tmp_path: Path) -> None:
+    parent = _child(
+        tmp_path, "dims:\n  k: {min: 1}\nfields:\n  gap: {shape: [k - 1], dtype: int64, pad: 0}\n", "parent"
+    )
+    child = _child(tmp_path, "dims:\n  k: 0\n", parents="parent")
+    assert ts.load_schema(parent).dims["k"] == ts.FreeDim("k", 1)
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "dims.k")  # before: parent.yaml, fields.gap.shape[0]
+    assert err.problem.startswith(f"this declaration breaks fields.gap.shape[0], which 'parent' declares ({parent}): ")
+    assert "k - 1 is at most -1 for every size the dims allow" in err.problem
+
+
+def test_a_dim_that_makes_a_parents_derived_dim_negative_names_the_child(tmp_path: Path) -> None:
+    parent = _child(tmp_path, "dims:\n  total: {min: 0}\n  used: {min: 0}\n  gap: total - used\n", "parent")
+    child = _child(tmp_path, "dims:\n  total: {max: 5}\n  used: {min: 10}\n", parents="parent")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "dims.total")
+    assert err.problem.startswith(f"this declaration breaks dims.gap, which 'parent' declares ({parent}): ")
+
+
+def test_a_cycle_closed_by_a_child_names_the_child_and_reads_from_its_dim(tmp_path: Path) -> None:
+    parent = _child(tmp_path, "dims:\n  a: b + 1\n  b: {min: 0}\n", "parent")
+    child = _child(tmp_path, "dims:\n  b: a - 1\n", parents="parent")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "dims.b")  # before: parent.yaml, dims.a
+    assert err.problem == "dims depend on each other in a cycle: b -> a -> b (a as 'parent' declares it)"
+    assert ts.load_schema(parent).dims["b"] == ts.FreeDim("b", 0)
+
+
+def test_a_chain_of_derived_dims_made_too_long_by_a_child_names_the_child(tmp_path: Path) -> None:
+    dims = "".join(f"  d{i}: d{i - 1} + 1\n" for i in range(1, 33))
+    parent = _child(tmp_path, f"dims:\n  d0: {{min: 0}}\n{dims}", "parent")
+    assert len(ts.load_schema(parent).dims) == 3 + 33
+    child = _child(tmp_path, "dims:\n  d0: e + 1\n  e: {min: 0}\n", parents="parent")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "dims.d0")
+    assert "derived dims chain more than 32 deep" in err.problem
+
+
+def test_a_padding_size_that_breaks_a_parents_positions_field_names_the_padding_size(tmp_path: Path) -> None:
+    parent = _child(tmp_path, "fields:\n  position_ids: {shape: [seq], dtype: int8, pad: positions}\n", "parent")
+    child = _child(tmp_path, "padding:\n  prompt: 200\n", parents="parent")
+    assert ts.load_schema(parent).padding_sizes["prompt"] == 127  # 0..127 fits int8
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "padding.prompt")
+    assert "pad rule 'positions' fills 0..200 (at the padding size), and 200 does not fit int8" in err.problem
+
+
+def test_in_a_diamond_the_parent_that_redeclared_is_named(tmp_path: Path) -> None:
+    left = _child(tmp_path, "dims:\n  response: {min: 2}\n", "left")
+    _child(tmp_path, "description: right\n", "right")
+    child = _child(tmp_path, "", parents="left, right")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(left), "dims.response")
+    assert _load_error(left).problem == err.problem
+
+
+def test_parents_that_each_load_but_do_not_fit_together_name_the_schema_that_joins_them(tmp_path: Path) -> None:
+    """left narrows response to at most 3, right pads it with 4: each loads; the child that extends both cannot."""
+    left = _child(tmp_path, "dims:\n  response: {max: 3}\n", "left")
+    right = _child(tmp_path, "padding:\n  response: 4\n", "right")
+    assert ts.load_schema(left).padding_sizes["response"] == 1 and ts.load_schema(right).padding_sizes["response"] == 4
+    child = _child(tmp_path, "", parents="left, right")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "padding.response")  # not left.yaml, which loads on its own
+    assert err.problem == (
+        "padding size 4 breaks the dim's bounds (<= 3): 'right' declares padding.response and 'left' declares "
+        "dims.response, which 'child' extends together; declare padding.response in 'child' to choose"
+    )
+
+
+def test_a_cycle_made_of_parents_extended_side_by_side_names_the_schema_that_joins_them(tmp_path: Path) -> None:
+    _child(tmp_path, "dims:\n  a: {min: 0}\n  b: {min: 0}\n", "base")
+    _child(tmp_path, "dims:\n  a: b + 1\n", "left", parents="base")
+    _child(tmp_path, "dims:\n  b: a - 1\n", "right", parents="base")
+    child = _child(tmp_path, "", parents="left, right")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "dims.a")
+    assert err.problem == (
+        "dims depend on each other in a cycle: a -> b -> a (a as 'left' declares it, b as 'right' declares it), "
+        "which 'child' extends together; redeclare one of them in 'child'"
+    )
+
+
+def test_a_conflict_brought_in_by_a_parent_names_that_parent(tmp_path: Path) -> None:
+    _child(tmp_path, "dims: {vocab: 10}\n", "left")
+    _child(tmp_path, "dims: {vocab: 12}\n", "right")
+    middle = _child(tmp_path, "", "middle", parents="left, right")
+    child = _child(tmp_path, "description: adds nothing\n", parents="middle")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(middle), "dims.vocab")  # before: child.yaml, 'declare it in child'
+    assert err.problem == "parents left and right declare dim 'vocab' differently; declare it in 'middle' to choose"
+
+
+def test_a_conflict_between_an_ancestor_and_a_parent_names_the_file_that_joins_them(tmp_path: Path) -> None:
+    _child(tmp_path, "padding: {prompt: 3}\n", "left")
+    _child(tmp_path, "description: passes it on\n", "middle", parents="left")
+    _child(tmp_path, "padding: {prompt: 5}\n", "right")
+    child = _child(tmp_path, "", parents="middle, right")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(child), "padding.prompt")
+    assert (
+        err.problem
+        == "ancestors left and right declare padding size 'prompt' differently; declare it in 'child' to choose"
+    )
+
+
+def test_a_bad_parent_on_trajschema_path_is_named_where_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "path").mkdir()
+    (tmp_path / "mine").mkdir()
+    parent = _child(tmp_path / "path", "dims:\n  prompt: {max: 64}\n", "house")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "path"))
+    child = _child(tmp_path / "mine", "description: mine\n", parents="house")
+    err = _load_error(child)
+    assert (err.source, err.path) == (str(parent), "dims.prompt")
+    assert f"breaks padding.prompt, which 'text' declares ({TEXT_YAML})" in err.problem
+    # ... and a file on the path that redeclares a packaged dim, loaded by name, is named itself.
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.load_schema("house")
+    assert (info.value.source, info.value.path) == (str(parent), "dims.prompt")
+
+
+_bounds = st.fixed_dictionaries(
+    {}, optional={"min": st.integers(0, 6), "max": st.integers(0, 200), "multiple_of": st.integers(1, 3)}
+)
+_level = st.fixed_dictionaries(
+    {},
+    optional={
+        "dims": st.fixed_dictionaries(
+            {},
+            optional={
+                "prompt": _bounds,
+                "response": _bounds,
+                "seq": st.sampled_from(["prompt + response", "prompt + response - 3", "response - prompt", 7]),
+                "k": st.sampled_from([0, 2, "prompt - 200", "seq", {"min": 1}]),
+            },
+        ),
+        "padding": st.fixed_dictionaries(
+            {}, optional={"prompt": st.integers(0, 200), "response": st.integers(0, 4), "k": st.integers(0, 3)}
+        ),
+        "fields": st.fixed_dictionaries(
+            {},
+            optional={
+                "position_ids": st.fixed_dictionaries(
+                    {
+                        "shape": st.just(["seq"]),
+                        "dtype": st.sampled_from(["int8", "int64"]),
+                        "pad": st.just("positions"),
+                    }
+                ),
+                "gap": st.fixed_dictionaries(
+                    {"shape": st.sampled_from([["seq - 130"], ["response - 1"], ["k"]]), "dtype": st.just("int64")},
+                    optional={"pad": st.just(0)},
+                ),
+            },
+        ),
+    },
+)
+
+
+def _declares(data: dict, path: str) -> bool:
+    section, _, rest = path.partition(".")
+    key = rest.split(".")[0].split("[")[0]
+    return key in (data.get(section) or {})
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.tuples(_level, st.none() | _level), min_size=1, max_size=3))
+def test_the_file_named_is_where_the_entries_at_fault_first_meet(tmp_path_factory, levels) -> None:
+    """A lineage text <- s0 <- s1 <- ..., each s<i> maybe extending a side parent too (a diamond
+    over text). Whatever the leaf's error:
+
+    1. it names a key that the file it names declares, or tells that file to declare it
+       (entries of parents it extends side by side);
+    2. that file fails to load on its own: a file that loads alone (the packaged text, a
+       consistent ancestor or side parent) is never named;
+    3. a child that adds nothing gets the very same error: the file being loaded is not
+       named for what it inherits.
+    """
+    directory = tmp_path_factory.mktemp("lineage")
+    files, declared = [], {}
+    for i, (data, side) in enumerate(levels):
+        parents = [f"s{i - 1}" if i else "text"]
+        if side is not None:
+            _write(directory, f"side{i}", yaml.safe_dump({"name": f"side{i}", "extends": ["text"], **side}))
+            declared[str(directory / f"side{i}.yaml")] = (f"side{i}", side)
+            parents.insert(0, f"side{i}")  # before s<i-1>: [text, side] has no C3 order
+        files.append(_write(directory, f"s{i}", yaml.safe_dump({"name": f"s{i}", "extends": parents, **data})))
+        declared[str(files[-1])] = (f"s{i}", data)
+    try:
+        ts.load_schema(files[-1])
+    except ts.SchemaDefinitionError as exc:
+        err = exc
+    else:
+        return
+    assert err.source in declared, str(err)
+    name, data = declared[err.source]
+    assert _declares(data, err.path) or f"in {name!r} to choose" in err.problem or "extends together" in err.problem, (
+        str(err)
+    )
+    with pytest.raises(ts.SchemaDefinitionError):
+        ts.load_schema(err.source)
+    neutral = _write(directory, "leaf", f"name: leaf\nextends: [s{len(levels) - 1}]\ndescription: nothing new\n")
+    again = _load_error(neutral)
+    assert (again.source, again.path, again.problem) == (err.source, err.path, err.problem)
 
 
 # ---------------------------------------------------------------------------

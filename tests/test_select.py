@@ -76,3 +76,40 @@ def test_match_errors_pickle():
         ts.schema_for_sample({"input_ids": torch.zeros(3, dtype=torch.int64)}, candidates=["text"])
     back = pickle.loads(pickle.dumps(info.value))
     assert str(back) == str(info.value) and back.violations == info.value.violations and back.schema_name == "text"
+
+
+def test_a_broken_file_on_the_path_fails_the_choice_and_says_how_to_avoid_it(tmp_path, monkeypatch):
+    """Without candidates= every file on the search path is a candidate: the one broken could be the best fit."""
+    (tmp_path / "mine.yaml").symlink_to(tmp_path / "moved.yaml")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.schema_for_sample(sample)
+    err = info.value
+    assert (err.source, err.path) == (str(tmp_path / "mine.yaml"), "")
+    assert err.problem == (
+        f"is a symbolic link to {tmp_path / 'moved.yaml'}, which does not exist; schema_for_sample tries every "
+        "schema on the search path: fix the file, or pass candidates="
+    )
+    # Naming the candidates leaves the broken file out, and the error as load_schema gives it when named.
+    assert ts.schema_for_sample(sample, candidates=["text", "moe_routed"]).name == "text"
+    with pytest.raises(ts.SchemaDefinitionError) as named:
+        ts.schema_for_sample(sample, candidates=["text", "mine"])
+    assert named.value.problem == f"is a symbolic link to {tmp_path / 'moved.yaml'}, which does not exist"
+
+
+@pytest.mark.parametrize("candidates", [5, {"text": 1}, [5], ["text", None], b"text", iter(["text"])], ids=repr)
+def test_candidates_that_are_not_names_are_a_type_error(candidates):
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    with pytest.raises(TypeError, match=r"^candidates must be"):
+        ts.schema_for_sample(sample, candidates=candidates)
+
+
+def test_a_candidate_named_twice_is_one_candidate(tmp_path):
+    """'text' twice, or by name and by path, is not a tie between two schemas."""
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    path = ts.schema_search_path()[-1] / "text.yaml"
+    assert ts.schema_for_sample(sample, candidates=["text", "text"]).name == "text"
+    assert ts.schema_for_sample(sample, candidates=["text", str(path), path]).name == "text"
+    assert ts.schema_for_sample(sample, candidates=path).name == "text"
+    assert ts.schema_for_sample(sample, candidates={"text", "moe_routed"}).name == "text"

@@ -19,7 +19,7 @@ from ._decl import KINDS, Field, dtype_name
 from ._errors import SchemaDefinitionError, SchemaNotFoundError
 from ._infer import infer_schema
 from ._jaxtyping_export import _JAXTYPING_DTYPE
-from ._loading import _files_by_name, _packaged_dir, load_schema, schema_search_path
+from ._loading import _packaged_dir, _search, load_schema, schema_search_path
 from ._schema import Schema
 from ._schema_table import dim_rows, extends, field_rows, tag_rows
 
@@ -52,10 +52,15 @@ def add_list(sub: Any) -> None:
             "the packaged schemas. A name found in several directories is the first one's (a\n"
             "TRAJSCHEMA_PATH file overrides a packaged schema of its name). Each row shows what the\n"
             "schema extends, the Hugging Face architectures it claims and where it comes from. A\n"
-            "schema file that does not load is listed with its error, and the listing goes on."
+            "schema file that does not load or cannot be read (a dangling or looping symbolic link,\n"
+            "a FIFO, a device, a file without permission, text that is not UTF-8) is listed with its\n"
+            "error, and so, first, is a TRAJSCHEMA_PATH entry that cannot be listed (a directory\n"
+            "without permission, a file, a broken link); the listing goes on. A missing directory\n"
+            "is skipped, as a shell skips a missing PATH entry."
         ),
         epilog=(
-            "Exit status: 0 when every schema loads, 1 when some schema file is broken.\n\n"
+            "Exit status: 0 when every schema loads, 1 when some schema file or search path entry\n"
+            "is broken.\n\n"
             "Example:\n"
             "  trajschema list\n"
             "  TRAJSCHEMA_PATH=./my_schemas trajschema list"
@@ -66,13 +71,21 @@ def add_list(sub: Any) -> None:
 
 
 def schema_listing() -> list[tuple[str, str, str, str, str | None]]:
-    """``(name, extends, architectures, source, error)`` for every schema on the search path."""
+    """``(name, extends, architectures, source, error)`` for every schema on the search path.
+
+    A search path entry that cannot be listed comes first, as a row with an empty name (no
+    file's name is empty) whose source is the entry; a file that cannot be read is a row
+    with its error, as a file that does not load is.
+    """
     packaged = _packaged_dir().resolve()
-    rows: list[tuple[str, str, str, str, str | None]] = []
-    for name, path in sorted(_files_by_name(schema_search_path()).items()):
-        source = "packaged" if path.parent.resolve() == packaged else str(path.parent)
+    search = _search(schema_search_path())
+    rows: list[tuple[str, str, str, str, str | None]] = [
+        ("", "", "", str(d), str(SchemaDefinitionError(str(d), "", why))) for d, why in search.unlisted
+    ]
+    for name, hit in sorted(search.files.items()):
+        source = "packaged" if hit.path.parent.resolve() == packaged else str(hit.path.parent)
         try:
-            schema = load_schema(path)
+            schema = load_schema(hit.path)
         except (SchemaDefinitionError, SchemaNotFoundError, OSError) as exc:
             rows.append((name, "", "", source, " ".join(str(exc).split())))
             continue
@@ -85,13 +98,18 @@ def run_list(args: argparse.Namespace, console: Console) -> int:
     listing = table(None, ["name", "extends", "architectures", "from"])
     for name, parents, archs, source, error in rows:
         # File names and errors come from the file system: keep each row one inert line.
-        cells = (name, parents or "-", f"error: {error}" if error else archs or "-", source)
+        cells = (name or "-", parents or "-", f"error: {error}" if error else archs or "-", source)
         listing.add_row(*map(printable, cells))
     print_table(console, listing)
-    broken = sum(1 for r in rows if r[4] is not None)
-    if broken:
-        console.print(f"{broken} of {len(rows)} schema files do not load (see the error rows)")
-    return 1 if broken else 0
+    directories = sum(1 for r in rows if not r[0])
+    files = len(rows) - directories
+    broken = sum(1 for r in rows if r[4] is not None) - directories
+    if broken or directories:
+        parts = [f"{broken} of {files} schema files do not load"] if broken else []
+        if directories:
+            parts.append(f"{directories} search path entr{'y' if directories == 1 else 'ies'} cannot be listed")
+        console.print(f"{'; '.join(parts)} (see the error rows)")
+    return 1 if broken or directories else 0
 
 
 # -- show -----------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
 import torch
 
@@ -87,13 +87,107 @@ def _misfit(value: Any, dtype: torch.dtype) -> str:
 # Compiling merged declarations: dims, expressions
 
 
-def _compile(decl: _SchemaDecl, source: str, mro: list[str], merged, extra: str) -> Schema:
-    dims = _compile_dims(merged["dims"])
+class _Blame:
+    """Which file to name for a problem that entries of several files make together.
+
+    Every merged entry keeps the file that declared it. A check that reads several entries
+    (a padding size against its dim's bounds, a shape over dims, a cycle of derived dims)
+    names the most basic schema whose lineage holds all of them: there they first met, so
+    that is where the fix belongs. Along one line of inheritance that is the newest of
+    them (the child that redeclared a dim, not the packaged parent whose padding size the
+    new bounds refuse), named at its own entry. Entries of parents extended side by side
+    meet in the schema that extends them together, named at the entry checked, which it
+    can redeclare to choose.
+    """
+
+    def __init__(self, mro: list[str], sources: list[str], ancestors: Mapping[str, set[str]], merged) -> None:
+        self.mro = mro
+        self.file = dict(zip(mro, sources, strict=True))
+        self.owner = dict(zip(sources, mro, strict=True))
+        self.ancestors = ancestors
+        self.merged = merged
+
+    def source(self, entry: tuple[str, str]) -> str:
+        return self.merged[entry[0]][entry[1]][1]
+
+    def _owner(self, entry: tuple[str, str]) -> str:
+        return self.owner[self.source(entry)]
+
+    def culprit(self, entries: Sequence[tuple[str, str]]) -> tuple[str, tuple[str, str] | None]:
+        """The schema where ``entries`` first meet, and the first of them it declares itself (if any)."""
+        owners = {self._owner(e) for e in entries}
+        # A schema comes before its ancestors in C3 order, so the last that holds them all is the most basic.
+        joiner = next(n for n in reversed(self.mro) if owners <= {n, *self.ancestors[n]})
+        return joiner, next((e for e in entries if self._owner(e) == joiner), None)
+
+    def fail(self, checked: tuple[str, str], path: str, involved: Sequence[tuple[str, str]], problem: str) -> NoReturn:
+        """Raise ``problem`` (found at ``path``, inside the entry ``checked``) where the entries first meet."""
+        entries = [checked, *involved]
+        joiner, own = self.culprit(entries)
+        src, checked_key = self.source(checked), f"{checked[0]}.{checked[1]}"
+        if own == checked:
+            _raise(src, path, problem)
+        if own is not None:
+            key = f"{own[0]}.{own[1]}"
+            _raise(
+                self.file[joiner],
+                key,
+                f"this declaration breaks {path}, which {self._owner(checked)!r} declares ({src}): {problem}; "
+                f"change {key} here, or redeclare {checked_key} here too",
+            )
+        _raise(
+            self.file[joiner],
+            path,
+            f"{problem}: {_combined(self, entries)}, which {joiner!r} extends together; "
+            f"declare {checked_key} in {joiner!r} to choose",
+        )
+
+    def dims_of(self, names: Sequence[str], dims: Mapping[str, Any], padding: bool = False) -> list[tuple[str, str]]:
+        """The dim entries ``names`` rest on (through derived dims), with their padding sizes when asked."""
+        entries = [("dims", n) for n in _depends(names, dims)]
+        if padding:
+            entries += [("padding", n) for _, n in entries if n in self.merged["padding"]]
+        return entries
+
+
+def _combined(blame: _Blame, entries: Sequence[tuple[str, str]]) -> str:
+    """``'l' declares dims.response and 'r' padding.response``: who declares what, a few at most."""
+    by_owner: dict[str, list[str]] = {}
+    for e in dict.fromkeys(entries):
+        by_owner.setdefault(blame._owner(e), []).append(f"{e[0]}.{e[1]}")
+    parts = [
+        f"{owner!r} declares {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for owner, keys in by_owner.items()
+    ]
+    return " and ".join(parts[:4]) + (" ..." if len(parts) > 4 else "")
+
+
+def _depends(names: Sequence[str], dims: Mapping[str, Any]) -> list[str]:
+    """``names`` and every dim they depend on through derived dims, in first-seen order."""
+    seen: dict[str, None] = {}
+    todo = list(reversed(names))
+    while todo:  # iterative; the dim graph may still hold a cycle when this runs
+        n = todo.pop()
+        if n in seen or n not in dims:
+            continue
+        seen[n] = None
+        if isinstance(dims[n], DerivedDim):
+            todo.extend(reversed(dims[n].expr.names()))
+    return list(seen)
+
+
+def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, merged, extra: str) -> Schema:
+    """The Schema of merged entries.
+
+    ``sources[i]`` is the file of ``mro[i]`` (the one loaded is ``sources[0]``), and
+    ``ancestors[n]`` the names schema ``n`` extends, directly or not.
+    """
+    blame = _Blame(mro, sources, ancestors, merged)
+    dims = _compile_dims(merged["dims"], blame)
     fields = {name: _compile_field(name, f, src, dims) for name, (f, src) in merged["fields"].items()}
     tags = {name: _compile_tag(name, t, src, dims) for name, (t, src) in merged["tags"].items()}
-    padding = {name: _compile_padding(name, size, src, dims) for name, (size, src) in merged["padding"].items()}
-    _check_never_negative(dims, fields, merged)
-    _check_padding_defaults(dims, fields, padding, source)
+    padding = {name: _compile_padding(name, size, src, dims, blame) for name, (size, src) in merged["padding"].items()}
+    _check_never_negative(dims, fields, blame)
+    _check_padding_defaults(dims, fields, padding, blame)
     return Schema(
         name=decl.name,
         description=decl.description,
@@ -104,11 +198,11 @@ def _compile(decl: _SchemaDecl, source: str, mro: list[str], merged, extra: str)
         tags=tags,
         padding_sizes=padding,
         extra=extra,
-        source=source,
+        source=sources[0],
     )
 
 
-def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]]) -> dict[str, Any]:
+def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame) -> dict[str, Any]:
     dims: dict[str, Any] = {}
     for name, (d, src) in decls.items():
         path = f"dims.{name}"
@@ -126,7 +220,7 @@ def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]]) -> dict[str, Any]:
     for d in dims.values():
         if isinstance(d, DerivedDim):
             _check_names(d.expr, dims, decls[d.name][1], f"dims.{d.name}")
-    _check_dim_graph(dims, decls)
+    _check_dim_graph(dims, blame)
     return dims
 
 
@@ -166,7 +260,7 @@ def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) ->
             _raise(source, path, _unknown("dim", n, list(dims)) + "; declare it under dims:")
 
 
-def _check_dim_graph(dims: Mapping[str, Any], decls) -> None:
+def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
     """No cycles among derived dims, and no chain longer than ``_MAX_DIM_CHAIN`` (iteratively)."""
 
     def deps(n: str) -> tuple[str, ...]:
@@ -186,18 +280,32 @@ def _check_dim_graph(dims: Mapping[str, Any], decls) -> None:
                 todo.pop()
                 height[n] = 1 + max((height[m] for m in deps(n)), default=0) if deps(n) else 0
                 if height[n] > _MAX_DIM_CHAIN:
-                    _raise(decls[n][1], f"dims.{n}", f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
+                    chain = [("dims", m) for m in _depends([n], dims) if isinstance(dims[m], DerivedDim)]
+                    blame.fail(chain[0], f"dims.{n}", chain[1:], f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
             elif nxt in on_trail:
-                cycle = [*trail[trail.index(nxt) :], nxt]
-                _raise(
-                    decls[cycle[0]][1],
-                    f"dims.{cycle[0]}",
-                    f"dims depend on each other in a cycle: {' -> '.join(cycle)}",
-                )
+                _cycle(trail[trail.index(nxt) :], blame)
             elif nxt not in height:
                 trail.append(nxt)
                 on_trail.add(nxt)
                 todo.append(iter(deps(nxt)))
+
+
+def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
+    """A cycle of derived dims, named where its declarations first meet and read from there."""
+    joiner, own = blame.culprit([("dims", n) for n in loop])
+    first = own[1] if own is not None else loop[0]
+    at = loop.index(first)
+    loop = loop[at:] + loop[:at]
+    text = f"dims depend on each other in a cycle: {' -> '.join([*loop, first])}"
+    src = blame.file[joiner]
+    others = [f"{n} as {blame.owner[s]!r} declares it" for n in loop if (s := blame.source(("dims", n))) != src]
+    if own is None:
+        _raise(
+            src,
+            f"dims.{first}",
+            f"{text} ({', '.join(others)}), which {joiner!r} extends together; redeclare one of them in {joiner!r}",
+        )
+    _raise(src, f"dims.{first}", text + (f" ({', '.join(others)})" if others else ""))
 
 
 # ---------------------------------------------------------------------------
@@ -479,7 +587,7 @@ def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
     return Tag(name, t.kind or ("int" if eq is not None else None), t.default, eq, t.description)
 
 
-def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], merged) -> None:
+def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame) -> None:
     """No derived dim or shape axis is negative for every size the dims allow (interval arithmetic)."""
     span: dict[str, tuple[float, float]] = {}
     for d in dims.values():
@@ -493,17 +601,18 @@ def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], 
         ready = [d for d in todo if all(n in span for n in d.expr.names())]
         for d in ready:
             lo, hi = _interval(d.expr, span)
-            _refuse_negative(d.expr, hi, merged["dims"][d.name][1], f"dims.{d.name}")
+            _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
             span[d.name] = (max(lo, 0), hi)  # a valid sample's derived dim is a size
         todo = [d for d in todo if d not in ready]
     for name, f in fields.items():
         for i, e in enumerate(f.shape or ()):
-            _refuse_negative(e, _interval(e, span)[1], merged["fields"][name][1], f"fields.{name}.shape[{i}]")
+            _refuse_negative(e, _interval(e, span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
 
 
-def _refuse_negative(e: Expr, hi: float, source: str, path: str) -> None:
+def _refuse_negative(e: Expr, hi: float, blame: _Blame, checked: tuple[str, str], path: str, dims) -> None:
     if hi < 0:
-        _raise(source, path, f"{e} is at most {_num(hi)} for every size the dims allow; a size cannot be negative")
+        problem = f"{e} is at most {_num(hi)} for every size the dims allow; a size cannot be negative"
+        blame.fail(checked, path, blame.dims_of(e.names(), dims), problem)
 
 
 def _interval(e: Expr, span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
@@ -524,36 +633,35 @@ def _interval(e: Expr, span: Mapping[str, tuple[float, float]]) -> tuple[float, 
     return min(products), max(products)
 
 
-def _padding_env(dims: Mapping[str, Any], padding: Mapping[str, int], source: str) -> dict[str, int]:
+def _padding_env(dims: Mapping[str, Any], padding: Mapping[str, int], blame: _Blame) -> dict[str, int]:
     """The sizes padding uses by default: fixed dims, ``padding:`` sizes, and the derived dims they give."""
     env = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
     env.update(padding)
     derived = [d for d in dims.values() if isinstance(d, DerivedDim)]
     while ready := [d for d in derived if all(n in env for n in d.expr.names())]:  # a pass per level
         for d in ready:
-            env[d.name] = _padding_size_of(d.expr, env, source, f"dims.{d.name}", padding)
+            env[d.name] = _padding_size_of(d.expr, env, blame, ("dims", d.name), f"dims.{d.name}", (dims, padding))
         derived = [d for d in derived if d not in ready]
     return env  # derived dims of free dims without a padding size stay unknown
 
 
-def _padding_size_of(e: Expr, env: Mapping[str, int], source: str, path: str, padding: Mapping[str, int]) -> int:
+def _padding_size_of(e: Expr, env: Mapping[str, int], blame: _Blame, checked, path: str, known) -> int:
+    """``e`` at the padding sizes; ``known`` is ``(dims, padding sizes)``."""
     v = e.evaluate(env)
     if v is not None and not 0 <= v <= _MAX_SIZE:
+        dims, padding = known
         sizes = ", ".join(f"{n}={k}" for n, k in padding.items()) or "none"
-        _raise(
-            source,
-            path,
-            f"{e} is {_num(v)} with the padding sizes ({sizes}); padding needs a size >= 0 and <= 2**63 - 1",
-        )
+        problem = f"{e} is {_num(v)} with the padding sizes ({sizes}); padding needs a size >= 0 and <= 2**63 - 1"
+        blame.fail(checked, path, blame.dims_of(e.names(), dims, padding=True), problem)
     return v
 
 
-def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[str, int], source: str) -> None:
+def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[str, int], blame: _Blame) -> None:
     """Padding with the schema's own sizes must work: every axis a size, positions that fit."""
-    env = _padding_env(dims, padding, source)
+    env = _padding_env(dims, padding, blame)
     for f in fields.values():
         for i, e in enumerate(f.shape or ()):
-            _padding_size_of(e, env, source, f"fields.{f.name}.shape[{i}]", padding)
+            _padding_size_of(e, env, blame, ("fields", f.name), f"fields.{f.name}.shape[{i}]", (dims, padding))
         if f.pad.rule != "positions" or not f.shape:
             continue
         n = f.shape[-1].evaluate(env)
@@ -570,20 +678,20 @@ def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[
         if missing is not None:
             broken = broken or f"{missing} is not in values"
         if broken:
-            _raise(
-                source,
-                f"fields.{f.name}.pad",
-                f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}",
-            )
+            problem = f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}"
+            involved = blame.dims_of(f.shape[-1].names(), dims, padding=True)
+            blame.fail(("fields", f.name), f"fields.{f.name}.pad", involved, problem)
 
 
-def _compile_padding(name: str, size: int, src: str, dims) -> int:
+def _compile_padding(name: str, size: int, src: str, dims, blame: _Blame) -> int:
     path = f"padding.{name}"
     if name not in dims:
         _raise(src, path, _unknown("dim", name, list(dims)))
     d = dims[name]
     if not isinstance(d, FreeDim):
         _raise(src, path, f"only free dims take a padding size; {name!r} is {type(d).__name__}")
-    if not d.allows(size):
-        _raise(src, path, f"padding size {size} breaks the dim's bounds ({d.describe()})")
+    if not d.allows(size):  # a child that redeclared the dim with new bounds is named, not the padding's file
+        blame.fail(
+            ("padding", name), path, [("dims", name)], f"padding size {size} breaks the dim's bounds ({d.describe()})"
+        )
     return size

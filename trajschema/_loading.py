@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from ._compile import _compile
 from ._errors import SchemaNotFoundError
 from ._filetext import _MAX_EXTENDS_DEPTH, _raise
 from ._schema import Schema
 from ._syntax import _decl, _FreeDimDecl, _SchemaDecl
-from ._yaml import _read_yaml
+from ._yaml import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
 
 __all__ = [
     "load_schema",
@@ -60,33 +61,112 @@ def schema_search_path() -> list[Path]:
     return [*extra, _packaged_dir()]
 
 
-def _files_by_name(dirs: list[Path]) -> dict[str, Path]:
-    found: dict[str, Path] = {}
+class _Found(NamedTuple):
+    """A schema file on the search path: where it is, and why it cannot be read (``None`` if it can be)."""
+
+    path: Path
+    problem: str | None
+
+
+class _Search(NamedTuple):
+    """What the search path holds: the first file of each name, and the directories that cannot be listed."""
+
+    files: dict[str, _Found]
+    unlisted: list[tuple[Path, str]]
+
+    def unlisted_note(self) -> str:
+        return "".join(f"; {d} {why}" for d, why in self.unlisted)
+
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+def _directory_problem(d: Path) -> str | None:
+    """Why the search directory ``d`` cannot be listed: ``None`` when it can, ``NOTHING`` when it is missing.
+
+    A missing directory is skipped quietly, as a shell skips a missing ``PATH`` entry; a
+    dangling or looping symbolic link, a file or a directory without permission is not.
+    """
+    try:
+        mode = os.stat(d).st_mode
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return _os_problem(exc, d) if os.path.islink(d) else NOTHING
+    except OSError as exc:
+        return _os_problem(exc, d)
+    except ValueError:  # a NUL byte in the name
+        return NOTHING
+    return None if stat.S_ISDIR(mode) else f"is not a directory ({ENV_VAR} lists directories of schema files)"
+
+
+def _scan(d: Path, name: str | None) -> tuple[list[tuple[str, _Found]], str | None]:
+    """The schema files of ``d`` by name (only ``name``'s, when given), and why ``d`` cannot be listed."""
+    problem = _directory_problem(d)
+    if problem == NOTHING:
+        return [], None
+    entries: list[str] = []
+    if problem is None:
+        try:
+            with os.scandir(d) as listing:
+                entries = sorted(e.name for e in listing)
+        except OSError as exc:
+            problem = f"cannot be listed: {exc.strerror or exc}"
+    if problem is not None and name is not None:
+        # A directory one may search but not list (or one that vanished): a known name can still be looked up.
+        entries = [f"{name}{suffix}" for suffix in _SUFFIXES]
+    found = []
+    for entry in entries:
+        p = d / entry
+        if p.suffix not in _SUFFIXES or (name is not None and p.stem != name) or not os.path.lexists(p):
+            continue  # not a schema file's name, or nothing there (or nothing one may see)
+        why = file_problem(p)
+        if why not in (NOTHING, IS_A_DIRECTORY):  # a directory named x.yaml is not a schema
+            found.append((p.stem, _Found(p, why)))
+    return found, problem
+
+
+def _search(dirs: list[Path], name: str | None = None) -> _Search:
+    """Every schema file on ``dirs`` (or only ``name``'s), the first of each name winning.
+
+    A file that cannot be read (a dangling or looping symbolic link, a FIFO, a device)
+    still takes its name: it is what the user put there, so it is reported, not skipped
+    for a file of the same name further down the path.
+    """
+    files: dict[str, _Found] = {}
+    unlisted: list[tuple[Path, str]] = []
     for d in dirs:
-        if not d.is_dir():
-            continue
-        for p in sorted(d.iterdir()):
-            if p.suffix in (".yaml", ".yml") and p.is_file():
-                found.setdefault(p.stem, p)
-    return found
+        found, problem = _scan(d, name)
+        if problem is not None:
+            unlisted.append((d, problem))
+        for stem, hit in found:
+            files.setdefault(stem, hit)
+    return _Search(files, unlisted)
+
+
+def _readable(hit: _Found) -> Path:
+    """The resolved path of a found file, or its problem as a SchemaDefinitionError naming the file."""
+    if hit.problem is not None:
+        _raise(str(hit.path), "", hit.problem)
+    return hit.path.resolve()
 
 
 def schema_names() -> list[str]:
     """Names of all schemas on the search path (``TRAJSCHEMA_PATH`` and packaged), sorted.
 
+    A file that cannot be read or does not load is listed too (`trajschema list` shows why).
+
     Examples:
         >>> "text" in ts.schema_names()
         True
     """
-    return sorted(_files_by_name(schema_search_path()))
+    return sorted(_search(schema_search_path()).files)
 
 
-def _not_found(name: str, known: list[str], what: str = "schema") -> SchemaNotFoundError:
+def _not_found(name: str, known: list[str], what: str = "schema", note: str = "") -> SchemaNotFoundError:
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return SchemaNotFoundError(
         f"no {what} {name!r}{hint} known: {', '.join(known) or '(none)'} "
-        f"(searched {', '.join(str(d) for d in schema_search_path())}; "
+        f"(searched {', '.join(str(d) for d in schema_search_path())}{note}; "
         f"add directories with {ENV_VAR})"
     )
 
@@ -108,23 +188,27 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
 
     Raises:
         SchemaNotFoundError: no such name or file.
-        SchemaDefinitionError: the file (or a parent) is malformed.
+        SchemaDefinitionError: the file (or a parent) is malformed or cannot be read (a
+            dangling or looping symbolic link, a FIFO, a device, no permission), naming
+            the file. A file of that name that cannot be read is not skipped for one
+            further down the search path: it is the one asked for.
+        TypeError: ``name_or_path`` is neither a string nor a path.
     """
-    text = os.fspath(name_or_path)
+    text = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise TypeError(f"name_or_path must be a schema name or a path, found {type(name_or_path).__name__}")
     is_path = isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text
     if is_path:
         path = Path(text)
-        if path.is_dir():
-            _raise(str(path), "", "is a directory, not a schema file")
-        if not path.is_file():
-            if path.exists():  # a FIFO or a device: reading it could block forever
-                _raise(str(path), "", "is not a regular file")
+        problem = file_problem(path)  # a FIFO or a device is never opened: reading it could block forever
+        if problem == NOTHING:
             raise SchemaNotFoundError(f"no schema file at {text!r}")
-        return _load_file(path.resolve())
-    files = _files_by_name(schema_search_path())
-    if text not in files:
-        raise _not_found(text, sorted(files))
-    return _load_file(files[text].resolve())
+        return _load_file(_readable(_Found(path, problem)))
+    hit = _search(schema_search_path(), name=text).files.get(text)
+    if hit is None:
+        search = _search(schema_search_path())
+        raise _not_found(text, sorted(search.files), note=search.unlisted_note())
+    return _load_file(_readable(hit))
 
 
 def schema_for_architecture(architecture: str) -> Schema:
@@ -136,11 +220,20 @@ def schema_for_architecture(architecture: str) -> Schema:
 
     Raises:
         SchemaNotFoundError: no schema (or more than one) declares it.
-        SchemaDefinitionError: a file on the search path is malformed.
+        SchemaDefinitionError: a file on the search path is malformed or cannot be read,
+            or a search path entry cannot be listed: any of them might claim the
+            architecture, so the answer would not be sure (the message names it).
+        TypeError: ``architecture`` is not a string.
     """
+    if not isinstance(architecture, str):
+        raise TypeError(f"architecture must be a str, found {type(architecture).__name__}")
+    search = _search(schema_search_path())
+    for d, why in search.unlisted:  # it may hold a schema that claims the architecture
+        _raise(str(d), "", f"{why}; schema_for_architecture reads every schema file on the search path")
     hits: list[str] = []
     known: list[str] = []
-    for name, path in _files_by_name(schema_search_path()).items():
+    for name, hit in search.files.items():
+        path = _readable(hit)
         archs = _decl(_read_yaml(path), str(path)).architectures
         known.extend(archs)
         if architecture in archs:
@@ -205,12 +298,14 @@ class _Chain:
         self.mro: dict[str, list[str]] = {}
 
     def _find(self, name: str, child_source: str, child_dir: Path | None) -> Path:
-        files = _files_by_name(([child_dir] if child_dir else []) + schema_search_path())
-        if name not in files:
-            close = difflib.get_close_matches(name, sorted(files), n=1)
+        dirs = ([child_dir] if child_dir else []) + schema_search_path()
+        hit = _search(dirs, name=name).files.get(name)
+        if hit is None:
+            search = _search(dirs)
+            close = difflib.get_close_matches(name, sorted(search.files), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            _raise(child_source, "extends", f"unknown parent schema {name!r}{hint}")
-        return files[name].resolve()
+            _raise(child_source, "extends", f"unknown parent schema {name!r}{hint}{search.unlisted_note()}")
+        return _readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
 
     def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
         path = self._find(name, child_source, child_dir)
@@ -265,10 +360,10 @@ class _Chain:
         ancestors = {n: set(self.mro[n][1:]) for n in mro}
         merged: dict[str, dict[str, tuple[Any, str]]] = {}
         for section in ("dims", "fields", "tags", "padding"):
-            merged[section] = _merge_section(section, mro, by_name, ancestors, source)
+            merged[section] = _merge_section(section, mro, by_name, ancestors)
         _drop_outdated_padding(merged, [by_name[n][1] for n in mro])
         extra = next((e for n in mro if (e := by_name[n][0].extra)), "allow")
-        return _compile(decl, source, mro, merged, extra)
+        return _compile(decl, mro, [by_name[n][1] for n in mro], ancestors, merged, extra)
 
 
 def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:
@@ -301,7 +396,7 @@ def _drop_outdated_padding(merged: dict[str, dict[str, tuple[Any, str]]], source
 _WHAT = {"dims": "dim", "fields": "field", "tags": "tag", "padding": "padding size"}
 
 
-def _merge_section(section, mro, by_name, ancestors, source) -> dict[str, tuple[Any, str]]:
+def _merge_section(section, mro, by_name, ancestors) -> dict[str, tuple[Any, str]]:
     """For each key, the declaration of the first schema in C3 order that declares it.
 
     Two unrelated parents that both declare a key themselves, differently, conflict
@@ -317,14 +412,31 @@ def _merge_section(section, mro, by_name, ancestors, source) -> dict[str, tuple[
         if declarers[0] != child:
             # Keep only the most derived declarers: drop any that another declarer extends.
             leaves = [d for d in declarers if not any(d in ancestors[o] for o in declarers if o != d)]
-            values = {repr(getattr(by_name[d][0], section)[key]) for d in leaves}
-            if len(values) > 1:
-                _raise(
-                    source,
-                    f"{section}.{key}",
-                    f"parents {' and '.join(leaves)} declare {_WHAT[section]} {key!r} differently; "
-                    f"declare it in {child!r} to choose",
-                )
+            if len({repr(getattr(by_name[d][0], section)[key]) for d in leaves}) > 1:
+                _conflict(section, key, leaves, mro, by_name, ancestors)
         owner = declarers[0]
         out[key] = (getattr(by_name[owner][0], section)[key], by_name[owner][1])
     return out
+
+
+def _conflict(section: str, key: str, leaves: list[str], mro, by_name, ancestors) -> NoReturn:
+    """Two ancestors that declare ``key`` differently, named in the schema whose ``extends`` brings them together.
+
+    That is the most basic schema in C3 order with two disagreeing leaves among its
+    ancestors (a descendant comes before its ancestors, so no schema under it joins them):
+    the schema being loaded when it extends them itself, an intermediate parent when the
+    conflict came in with it (loading that parent fails the same way).
+    """
+    for joiner in reversed(mro):
+        under = [d for d in leaves if d in ancestors[joiner]]
+        if len({repr(getattr(by_name[d][0], section)[key]) for d in under}) > 1:
+            break
+    else:  # unreachable: the schema being loaded has every leaf among its ancestors
+        joiner, under = mro[0], leaves
+    decl, source = by_name[joiner]
+    kin = "parents" if all(d in decl.extends for d in under) else "ancestors"
+    _raise(
+        source,
+        f"{section}.{key}",
+        f"{kin} {' and '.join(under)} declare {_WHAT[section]} {key!r} differently; declare it in {joiner!r} to choose",
+    )

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ._columns import as_mapping
-from ._errors import SchemaMatchError, Violation
+from ._errors import SchemaDefinitionError, SchemaMatchError, Violation
 from ._loading import load_schema, schema_names
 from ._schema import Schema
 
 __all__ = ["schema_for_sample"]
 
 _MAX_LISTED = 10
+_NONE = object()
 
 
 def schema_for_sample(
@@ -39,22 +41,27 @@ def schema_for_sample(
     Args:
         sample: one sample (a mapping, or a TensorDict row).
         tag: the sample's tag dict, checked against each schema's tags too.
-        candidates: schema names (or one name) to choose from (default: every name on the search path).
+        candidates: schema names or paths to choose from (one, or a list, tuple or set of
+            them; default: every name on the search path).
 
     Raises:
         SchemaMatchError: (a :class:`SchemaError` and a :class:`SchemaNotFoundError`) no
             candidate fits, with the closest candidate's violations; or the best
             candidates tie, naming them.
-        TypeError: ``sample`` is not a mapping.
+        SchemaNotFoundError: a name in ``candidates`` is not known.
+        SchemaDefinitionError: a candidate's file cannot be read or does not load, naming
+            the file. Without ``candidates=`` every file on the search path is a candidate,
+            so one broken file there fails the choice: the schema it would have declared
+            might be the one that fits, and choosing without it could pad differently.
+        TypeError: ``sample`` is not a mapping, or ``candidates`` is neither a name nor a
+            list of names.
     """
     mapping = as_mapping(sample)
     present = {k for k, v in mapping.items() if v is not None}
     tensors = {k for k in present if isinstance(mapping[k], torch.Tensor)}
-    names = schema_names() if candidates is None else [candidates] if isinstance(candidates, str) else candidates
     fits: list[tuple[int, int, Schema]] = []
     misfits: list[tuple[list[Violation], Schema]] = []
-    for name in names:
-        schema = load_schema(name)
+    for schema in _candidates(candidates):
         found = schema.violations(mapping, tag=tag, depth="shapes")
         found += _undeclared_tensors(schema, tensors)
         if found:
@@ -72,6 +79,33 @@ def schema_for_sample(
             tied=tied,
         )
     return next(f[2] for f in fits if f[:2] == best)
+
+
+def _candidates(candidates: str | list[str] | None) -> list[Schema]:
+    """The candidate schemas, each once (a name and its file's path are one schema)."""
+    if candidates is None:
+        names: list[Any] = schema_names()
+    elif isinstance(candidates, (str, os.PathLike)):
+        names = [candidates]
+    elif isinstance(candidates, (list, tuple, set, frozenset)):  # the choice does not depend on their order
+        names = list(candidates)
+        bad = next((n for n in names if not isinstance(n, (str, os.PathLike))), _NONE)
+        if bad is not _NONE:
+            raise TypeError(f"candidates must be schema names or paths, found a {type(bad).__name__} among them")
+    else:
+        raise TypeError(f"candidates must be a schema name or a list of them, found {type(candidates).__name__}")
+    schemas: dict[str, Schema] = {}
+    for name in names:
+        try:
+            schema = load_schema(name)
+        except SchemaDefinitionError as exc:
+            if candidates is not None:
+                raise
+            # Choosing without it could pick a schema that pads differently from the one meant.
+            note = "; schema_for_sample tries every schema on the search path: fix the file, or pass candidates="
+            raise SchemaDefinitionError(exc.source, exc.path, exc.problem + note) from None
+        schemas.setdefault(schema.source, schema)
+    return list(schemas.values())
 
 
 def _undeclared_tensors(schema: Schema, tensors: set[str]) -> list[Violation]:

@@ -3,6 +3,9 @@ nesting) and the parsed tree."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -154,14 +157,87 @@ def _parse_yaml(text: str, source: str) -> Any:
             loader.dispose()
 
 
-def _read_text(path: Path) -> str:
+# ---------------------------------------------------------------------------
+# Reading a file: what is on the file system at a path, and its bytes
+
+#: ``file_problem``'s answer for a path where nothing is, not even a symbolic link.
+NOTHING = "nothing is there"
+#: ... and for a directory.
+IS_A_DIRECTORY = "is a directory, not a schema file"
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _os_problem(exc: OSError, path: Path) -> str:
+    """Why ``path`` cannot be opened, as a schema-file message says it."""
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link that never reaches a file (too many levels of symbolic links)"
+    if isinstance(exc, FileNotFoundError) and os.path.islink(path):
+        try:
+            target = os.readlink(path)
+        except OSError:  # removed or replaced since: say what stat said
+            target = "a path"
+        return f"is a symbolic link to {target}, which does not exist"
+    return f"cannot be read: {exc.strerror or exc}"
+
+
+def _mode_problem(mode: int) -> str | None:
+    """Why a file of this ``st_mode`` is not a schema file (``None`` for a regular file)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return IS_A_DIRECTORY
+    kind = next((word for test, word in _KINDS if test(mode)), "not a file")
+    return f"is not a regular file ({kind})"
+
+
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be read as a schema file, without opening it (``None``: a regular file).
+
+    ``NOTHING`` when there is nothing at ``path`` (not even a dangling symbolic link): a
+    missing file is not found rather than broken. A FIFO or a device is never opened, so
+    looking never blocks.
+    """
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(_MAX_FILE_BYTES + 1)
-    except IsADirectoryError:
-        _raise(str(path), "", "is a directory, not a schema file")
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        if not os.path.islink(path):
+            return NOTHING
+        return _os_problem(exc, path)
     except OSError as exc:
-        _raise(str(path), "", f"cannot read: {exc.strerror or exc}")
+        return _os_problem(exc, path)
+    except ValueError:  # a NUL byte in the name
+        return NOTHING
+    return _mode_problem(mode)
+
+
+def _read_text(path: Path) -> str:
+    # Opened without blocking and checked on the open file: a FIFO put in the file's place
+    # after the caller looked must not hang the reader, and a device is not read.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except IsADirectoryError:
+        _raise(str(path), "", IS_A_DIRECTORY)
+    except OSError as exc:
+        _raise(str(path), "", _os_problem(exc, path))
+    try:
+        problem = _mode_problem(os.fstat(fd).st_mode)
+        if problem:
+            _raise(str(path), "", problem)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1
+            raw = fh.read(_MAX_FILE_BYTES + 1)
+    except OSError as exc:  # EIO, or a file that vanished under a network mount
+        _raise(str(path), "", _os_problem(exc, path))
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if len(raw) > _MAX_FILE_BYTES:
         _raise(str(path), "", f"larger than {_MAX_FILE_BYTES >> 20} MiB; a schema file is a few KiB")
     try:
