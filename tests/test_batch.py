@@ -234,3 +234,152 @@ def test_any_tensordict_batch_gets_violations_never_a_crash(data, depth):
             VLM_MOE.validate_batch(batch, depth=depth)
     else:
         VLM_MOE.validate_batch(batch, depth=depth)
+
+
+# --- batches of every odd kind (issue 14): a TypeError naming what is wrong, or violations
+
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+from tensordict import LazyStackedTensorDict  # noqa: E402
+
+_ONE = verl_sample(TEXT, 3, 2)
+
+#: id -> (batch, message regex of the TypeError: it names the batch, or the sample by index).
+NOT_A_BATCH = {
+    "int": (42, r"^a batch must be a list of sample mappings or a TensorDict, found int 42$"),
+    "none": (None, r"^a batch must be .*found NoneType$"),
+    "str": ("ab", r"^a batch must be .*found str 'ab'$"),
+    "bytes": (b"ab", r"^a batch must be .*found bytes$"),
+    "one-sample-dict": (_ONE, rf"^a batch must be .*found dict with {len(_ONE)} keys$"),
+    "tensor": (torch.zeros(3), r"^a batch must be .*found f32\[3\]$"),
+    "ndarray": (np.zeros(2), r"^a batch must be .*found numpy\.ndarray$"),
+    "generator": ((s for s in [_ONE]), r"^a batch must be .*found generator$"),
+    "list-of-ints": ([1, 2], r"^batch\[0\]: a sample must be a mapping .*found int 1$"),
+    "none-among-samples": ([_ONE, _ONE, None], r"^batch\[2\]: a sample must be a mapping .*found NoneType$"),
+    "str-among-samples": ((_ONE, "q0"), r"^batch\[1\]: a sample must be a mapping .*found str 'q0'$"),
+    "list-of-lists": ([[_ONE]], r"^batch\[0\]: a sample must be a mapping .*found list of 1$"),
+}
+
+
+@pytest.mark.parametrize("method", ["validate_batch", "batch_violations"])
+@pytest.mark.parametrize(("batch", "match"), list(NOT_A_BATCH.values()), ids=list(NOT_A_BATCH))
+def test_what_is_not_a_batch_is_a_type_error_naming_it(method, batch, match):
+    with pytest.raises(TypeError) as info:
+        getattr(TEXT, method)(batch)
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+_TWO = [verl_sample(TEXT, 3, 2), verl_sample(TEXT, 5, 1, seed=1)]
+
+#: id -> (batch, tags, the (sample, field, code) of every violation): tags and batch shapes are data.
+BATCH_DATA_ATTACKS = {
+    "empty-list": ([], None, []),
+    "empty-tuple": ((), None, []),
+    "tensordict-batch-dims-0": (TensorDict({}, batch_size=[]), None, [(None, "<batch>", "batch")]),
+    "tensordict-batch-dims-2": (TensorDict({}, batch_size=[2, 2]), None, [(None, "<batch>", "batch")]),
+    "tags-short": (_TWO, [{}], [(None, "<tags>", "batch")]),
+    "tags-long": (_TWO, [{}, {}, {}], [(None, "<tags>", "batch")]),
+    "tags-a-dict": (_TWO, {"seq_len": 5}, [(None, "<tags>", "batch")]),
+    "tags-a-str": (_TWO, "ab", [(None, "<tags>", "batch")]),
+    "tags-an-iterator": (_TWO, iter([{}, {}]), [(None, "<tags>", "batch")]),
+    "tags-an-ndarray": (_TWO, np.array([{}, {}]), [(None, "<tags>", "batch")]),
+    "tags-of-ints": (_TWO, [1, None], [(0, "<tag>", "tag")]),
+    "tags-a-tuple": (_TWO, ({}, {"seq_len": 6}), []),
+    "tags-wrong-kind": (_TWO, [{"seq_len": "5"}, {"seq_len": 6.0}], [(0, "seq_len", "tag"), (1, "seq_len", "tag")]),
+}
+
+
+@pytest.mark.parametrize("layout", ["list", "tensordict"])
+@pytest.mark.parametrize(("batch", "tags", "expected"), list(BATCH_DATA_ATTACKS.values()), ids=list(BATCH_DATA_ATTACKS))
+def test_odd_tags_and_batch_shapes_are_violations(layout, batch, tags, expected):
+    if layout == "tensordict" and isinstance(batch, (list, tuple)):
+        batch = tq_batch(list(batch))
+    if isinstance(tags, type(iter([]))):
+        tags = iter(list(tags))  # each run gets a fresh iterator
+    found = TEXT.batch_violations(batch, tags=tags)
+    assert [(v.sample, v.field, v.code) for v in found] == expected
+    if expected:
+        with pytest.raises(ts.SchemaError) as info:
+            TEXT.validate_batch(batch, tags=tags)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == expected
+
+
+def _lazy(samples):
+    rows = [TensorDict({k: v for k, v in s.items() if isinstance(v, torch.Tensor)}, batch_size=[]) for s in samples]
+    for row, s in zip(rows, samples, strict=True):
+        for k, v in s.items():
+            if not isinstance(v, torch.Tensor):
+                row.set_non_tensor(k, v)
+    return LazyStackedTensorDict.lazy_stack(rows)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 5)), min_size=1, max_size=5), bad=st.integers(0, 4))
+def test_a_lazy_stack_of_ragged_samples_is_checked_like_the_list(lengths, bad):
+    samples = realistic(TEXT, lengths)
+    i = bad % len(samples)
+    samples[i]["loss_mask"] = samples[i]["loss_mask"][:-1] if len(samples[i]["loss_mask"]) else torch.ones(1)
+    want = TEXT.batch_violations(samples)
+    assert want  # the one short loss mask
+    assert TEXT.batch_violations(_lazy(samples)) == want
+
+
+# -- value checks in bounded memory ----------------------------------------------------
+
+import itertools  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from trajschema import _columns, _screen, _values  # noqa: E402
+
+_X = ts.schema_from_dict(
+    {
+        "name": "xs",
+        "dims": {"n": {}, "w": {}},
+        "fields": {"x": {"shape": ["n", "w"], "dtype": "int64", "pad": "copy", "min": 0, "values": [0, 1, 3]}},
+    }
+)
+
+
+def test_expanded_dense_and_jagged_columns_of_a_trillion_elements():
+    big = 2**40  # logical elements: a full-size mask would fail to allocate
+    dense = TensorDict({"x": torch.tensor([[[0]], [[5]], [[1]]]).expand(3, big, 1)}, batch_size=[3])
+    want = f"{big} of {big} elements are not in {{0, 1, 3}} (first at [0,0]: 5)"
+    assert [(v.sample, v.message) for v in _X.batch_violations(dense)] == [(1, want)]
+    offsets = torch.tensor([0, big, 2 * big])
+    jagged = torch.nested.nested_tensor_from_jagged(torch.tensor([[-1, 0]]).expand(2 * big, 2), offsets)
+    found = [(v.sample, v.expected, v.actual) for v in _X.batch_violations(TensorDict({"x": jagged}, batch_size=[2]))]
+    each = f"{big} of {2 * big} elements (first at [0,0]: -1)"
+    assert found == [(i, e, each) for i in (0, 1) for e in ("in {0, 1, 3}", ">= 0")]
+
+
+@st.composite
+def _jagged_columns(draw):
+    """A jagged ``x`` column and its rows as plain tensors: ragged first or second, gaps between rows
+    (a narrowed column) holding bad values that belong to no sample, or values repeated by expand."""
+    width = draw(st.integers(1, 3))
+    lengths = draw(st.lists(st.integers(0, 5), min_size=1, max_size=6))
+    gaps = [draw(st.integers(0, 2)) for _ in lengths]
+    total = sum(lengths) + sum(gaps)
+    if draw(st.booleans()):
+        flat = torch.tensor([[draw(st.integers(-1, 3))] * width]).expand(total, width)
+    else:
+        flat = torch.tensor(draw(st.lists(st.integers(-1, 3), min_size=total * width, max_size=total * width)))
+        flat = flat.reshape(total, width)
+    offsets = torch.tensor([0, *itertools.accumulate(n + g for n, g in zip(lengths, gaps))])
+    rows = [flat[int(offsets[i]) : int(offsets[i]) + n] for i, n in enumerate(lengths)]
+    narrowed = torch.tensor(lengths) if any(gaps) else None
+    if draw(st.booleans()):  # ragged at dim 2 of (B, w, S), like mrope position ids
+        col = torch.nested.nested_tensor_from_jagged(flat.t(), offsets, lengths=narrowed, jagged_dim=2)
+        return col, [r.t() for r in rows]
+    return torch.nested.nested_tensor_from_jagged(flat, offsets, lengths=narrowed), rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_jagged_columns(), chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]), budget=st.sampled_from([1, 2, 5, 1 << 20]))
+def test_jagged_rows_are_screened_in_chunks_as_the_samples_check(case, chunk, budget):
+    col, rows = case
+    f = _X.fields["x"]
+    want = [_values.tensor_has_failures(f, r) for r in rows]  # each sample alone, whole
+    with mock.patch.object(_columns, "_ROWS_CHUNK", chunk), mock.patch.object(_values, "_BUDGET", budget):
+        assert _screen._bad_value_rows(f, col, len(rows)).tolist() == want

@@ -732,3 +732,45 @@ def test_an_ok_line_says_which_direction_breaks(mode):
     (c,) = widened.compatibility(old, mode)  # breaks backward only
     assert ("compatible forward; breaks backward only: " in c.message) == (mode == "forward")
     assert str(c).startswith("ok " if mode == "forward" else "BREAKING ")
+
+
+# -- arguments (issue 14) -------------------------------------------------------------------
+
+
+class _RaisingRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of a hostile value")
+
+
+@pytest.mark.parametrize(
+    ("mode", "shown"),
+    [
+        pytest.param("backwards", "'backwards'", id="typo"),
+        pytest.param(["full"], "['full']", id="list"),
+        pytest.param(("full",), "('full',)", id="tuple"),
+        pytest.param({"full": 1}, "{'full': 1}", id="unhashable"),
+        pytest.param(__import__("numpy").array(["full", "forward"]), "array(", id="array-compares-elementwise"),
+        pytest.param(_RaisingRepr(), "_RaisingRepr", id="raising-repr"),
+        pytest.param("full " * 40, "str '", id="long"),
+    ],
+)
+def test_any_mode_but_the_three_is_a_value_error_showing_it(mode, shown):
+    s = ts.load_schema("text")
+    with pytest.raises(ValueError) as info:
+        s.compatibility(s, mode)
+    assert type(info.value) is ValueError
+    assert str(info.value).startswith("mode must be one of 'backward', 'forward', 'full', found ")
+    assert shown in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("other", "found"),
+    [
+        pytest.param(ts.load_schema("text").fields, "found ReadOnlyDict with", id="its-fields"),
+        pytest.param(b"text", "found bytes", id="bytes"),
+        pytest.param(_RaisingRepr(), "found", id="raising-repr"),
+    ],
+)
+def test_new_must_be_a_schema_whatever_it_is_instead(other, found):
+    with pytest.raises(TypeError, match=f"^compatibility: new must be a trajschema Schema, {found}"):
+        ts.load_schema("text").compatibility(other)

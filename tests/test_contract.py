@@ -363,3 +363,107 @@ def test_masks_are_read_from_every_column_layout(make_column):
         (3, "loss_mask", "1 of 3 elements non-zero"),
         (4, "loss_mask", "3 of 3 elements non-zero"),
     ]
+
+
+# --- arguments (issue 14): what is not a batch, tags or schema is named; tags are data
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_REAL = verl_sample(ts.load_schema("text"), 3, 2)
+
+#: id -> (samples_or_batch, tags, schema, exception type (exactly), message regex).
+CONTRACT_ARGUMENT_ATTACKS = {
+    "schema-int": ([_REAL], None, 3, TypeError, r"^schema must be a trajschema\.Schema or a schema name, found int 3$"),
+    "schema-bytes": ([_REAL], None, b"text", TypeError, r"^schema must be .*found bytes$"),
+    "schema-none": ([_REAL], None, None, TypeError, r"^schema must be .*found NoneType$"),
+    "schema-typo": ([_REAL], None, "txt", ts.SchemaNotFoundError, r"^no schema 'txt'; did you mean 'text'\?"),
+    "batch-int": (3, None, "text", TypeError, r"^a batch must be a list of sample mappings or a TensorDict, found int"),
+    "batch-of-ints": ([1], None, "text", TypeError, r"^batch\[0\]: a sample must be a mapping .*found int 1$"),
+    "batch-with-none": ([_REAL, None], None, "text", TypeError, r"^batch\[1\]: a sample must be a mapping"),
+}
+
+
+@pytest.mark.parametrize("check", [check_padding_contract, padding_contract_violations], ids=["check", "violations"])
+@pytest.mark.parametrize(
+    ("batch", "tags", "schema", "exc", "match"),
+    list(CONTRACT_ARGUMENT_ATTACKS.values()),
+    ids=list(CONTRACT_ARGUMENT_ATTACKS),
+)
+def test_bad_batches_and_schemas_are_refused_by_name(check, batch, tags, schema, exc, match):
+    with pytest.raises(Exception) as info:
+        check(batch, tags, schema)
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+#: id -> (tags for a batch of two samples (the second one padding-shaped), the (sample, field, code) reported).
+CONTRACT_TAG_ATTACKS = {
+    "short": ([{}], [(None, "<tags>", "batch")]),
+    "long": ([{}, {}, {}], [(None, "<tags>", "batch")]),
+    "a-dict": ({"is_padding": True}, [(None, "<tags>", "batch")]),
+    "a-str": ("ab", [(None, "<tags>", "batch")]),
+    "an-int": (3, [(None, "<tags>", "batch")]),
+    "an-iterator": (iter([{}, {}]), [(None, "<tags>", "batch")]),
+    "a-tensor": (torch.zeros(2), [(None, "<tags>", "batch")]),
+    "a-tuple": (({}, None), []),
+    "non-mapping-tags": ([1, [True]], [(0, "<tag>", "tag"), (1, "<tag>", "tag")]),
+    "is_padding-not-a-bool": (
+        [{"is_padding": 1}, {"is_padding": "true"}],
+        [(0, "is_padding", "tag"), (1, "is_padding", "tag")],
+    ),
+    "non-str-tag-keys": ([{1: 2}, {(1,): True}], []),
+    "length-tag-of-wrong-kind": (
+        [{}, {"is_padding": True, "seq_len": [1]}],
+        [(1, "response_mask", "padding"), (1, "loss_mask", "padding"), (1, "seq_len", "tag")],
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(("tags", "expected"), list(CONTRACT_TAG_ATTACKS.values()), ids=list(CONTRACT_TAG_ATTACKS))
+def test_tags_of_every_odd_kind_are_violations(layout, tags, expected):
+    samples = [_REAL, verl_sample(ts.load_schema("text"), 3, 2, uid="q1")]
+    if isinstance(tags, type(iter([]))):
+        tags = iter(list(tags))
+    found = padding_contract_violations(as_layout(samples, layout), tags, "text")
+    assert [(v.sample, v.field, v.code) for v in found] == expected
+
+
+_TAG_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.lists(st.booleans(), max_size=2),
+    st.sampled_from([torch.tensor(True), torch.tensor([True, False]), object()]),
+)
+_TAGS = st.one_of(
+    st.none(), _TAG_VALUES, st.dictionaries(st.sampled_from(["is_padding", "x"]), _TAG_VALUES, max_size=2)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tag=_TAGS)
+def test_is_padding_answers_a_bool_or_names_what_it_will_not_guess(tag):
+    # The reference: no tag dict or no key is real; only a bool answers; anything else is refused.
+    if tag is None or (isinstance(tag, dict) and "is_padding" not in tag):
+        refusal = None
+    elif not isinstance(tag, dict):
+        refusal = "a tag dict must be a mapping or None, found "
+    elif type(tag["is_padding"]) is not bool:
+        refusal = "is_padding must be True or False, found "
+    else:
+        refusal = None
+    if refusal is None:
+        got = is_padding(tag)
+        assert got is (isinstance(tag, dict) and tag.get("is_padding") is True)
+        assert real_mask([{}, tag]).tolist() == [True, not got]
+        assert real_count([{}, tag]) == 2 - got
+        return
+    with pytest.raises(TypeError, match=f"^{re.escape(refusal)}"):
+        is_padding(tag)
+    for over_a_list in (real_mask, real_count):  # the same refusal, naming the tag's index
+        with pytest.raises(TypeError, match=f"^tags\\[1\\]: {re.escape(refusal)}"):
+            over_a_list([{}, tag])

@@ -322,3 +322,110 @@ def test_evaluate_is_none_exactly_when_a_used_name_is_unbound(tree: tuple, env: 
         assert got is None
     else:
         assert got == _tree_value(tree, env)
+
+
+# --- the public dim classes check what they are built from (issue 14)
+
+import re  # noqa: E402
+
+import trajschema as ts  # noqa: E402
+
+_N = parse_expr("n")
+
+#: id -> (constructor call, exception type (exactly), message regex naming the class and argument).
+DIM_CONSTRUCTOR_ATTACKS = {
+    "fixed-size-negative": (
+        lambda: ts.FixedDim("r", -1),
+        ValueError,
+        r"^FixedDim: size must be in 0\.\.2\*\*63-1, found -1$",
+    ),
+    "fixed-size-bool": (lambda: ts.FixedDim("r", True), TypeError, r"^FixedDim: size must be an int, found bool True$"),
+    "fixed-size-float": (
+        lambda: ts.FixedDim("r", 4.0),
+        TypeError,
+        r"^FixedDim: size must be an int, found float 4\.0$",
+    ),
+    "fixed-size-huge": (lambda: ts.FixedDim("r", 2**63), ValueError, r"^FixedDim: size must be in 0\.\.2\*\*63-1"),
+    "fixed-name-int": (lambda: ts.FixedDim(3, 4), TypeError, r"^FixedDim: name must be a str, found int 3$"),
+    "fixed-description-none": (lambda: ts.FixedDim("r", 4, None), TypeError, r"^FixedDim: description must be a str"),
+    "free-min-negative": (
+        lambda: ts.FreeDim("n", -1),
+        ValueError,
+        r"^FreeDim: min must be in 0\.\.2\*\*63-1, found -1$",
+    ),
+    "free-min-none": (lambda: ts.FreeDim("n", None), TypeError, r"^FreeDim: min must be an int, found NoneType None$"),
+    "free-max-below-min": (
+        lambda: ts.FreeDim("n", 5, 3),
+        ValueError,
+        r"^FreeDim: max must be in 5\.\.2\*\*63-1, found 3$",
+    ),
+    "free-max-float": (
+        lambda: ts.FreeDim("n", 0, 3.5),
+        TypeError,
+        r"^FreeDim: max must be an int or None, found float",
+    ),
+    "free-multiple-of-zero": (
+        lambda: ts.FreeDim("n", multiple_of=0),
+        ValueError,
+        r"^FreeDim: multiple_of must be in 1\.\.2\*\*63-1, found 0$",
+    ),
+    "free-multiple-of-str": (
+        lambda: ts.FreeDim("n", multiple_of="8"),
+        TypeError,
+        r"^FreeDim: multiple_of must be an int",
+    ),
+    "derived-expr-str": (
+        lambda: ts.DerivedDim("seq", "prompt + response"),
+        TypeError,
+        r"^DerivedDim: expr must be an Expr, found str 'prompt \+ response'$",
+    ),
+    "derived-name-none": (lambda: ts.DerivedDim(None, _N), TypeError, r"^DerivedDim: name must be a str"),
+    "expr-op-typo": (
+        lambda: ts.Expr("plus", (_N, _N)),
+        ValueError,
+        r"^Expr: op must be one of int, name, \+, -, \*, neg",
+    ),
+    "expr-op-unhashable": (lambda: ts.Expr(["+"], (_N, _N)), ValueError, r"^Expr: op must be one of"),
+    "expr-wrong-arity": (lambda: ts.Expr("+", (_N,)), TypeError, r"^Expr: op '\+' takes a tuple of 2 args"),
+    "expr-args-a-list": (lambda: ts.Expr("neg", [_N]), TypeError, r"^Expr: op 'neg' takes a tuple of 1 args"),
+    "expr-args-not-exprs": (lambda: ts.Expr("*", ("n", 2)), TypeError, r"^Expr: the args of '\*' must be Exprs"),
+    "expr-negative-int": (lambda: ts.Expr("int", (-3,)), TypeError, r"^Expr: an int's value must be an int >= 0"),
+    "expr-bool-int": (lambda: ts.Expr("int", (True,)), TypeError, r"^Expr: an int's value must be an int >= 0"),
+    "expr-name-int": (lambda: ts.Expr("name", (3,)), TypeError, r"^Expr: a name must be a str, found int 3$"),
+}
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"), list(DIM_CONSTRUCTOR_ATTACKS.values()), ids=list(DIM_CONSTRUCTOR_ATTACKS)
+)
+def test_dims_and_expressions_refuse_parts_that_would_break_later(call, exc, match):
+    """Before, these were built, then failed far away: ZeroDivisionError in allows(), IndexError in evaluate()."""
+    with pytest.raises(Exception) as info:
+        call()
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lo=st.one_of(st.integers(-5, 2**64), st.none(), st.booleans(), st.floats()),
+    hi=st.one_of(st.integers(-5, 2**64), st.none(), st.floats()),
+    step=st.one_of(st.integers(-5, 2**64), st.none(), st.booleans()),
+)
+def test_a_free_dim_is_built_exactly_when_its_bounds_make_sense(lo, hi, step):
+    def is_size(v, low=0):
+        return isinstance(v, int) and not isinstance(v, bool) and low <= v < 2**63
+
+    sound = is_size(lo) and (hi is None or is_size(hi, lo)) and (step is None or is_size(step, 1))
+    if sound:
+        d = ts.FreeDim("n", lo, hi, step)
+        assert d.allows(lo) == (step is None or lo % step == 0)  # never ZeroDivisionError
+        return
+    with pytest.raises((TypeError, ValueError), match=r"^FreeDim: (min|max|multiple_of) must be"):
+        ts.FreeDim("n", lo, hi, step)
+
+
+def test_parsing_still_builds_every_expression():
+    for text in ["n", "4", "a + b * 2", "-(a - 1)", "a*b*c + 0"]:
+        e = parse_expr(text)
+        assert isinstance(e, Expr) and str(e) == text

@@ -388,3 +388,40 @@ def test_an_optional_field_binds_no_name_for_a_later_expression():
     # x may be None (then it binds nothing), so z's expression cannot rely on it; z's own
     # later axis cannot bind it in time either (jaxtyping reads the axes left to right).
     assert schema.jaxtyping("z").dim_str == "_ a"
+
+
+# -- the field argument (issue 14) ----------------------------------------------------------
+
+
+class _RaisingRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of a hostile value")
+
+
+#: id -> (field argument, exception type (exactly), message regex naming it).
+FIELD_ARGUMENT_ATTACKS = {
+    "int": (3, TypeError, r"^schema 'text': a field name must be a str, found int 3$"),
+    "none": (None, TypeError, r"^schema 'text': a field name must be a str, found NoneType None$"),
+    "bytes": (b"uid", TypeError, r"^schema 'text': a field name must be a str, found bytes b'uid'$"),
+    "unhashable": (
+        ["input_ids"],
+        TypeError,
+        r"^schema 'text': a field name must be a str, found list \['input_ids'\]$",
+    ),
+    "raising-repr": (_RaisingRepr(), TypeError, r"^schema 'text': a field name must be a str, found \S*_RaisingRepr$"),
+    "typo": ("input_id", ValueError, r"^schema 'text' has no field 'input_id'; did you mean 'input_ids'\?"),
+    "empty": ("", ValueError, r"^schema 'text' has no field ''"),
+    "not-a-tensor": ("multi_modal_inputs", TypeError, r"field 'multi_modal_inputs' is a mapping field, not a tensor"),
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "exc", "match"), list(FIELD_ARGUMENT_ATTACKS.values()), ids=list(FIELD_ARGUMENT_ATTACKS)
+)
+def test_the_field_argument_is_refused_by_name(field, exc, match):
+    import re
+
+    with pytest.raises(Exception) as info:
+        ts.load_schema("text").jaxtyping(field)
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)

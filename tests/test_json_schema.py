@@ -429,3 +429,15 @@ def test_a_dense_tensordict_row_with_a_nontensor_column_and_a_0d_int():
     columns["num_turns"] = torch.tensor([1, -2])
     bad_row = TensorDict(columns, batch_size=[2])[1]
     assert schema.violations(bad_row) and not json_ok(doc, sample_to_json(bad_row, values=True))
+
+
+@pytest.mark.parametrize("name", ts.schema_names())
+def test_a_copied_or_unpickled_schema_describes_the_same_document(name):
+    import copy
+    import pickle
+
+    schema = ts.load_schema(name)
+    want = json.dumps(schema.to_json_schema(), sort_keys=True)
+    for other in (copy.deepcopy(schema), pickle.loads(pickle.dumps(schema)), copy.copy(schema)):
+        assert json.dumps(other.to_json_schema(), sort_keys=True) == want
+        assert other.annotations() == schema.annotations()

@@ -400,3 +400,131 @@ def test_metrics_through_exclude_padding_ignore_padding(layout, data):
     want = rollout_metrics(as_layout(real, layout), real_tags)
     assert got == want
     assert all(math.isfinite(v) for v in got.values())
+
+
+# --- exclude_padding checks the metric and each call's arguments before reading the batch (issue 14)
+
+import functools  # noqa: E402
+
+
+def _two(batch, tags):
+    return {"n": float(len(tags))}
+
+
+class _CallableMetric:
+    def __call__(self, batch, tags, scale=1.0):
+        return {"n": scale * len(tags)}
+
+
+#: id -> (what is decorated, message regex of the TypeError raised at decoration).
+NOT_A_METRIC = {
+    "int": (3, r"^exclude_padding decorates a metric function fn\(batch, tags, \.\.\.\), found int 3$"),
+    "none": (None, r"^exclude_padding decorates a metric function .*found NoneType$"),
+    "str": ("mean", r"^exclude_padding decorates a metric function .*found str 'mean'$"),
+    "no-arguments": (
+        lambda: None,
+        r"^exclude_padding: metric '<lambda>' must take the batch and its tags .*signature is \(\)",
+    ),
+    "one-argument": (lambda batch: {}, r"must take the batch and its tags .*signature is \(batch\)"),
+    "keyword-only": (lambda *, batch, tags: {}, r"must take the batch and its tags .*signature is \(\*, batch, tags\)"),
+    "builtin-of-one": (len, r"^exclude_padding: metric 'len' must take the batch and its tags"),
+    "partial-used-up": (functools.partial(_two, [], []), r"metric .*must take the batch and its tags"),
+}
+
+
+@pytest.mark.parametrize(("fn", "match"), list(NOT_A_METRIC.values()), ids=list(NOT_A_METRIC))
+def test_exclude_padding_refuses_what_cannot_be_a_metric(fn, match):
+    with pytest.raises(TypeError) as info:
+        exclude_padding(fn)
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        pytest.param(_two, id="function"),
+        pytest.param(lambda *a: {"n": float(len(a[1]))}, id="varargs"),
+        pytest.param(_CallableMetric(), id="callable-object"),
+        pytest.param(functools.partial(lambda k, b, t: {"n": k * len(t)}, 1.0), id="partial"),
+        pytest.param(lambda batch, tags, *, k=1: {"n": k * len(tags)}, id="keyword-default"),
+    ],
+)
+def test_exclude_padding_accepts_every_callable_of_batch_and_tags(fn):
+    assert exclude_padding(fn)([{}, {}], [{}, {"is_padding": True}]) == {"n": 1.0}
+
+
+#: id -> (metric, extra call arguments that do not fit it, message regex).
+CALLS_THAT_DO_NOT_FIT = {
+    "extra-positional": (
+        _two,
+        ((1,), {}),
+        r"^metric '_two' cannot be called as fn\(batch, tags, \*args, \*\*kwargs\) here: too many",
+    ),
+    "unknown-keyword": (
+        _two,
+        ((), {"scale": 2}),
+        r"^metric '_two' cannot be called .*unexpected keyword argument 'scale'",
+    ),
+    "missing-argument": (
+        lambda b, t, scale: {},
+        ((), {}),
+        r"^metric '<lambda>' cannot be called .*missing a required argument: 'scale'",
+    ),
+}
+
+
+@pytest.mark.parametrize("padding_only", [False, True], ids=["mixed", "padding-only"])
+@pytest.mark.parametrize(
+    ("fn", "extra", "match"), list(CALLS_THAT_DO_NOT_FIT.values()), ids=list(CALLS_THAT_DO_NOT_FIT)
+)
+def test_a_call_that_does_not_fit_the_metric_is_refused_before_the_batch_is_read(fn, extra, match, padding_only):
+    """Before, a batch of padding only returned {} with a warning, hiding the mistake until a real batch came."""
+    calls = []
+    recording = functools.wraps(fn)(lambda *a, **k: calls.append(a) or fn(*a, **k))  # fn's signature, via __wrapped__
+    metric = exclude_padding(recording)
+    tags = [{"is_padding": True}] * 2 if padding_only else [{}, {"is_padding": True}]
+    args, kwargs = extra
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no PaddingOnlyBatchWarning: the batch is not read
+        with pytest.raises(TypeError) as info:
+            metric([{}, {}], tags, *args, **kwargs)
+    assert re.search(match, str(info.value)), str(info.value)
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("batch", "tags", "error", "match"),
+    [
+        pytest.param(
+            {"uid": "q"},
+            [{}],
+            TypeError,
+            "a batch must be a list of samples or a TensorDict, found dict",
+            id="one sample",
+        ),
+        pytest.param(
+            None, [], TypeError, "a batch must be a list of samples or a TensorDict, found NoneType", id="none batch"
+        ),
+        pytest.param(
+            TensorDict({}, batch_size=[]), [], ValueError, r"one batch dim, found batch_size \[\]", id="no batch dim"
+        ),
+        pytest.param(
+            [{}], {"is_padding": False}, TypeError, "tags must be a sequence of tag dicts, found dict", id="tags dict"
+        ),
+        pytest.param(
+            [{}], iter([{}]), TypeError, "tags must be a sequence of tag dicts, found list_iterator", id="tags iterator"
+        ),
+        pytest.param([{}], [{}, {}], ValueError, "the batch has 1 samples but tags has 2 tag dicts", id="tags long"),
+        pytest.param(
+            [{}, {}],
+            [None, 3],
+            TypeError,
+            r"^tags\[1\]: a tag dict must be a mapping or None, found int 3$",
+            id="tag int",
+        ),
+    ],
+)
+def test_select_real_and_exclude_padding_refuse_alike(batch, tags, error, match):
+    for call in (select_real, exclude_padding(_two)):
+        with pytest.raises(error, match=match):
+            call(batch, tags)

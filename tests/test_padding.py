@@ -290,3 +290,253 @@ def test_the_shared_empty_mapping_is_read_only_and_travels_as_a_plain_dict():
         assert type(clone) is dict and clone == {}
         clone["ok"] = 1  # a copy is an ordinary dict again
     assert pad.fields[1]["multi_modal_inputs"] == {}
+
+
+# --- every argument is checked first, by name, before anything is built (issue 14)
+
+
+def _on(device: str, sample: dict) -> dict:
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in sample.items()}
+
+
+_REAL = verl_sample(TEXT, 3, 2)
+_HUGE = 2**40  # padding of this many samples, or tokens, needs terabytes: refused, never allocated
+
+#: id -> (call, exception type (exactly), a regex the message must match: it names the argument).
+PADDING_ARGUMENT_ATTACKS = {
+    "count-bool": (lambda: TEXT.padding(True, eos_token_id=2), ValueError, r"^count must be an int .*found True"),
+    "count-nan": (lambda: TEXT.padding(float("nan"), eos_token_id=2), ValueError, r"^count must be .*found nan"),
+    "count-none": (lambda: TEXT.padding(None, eos_token_id=2), ValueError, r"^count must be .*found None"),
+    "count-tensor": (lambda: TEXT.padding(torch.tensor(2), eos_token_id=2), ValueError, r"^count must be"),
+    "count-above-int64": (lambda: TEXT.padding(2**63, eos_token_id=2), ValueError, r"^count must be an int in 0\.\."),
+    "count-terabytes": (lambda: TEXT.padding(_HUGE, eos_token_id=2), ValueError, r"^count=1099511627776: .*memory"),
+    "eos-bool": (lambda: TEXT.padding(1, eos_token_id=True), ValueError, r"^eos_token_id must be .*found True"),
+    "eos-above-int64": (lambda: TEXT.padding(1, eos_token_id=2**63), ValueError, r"^eos_token_id must be an int"),
+    "eos-str": (lambda: TEXT.padding(1, eos_token_id="2"), ValueError, r"^eos_token_id must be .*found '2'"),
+    "like-list": (lambda: TEXT.padding(1, eos_token_id=2, like=[_REAL]), TypeError, r"^like= must be a mapping"),
+    "like-str": (lambda: TEXT.padding(1, eos_token_id=2, like="text"), TypeError, r"^like= must be a mapping"),
+    "like-a-batch": (
+        lambda: TEXT.padding(1, eos_token_id=2, like=tq_batch([_REAL, _REAL])),
+        TypeError,
+        r"^like= must be one sample, found a TensorDict with batch_size \[2\]",
+    ),
+    "like-int-keys": (lambda: TEXT.padding(1, eos_token_id=2, like={1: 2}), TypeError, r"^like= has keys that are not"),
+    "like-of-another-schema": (
+        lambda: TEXT.padding(1, eos_token_id=2, like=verl_sample(VLM, 3, 2)),
+        ts.SchemaError,
+        r"position_ids: like= sample: ",
+    ),
+    "like-meta-undeclared": (
+        lambda: TEXT.padding(1, eos_token_id=2, like={**_REAL, "extra": torch.zeros(7, device="meta")}),
+        ValueError,
+        r"field 'extra' of like= is a f32\[7\]: a meta tensor",
+    ),
+    "like-sparse-undeclared": (
+        lambda: TEXT.padding(1, eos_token_id=2, like={**_REAL, "extra": torch.zeros(7).to_sparse()}),
+        ValueError,
+        r"field 'extra' of like= .*not a dense tensor",
+    ),
+    "like-uncopyable-undeclared": (
+        lambda: TEXT.padding(2, eos_token_id=2, like={**_REAL, "extra": (i for i in range(3))}),
+        ValueError,
+        r"field 'extra' of like= \(generator\) cannot be copied into padding: TypeError",
+    ),
+    "dims-list": (
+        lambda: TEXT.padding(1, eos_token_id=2, dims=[("prompt", 1)]),
+        ValueError,
+        r"^dims= must be a mapping",
+    ),
+    "dims-bool": (lambda: TEXT.padding(1, eos_token_id=2, dims={"prompt": True}), ValueError, r"^dims\['prompt'\]"),
+    "dims-negative": (lambda: TEXT.padding(1, eos_token_id=2, dims={"prompt": -1}), ValueError, r"^dims\['prompt'\]"),
+    "dims-float": (lambda: TEXT.padding(1, eos_token_id=2, dims={"prompt": 2.0}), ValueError, r"^dims\['prompt'\]"),
+    "dims-int-key": (
+        lambda: TEXT.padding(1, eos_token_id=2, dims={1: 1}),
+        ValueError,
+        r"^dims=\{1: \.\.\.\}: .*no dim",
+    ),
+    "dims-terabytes": (
+        lambda: TEXT.padding(1, eos_token_id=2, dims={"prompt": _HUGE}),
+        ValueError,
+        r"^count=1: 1 padding sample of schema 'text' \(prompt=1099511627776, .*dims=",
+    ),
+    "dims-past-torch-sizes": (  # count * axis overflowed torch's int64 storage size before
+        lambda: TEXT.padding(1, eos_token_id=2, dims={"response": 2**62}),
+        ValueError,
+        r"^count=1: .*response=4611686018427387904.*2\*\*67 bytes",
+    ),
+    "include-int": (lambda: TEXT.padding(1, eos_token_id=2, include=3), ValueError, r"^include= must be a list"),
+    "include-bytes": (lambda: TEXT.padding(1, eos_token_id=2, include=b"rm"), ValueError, r"^include= must be a list"),
+    "include-mapping": (
+        lambda: TEXT.padding(1, eos_token_id=2, include={"rm_scores": 1}),
+        ValueError,
+        r"^include= must be a list",
+    ),
+    "include-non-str-item": (lambda: TEXT.padding(1, eos_token_id=2, include=[[1]]), ValueError, r"^include\[0\] must"),
+    "include-none-item": (
+        lambda: TEXT.padding(1, eos_token_id=2, include=["rm_scores", None]),
+        ValueError,
+        r"^include\[1\] must be a field name \(str\), found NoneType",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("call", "exc", "match"), list(PADDING_ARGUMENT_ATTACKS.values()), ids=list(PADDING_ARGUMENT_ATTACKS)
+)
+def test_padding_refuses_bad_arguments_by_name(call, exc, match):
+    with pytest.raises(Exception) as info:
+        call()
+    assert type(info.value) is exc, f"{type(info.value).__name__}: {info.value}"
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+def _is_index(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _accepted(arg: str, value) -> bool:
+    """The reference: an int64 index, and for count and the prompt size not terabytes (nor 0 tokens)."""
+    if not _is_index(value):
+        return False
+    if arg == "eos_token_id":
+        return True
+    return (0 if arg == "count" else 1) <= value < 2**45
+
+
+#: Values a hostile or careless caller passes where an int belongs. Valid ints stay small or
+#: huge (refused for memory) so that no example builds gigabytes.
+_HOSTILE_INTS = st.one_of(
+    st.integers(-3, 3),
+    st.integers(2**45, 2**70),
+    st.integers(-(2**70), -1),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.binary(max_size=3),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.sampled_from([torch.tensor(2), torch.zeros(2), object(), 2 + 0j]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(arg=st.sampled_from(["count", "eos_token_id", "dims"]), value=_HOSTILE_INTS)
+def test_hostile_ints_raise_only_value_errors_naming_their_argument(arg, value):
+    count, eos, dims = 1, 2, {"prompt": 1, "response": 1}
+    if arg == "count":
+        count = value
+    elif arg == "eos_token_id":
+        eos = value
+    else:
+        dims = {"prompt": value, "response": 1}
+    if _accepted(arg, value):
+        pad = TEXT.padding(count, eos_token_id=eos, dims=dims)
+        assert len(pad) == count and pad.dims["prompt"] == dims["prompt"]
+        return
+    with pytest.raises(ValueError) as info:
+        TEXT.padding(count, eos_token_id=eos, dims=dims)
+    assert type(info.value) is ValueError
+    named = {"count": ["count"], "eos_token_id": ["eos_token_id"], "dims": ["dims", "prompt="]}[arg]
+    assert any(n in str(info.value) for n in named), str(info.value)
+
+
+def test_an_iterator_of_include_names_is_read_once():
+    # include= was read twice, so an iterator's names were checked and then forgotten.
+    pad = TEXT.padding(1, eos_token_id=2, include=iter(["attention_mask", "rm_scores"]))
+    assert {"attention_mask", "rm_scores"} <= set(pad.fields.keys())
+    assert "rollout_log_probs" not in pad.fields.keys()
+
+
+def test_no_padding_samples_allocate_nothing_whatever_the_sizes():
+    # With count 0 the positions row 0..n-1 was still built: 8 TiB here.
+    pad = TEXT.padding(0, eos_token_id=2, dims={"prompt": _HUGE, "response": 1})
+    assert len(pad) == 0 and pad.dims["seq"] == _HUGE + 1
+    assert pad.fields["position_ids"].shape == (0, _HUGE + 1)
+
+
+def test_a_value_set_of_positions_is_judged_without_building_every_position():
+    schema = _one_field_schema({"shape": ["n"], "dtype": "int64", "values": [0, 1, 2], "pad": "positions"})
+    assert schema.padding(2, eos_token_id=2).fields["t"].tolist() == [[0, 1, 2]] * 2
+    with pytest.raises(ValueError, match=r"padding field 't' with fill positions breaks its value checks"):
+        schema.padding(0, eos_token_id=2, dims={"n": _HUGE})  # probed 0..2**40-1 before
+
+
+def test_a_like_on_the_meta_device_gives_real_padding():
+    # Declared fields take only shapes and dtypes from like=: a meta sample is enough.
+    pad = TEXT.padding(2, eos_token_id=2, like=_on("meta", verl_sample(TEXT, 6, 3)))
+    assert all(not v.is_meta for v in pad.fields.values() if isinstance(v, torch.Tensor))
+    assert pad.dims == {"prompt": 127, "response": 1, "seq": 128}
+    TEXT.validate_batch(pad.fields, tags=pad.tags)
+
+
+def test_a_copy_field_refuses_a_meta_reference_before_building_any_column(monkeypatch):
+    schema = ts.schema_from_dict(
+        {
+            "name": "cp",
+            "dims": {"n": {"min": 1}},
+            "padding": {"n": 2},
+            "fields": {
+                "a": {"shape": ["n"], "dtype": "int64", "pad": 0},
+                "t": {"shape": [3], "dtype": "float32", "pad": "copy"},
+            },
+        }
+    )
+    like = {"a": torch.zeros(2, dtype=torch.int64), "t": torch.zeros(3, device="meta")}
+    built = []
+    monkeypatch.setattr(torch, "zeros", lambda *a, **k: built.append(a) or torch.empty(0))
+    with pytest.raises(ValueError, match=r"field 't' of like= is a f32\[3\]: a meta tensor"):
+        schema.padding(2, eos_token_id=2, like=like)
+    assert built == []  # the zero-filled column of `a` was not built first
+
+
+def _tensor_bytes(pad: ts.PaddingBatch) -> int:
+    return sum(v.numel() * v.element_size() for v in pad._columns.values() if isinstance(v, torch.Tensor))
+
+
+@settings(max_examples=40, deadline=None)
+@given(request=padding_requests(), with_like=st.booleans(), extra=st.sampled_from([0, 1, 13]))
+def test_the_memory_estimate_is_the_padding_tensors_bytes(request, with_like, extra):
+    """What padding refuses by is exact: the bytes of the tensor columns it would build, plus a per-row allowance."""
+    from trajschema import _padding
+
+    schema, dims, include, count, _ = request
+    count = max(count, 1)
+    like = None
+    if with_like:
+        like = verl_sample(schema, 5, 3, layers=dims.get("layers", 2), topk=dims.get("topk", 2))
+        like["undeclared"] = torch.zeros(11, extra)  # copied into every sample (no axis follows a dim)
+        include = None
+    pad = schema.padding(count, eos_token_id=2, like=like, dims=dims, include=include)
+    emitted = [schema.fields[k] for k in pad._columns if k in schema.fields]
+    per_sample = _padding._sample_bytes(schema._compiled(), emitted, pad.dims, like)
+    assert per_sample * count == _tensor_bytes(pad)
+
+
+def test_padding_is_refused_exactly_past_the_machines_memory(monkeypatch):
+    from trajschema import _padding
+
+    pad = TEXT.padding(3, eos_token_id=2)
+    total = _tensor_bytes(pad) + 3 * _padding._ROW_OVERHEAD
+    monkeypatch.setattr(_padding, "_memory_limit", lambda: total)
+    assert len(TEXT.padding(3, eos_token_id=2)) == 3
+    monkeypatch.setattr(_padding, "_memory_limit", lambda: total - 1)
+    with pytest.raises(
+        ValueError, match=r"^count=3: 3 padding samples of schema 'text' \(prompt=127, response=1, seq=128\)"
+    ):
+        TEXT.padding(3, eos_token_id=2)
+
+
+def test_the_row_allowance_covers_what_a_padding_row_holds_besides_tensors():
+    import tracemalloc
+
+    from trajschema import _padding
+
+    TEXT.padding(1, eos_token_id=2)  # warm caches
+    tracemalloc.start()
+    try:
+        pad = TEXT.padding(20_000, eos_token_id=2, dims={"prompt": 1, "response": 1})
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(pad) == 20_000
+    assert held / 20_000 < _padding._ROW_OVERHEAD

@@ -152,3 +152,57 @@ def test_required_multiple_is_the_least_common_multiple(dp: int, actor: int | No
     # Least: dividing out any prime factor breaks divisibility by some part.
     for p in _prime_factors(got):
         assert not all((got // p) % q == 0 for q in parts)
+
+
+# --- hostile values (issue 14): only a ValueError naming the argument, exactly when the reference refuses
+
+
+class _RaisingRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of a hostile value")
+
+
+def _shown(value: object) -> str:
+    """How a refused value appears in the message: its repr, when that is short and can be taken."""
+    try:
+        text = repr(value)
+    except RuntimeError:
+        return type(value).__name__
+    return text if len(text) <= 80 else ""
+
+
+_HOSTILE = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.none(),
+    st.booleans(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=4),
+    st.lists(st.integers(), max_size=100),
+    st.sampled_from([2 + 0j, object(), _RaisingRepr()]),
+)
+_ARGS = ["dp_size", "actor_mini_batch_size", "critic_mini_batch_size", "rollout_n", "batch_size", "multiple"]
+
+
+@given(arg=st.sampled_from(_ARGS), value=_HOSTILE)
+def test_hostile_values_raise_only_value_errors_naming_the_argument(arg: str, value: object) -> None:
+    positive = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    accepted = (
+        positive
+        or (arg == "batch_size" and type(value) is int and value == 0)
+        or (arg.endswith("mini_batch_size") and value is None)  # optional
+    )
+    if arg in ("batch_size", "multiple"):
+        call = {"batch_size": 5, "multiple": 3, arg: value}
+        run = lambda: ts.padding_needed(call["batch_size"], call["multiple"])  # noqa: E731
+    else:
+        call = {"dp_size": 2, "rollout_n": 2, arg: value}
+        run = lambda: ts.required_multiple(call.pop("dp_size"), **call)  # noqa: E731
+    if accepted:
+        got = run()
+        assert type(got) is int and got >= 0
+        return
+    with pytest.raises(ValueError) as info:
+        run()
+    message = str(info.value)
+    assert type(info.value) is ValueError
+    assert message.startswith(f"{arg} must be ") and _shown(value) in message, message

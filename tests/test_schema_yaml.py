@@ -100,3 +100,31 @@ def test_descriptions_with_characters_yaml_folds_round_trip(text):
     )
     again = ts.schema_from_dict(yaml.safe_load(schema.to_yaml()))
     assert again == schema and again.dims["n"].description == text and again.fields["x"].description == text
+
+
+@pytest.mark.parametrize("name", ts.schema_names())
+def test_a_copied_or_rebuilt_schema_writes_the_same_document(name):
+    """Read-only declarations (and a directly built Schema) export like the loaded one, yaml's safe dumper too."""
+    import copy
+
+    schema = ts.load_schema(name)
+    rebuilt = ts.Schema(
+        **{
+            k: getattr(schema, k)
+            for k in (
+                "name",
+                "description",
+                "architectures",
+                "lineage",
+                "dims",
+                "fields",
+                "tags",
+                "padding_sizes",
+                "extra",
+                "source",
+            )
+        }
+    )
+    for other in (copy.deepcopy(schema), pickle.loads(pickle.dumps(schema)), rebuilt):
+        assert other.to_yaml() == schema.to_yaml()
+    assert yaml.safe_load(yaml.safe_dump(dict(schema.padding_sizes))) == schema.padding_sizes

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -436,3 +438,327 @@ def test_a_tag_with_equals_compares_any_value_without_raising(value, ok):
     assert [v.code for v in found] == ([] if ok else ["tag"])
     batch = schema.batch_violations([sample, sample], tags=[{"n_len": value}, {"n_len": 3}])
     assert [v.sample for v in batch] == ([] if ok else [0])
+
+
+# --- arguments are checked first and by name (issue 14); tags and samples' contents are data
+
+import copy  # noqa: E402
+import pickle  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from trajschema.testing import tq_batch  # noqa: E402
+
+_S = verl_sample(TEXT, 3, 2)
+
+
+class _RaisingRepr:
+    """A value whose repr raises: an error message naming it must not die of it."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr of a hostile value")
+
+
+class _RaisingLen(list):
+    def __len__(self) -> int:
+        raise RuntimeError("len of a hostile value")
+
+
+#: id -> (keyword arguments of validate/violations beside the sample, exception type, message regex).
+SINGLE_SAMPLE_ARGUMENT_ATTACKS = {
+    "depth-typo": ({"depth": "value"}, ValueError, r"^depth must be 'shapes' or 'values', found 'value'$"),
+    "depth-none": ({"depth": None}, ValueError, r"^depth must be .*found None$"),
+    "depth-list": ({"depth": ["values"]}, ValueError, r"^depth must be .*found \['values'\]$"),
+    "depth-array": ({"depth": np.array(["values", "shapes"])}, ValueError, r"^depth must be .*found array"),
+    "depth-raising-repr": (
+        {"depth": _RaisingRepr()},
+        ValueError,
+        r"^depth must be .*found \S*_RaisingRepr$",
+    ),
+    "dims-list": ({"dims": [("prompt", 3)]}, ValueError, r"^dims= must be a mapping of dim name to size"),
+    "dims-str": ({"dims": "prompt=3"}, ValueError, r"^dims= must be a mapping"),
+    "dims-unknown": ({"dims": {"promt": 3}}, ValueError, r"^dims=\{'promt': \.\.\.\}: schema 'text' has no dim"),
+    "dims-bool": ({"dims": {"prompt": True}}, ValueError, r"^dims\['prompt'\] must be an int .*found True$"),
+    "dims-float": ({"dims": {"prompt": 3.0}}, ValueError, r"^dims\['prompt'\] must be an int .*found 3\.0$"),
+    "dims-nan": ({"dims": {"prompt": float("nan")}}, ValueError, r"^dims\['prompt'\] must be an int"),
+    "dims-above-int64": ({"dims": {"prompt": 2**63}}, ValueError, r"^dims\['prompt'\] must be an int in 0\.\.2"),
+    "dims-tensor": ({"dims": {"prompt": torch.tensor(3)}}, ValueError, r"^dims\['prompt'\] must be an int"),
+    "dims-raising-repr": (
+        {"dims": {"prompt": _RaisingRepr()}},
+        ValueError,
+        r"^dims\['prompt'\] .*found \S*_RaisingRepr$",
+    ),
+}
+
+#: id -> (sample, message regex): what is not one sample is a TypeError naming the sample.
+NOT_A_SAMPLE = {
+    "list": ([_S], r"^sample must be a mapping .*found list of 1$"),
+    "none": (None, r"^sample must be a mapping .*found NoneType$"),
+    "str": ("uid", r"^sample must be a mapping .*found str 'uid'$"),
+    "tensor": (torch.zeros(3), r"^sample must be a mapping .*found f32\[3\]$"),
+    "a-batch": (tq_batch([_S, _S]), r"^sample must be one sample, found a TensorDict with batch_size \[2\]"),
+    "a-batch-of-one": (tq_batch([_S]), r"^sample must be one sample, found a TensorDict with batch_size \[1\]"),
+}
+
+
+@pytest.mark.parametrize("method", ["validate", "violations"])
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"), list(SINGLE_SAMPLE_ARGUMENT_ATTACKS.values()), ids=list(SINGLE_SAMPLE_ARGUMENT_ATTACKS)
+)
+def test_bad_depth_and_dims_are_value_errors_naming_them(method, kwargs, exc, match):
+    with pytest.raises(Exception) as info:
+        getattr(TEXT, method)(_S, **kwargs)
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize("method", ["validate", "violations"])
+@pytest.mark.parametrize(("sample", "match"), list(NOT_A_SAMPLE.values()), ids=list(NOT_A_SAMPLE))
+def test_what_is_not_one_sample_is_a_type_error(method, sample, match):
+    with pytest.raises(TypeError) as info:
+        getattr(TEXT, method)(sample)
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [
+        pytest.param([1], id="list"),
+        pytest.param("x", id="str"),
+        pytest.param(3, id="int"),
+        pytest.param(_RaisingLen(), id="raising-len"),
+    ],
+)
+def test_a_tag_that_is_not_a_mapping_is_a_violation_not_an_error(tag):
+    found = TEXT.violations(_S, tag=tag)
+    assert [(v.field, v.code, v.expected) for v in found] == [("<tag>", "tag", "a mapping")]
+    with pytest.raises(ts.SchemaError):
+        TEXT.validate(_S, tag=tag)
+
+
+def test_a_value_whose_len_raises_is_reported_not_raised():
+    # Describing the value for the report called its __len__, whose error replaced the report.
+    found = TEXT.violations({**_S, "prompts": _RaisingLen([1, 2, 3])})
+    assert [(v.field, v.code) for v in found] == [("prompts", "kind")]
+    assert found[0].actual.endswith("_RaisingLen")
+
+
+_ARGUMENT_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.binary(max_size=3),
+    st.lists(st.text(max_size=6), max_size=2),
+    st.sampled_from([np.array(["values", "shapes"]), np.str_("values"), torch.tensor(1), object(), _RaisingRepr()]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(depth=st.one_of(_ARGUMENT_VALUES, st.sampled_from(["shapes", "values"])), size=_ARGUMENT_VALUES)
+def test_hostile_depth_and_dims_raise_only_value_errors_naming_them(depth, size):
+    """The reference: depth is one of two strs; a dim size an int (not bool) in 0..2**63-1 (prompt=3 here)."""
+    depth_ok = isinstance(depth, str) and depth in ("shapes", "values")
+    size_ok = isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63
+    for method in (TEXT.violations, TEXT.batch_violations):
+        arg = _S if method == TEXT.violations else [_S]
+        if depth_ok and size_ok:
+            found = method(arg, depth=depth, dims={"prompt": size})
+            assert (found == []) == (size == 3)  # the sample's prompt has 3 tokens
+            continue
+        with pytest.raises(ValueError) as info:
+            method(arg, depth=depth, dims={"prompt": size})
+        assert type(info.value) is ValueError
+        named = "depth must be" if not depth_ok else "dims['prompt'] must be"
+        assert str(info.value).startswith(named), str(info.value)
+
+
+# --- a schema is immutable and checks how it is built
+
+
+def test_a_schemas_declarations_cannot_be_changed():
+    schema = copy.deepcopy(TEXT)
+    for attr in ("name", "fields", "dims", "extra", "padding_sizes"):
+        with pytest.raises(AttributeError, match=rf"^schema 'text' is immutable: its {attr} cannot be reassigned"):
+            setattr(schema, attr, getattr(schema, attr))
+        with pytest.raises(AttributeError, match=rf"its {attr} cannot be deleted"):
+            delattr(schema, attr)
+    mutations = [
+        lambda: schema.fields.pop("uid"),
+        lambda: schema.fields.__setitem__("uid", None),
+        lambda: schema.dims.clear(),
+        lambda: schema.tags.update(x=1),
+        lambda: schema.padding_sizes.__delitem__("prompt"),
+        lambda: schema.padding_sizes.setdefault("response", 5),
+    ]
+    for mutate in mutations:
+        with pytest.raises(TypeError, match="read-only"):
+            mutate()
+    assert schema == TEXT and schema.validate(_S) == TEXT.validate(_S)
+    schema.validate = lambda *a, **k: {}  # other attributes stay settable (tests wrap methods)
+
+
+def test_a_schemas_declarations_copy_and_pickle_as_plain_dicts():
+    used = copy.deepcopy(TEXT)
+    used.validate(_S)
+    for clone in (pickle.loads(pickle.dumps(used)), copy.deepcopy(used), copy.copy(used)):
+        assert clone == TEXT and clone.validate(_S) == {"prompt": 3, "response": 2, "seq": 5}
+        with pytest.raises(TypeError, match="read-only"):
+            clone.fields.pop("uid")
+    for part in (TEXT.fields, TEXT.dims, TEXT.tags, TEXT.padding_sizes):
+        for clone in (pickle.loads(pickle.dumps(part)), copy.deepcopy(part), copy.copy(part), dict(part)):
+            assert type(clone) is dict and clone == part
+            clone["x"] = 1  # a copy is an ordinary dict
+
+
+def _args(**changes):
+    base = {
+        k: getattr(TEXT, k)
+        for k in (
+            "name",
+            "description",
+            "architectures",
+            "lineage",
+            "dims",
+            "fields",
+            "tags",
+            "padding_sizes",
+            "extra",
+            "source",
+        )
+    }
+    return {**base, **changes}
+
+
+_FIELD = TEXT.fields["prompts"]
+_DIM = TEXT.dims["prompt"]
+
+#: id -> (constructor arguments changed from the text schema's, exception type, message regex).
+SCHEMA_CONSTRUCTOR_ATTACKS = {
+    "name-int": ({"name": 3}, TypeError, r"^Schema: name must be a str, found int 3$"),
+    "source-none": ({"source": None}, TypeError, r"^Schema: source must be a str"),
+    "architectures-str": ({"architectures": "Qwen2"}, TypeError, r"^Schema: architectures must be a sequence of str"),
+    "lineage-ints": ({"lineage": ("text", 1)}, TypeError, r"^Schema: lineage\[1\] must be a str"),
+    "extra-typo": ({"extra": "forbidden"}, ValueError, r"^Schema: extra must be 'allow' or 'forbid'"),
+    "dims-list": ({"dims": [_DIM]}, TypeError, r"^Schema: dims must be a mapping of name to"),
+    "dims-not-a-dim": (
+        {"dims": {**TEXT.dims, "prompt": 3}},
+        TypeError,
+        r"^Schema: dims\['prompt'\] must be a FixedDim",
+    ),
+    "dims-misnamed": ({"dims": {**TEXT.dims, "p": _DIM}}, ValueError, r"^Schema: dims\['p'\] is named 'prompt'"),
+    "fields-not-a-field": ({"fields": {"prompts": {}}}, TypeError, r"^Schema: fields\['prompts'\] must be a Field"),
+    "fields-misnamed": ({"fields": {"x": _FIELD}}, ValueError, r"^Schema: fields\['x'\] is named 'prompts'"),
+    "fields-int-key": ({"fields": {1: _FIELD}}, TypeError, r"^Schema: fields keys must be str"),
+    "field-shape-of-strs": (
+        {"fields": {"prompts": dataclasses.replace(_FIELD, shape=("prompt",))}},
+        TypeError,
+        r"^Schema: fields\['prompts'\]\.shape must be a tuple of Expr",
+    ),
+    "field-no-dtypes": (
+        {"fields": {"prompts": dataclasses.replace(_FIELD, dtypes=())}},
+        TypeError,
+        r"\.dtypes must be a non-empty tuple of torch dtypes",
+    ),
+    "field-kind-typo": (
+        {"fields": {"prompts": dataclasses.replace(_FIELD, kind="tensors")}},
+        ValueError,
+        r"\.kind must be 'tensor' or one of",
+    ),
+    "field-pad-rule-typo": (
+        {"fields": {"prompts": dataclasses.replace(_FIELD, pad=ts.PadRule("eso"))}},
+        ValueError,
+        r"\.pad must be a PadRule of one of",
+    ),
+    "field-undeclared-dim": (
+        {"dims": {k: v for k, v in TEXT.dims.items() if k != "seq"}},
+        ValueError,
+        r"uses dim 'seq', which dims does not declare",
+    ),
+    "tags-not-a-tag": ({"tags": {"seq_len": "seq"}}, TypeError, r"^Schema: tags\['seq_len'\] must be a Tag"),
+    "padding-for-a-derived-dim": (
+        {"padding_sizes": {"seq": 4}},
+        ValueError,
+        r"padding_sizes\['seq'\]: 'seq' is not a free",
+    ),
+    "padding-negative": ({"padding_sizes": {"prompt": -1}}, ValueError, r"padding_sizes\['prompt'\] must be an int"),
+    "padding-list": ({"padding_sizes": [1]}, TypeError, r"^Schema: padding_sizes must be a mapping"),
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "exc", "match"), list(SCHEMA_CONSTRUCTOR_ATTACKS.values()), ids=list(SCHEMA_CONSTRUCTOR_ATTACKS)
+)
+def test_the_schema_constructor_refuses_parts_that_do_not_fit(changes, exc, match):
+    with pytest.raises(Exception) as info:
+        ts.Schema(**_args(**changes))
+    assert type(info.value) is exc
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+def test_the_schema_constructor_accepts_what_the_loader_builds():
+    again = ts.Schema(**_args())
+    assert again == TEXT and again.validate(_S) == TEXT.validate(_S)
+
+
+# -- value reports in bounded memory ---------------------------------------------------
+
+from unittest import mock  # noqa: E402
+
+from trajschema import _values  # noqa: E402
+
+_XY = ts.schema_from_dict(
+    {
+        "name": "xy",
+        "dims": {"n": {}, "w": {}},
+        "fields": {
+            "x": {"shape": ["n", "w"], "dtype": "int64", "pad": "copy", "values": [0, 1], "max": 1},
+            "y": {"shape": ["n"], "dtype": "float32", "pad": "copy", "finite": True},
+        },
+    }
+)
+
+
+def test_value_reports_of_an_expanded_sample_count_its_logical_elements():
+    big = 2**40  # logical elements: a full-size mask or copy would fail to allocate
+    sample = {"x": torch.tensor([[0, 1, 7, 1]]).expand(big, 4), "y": torch.tensor([math.nan]).expand(big)}
+    found = [(v.field, v.message) for v in _XY.violations(sample)]
+    assert found == [
+        ("x", f"{big} of {4 * big} elements are not in {{0, 1}} (first at [0,2]: 7)"),
+        ("x", f"{big} of {4 * big} elements are not <= 1 (first at [0,2]: 7)"),
+        ("y", f"{big} of {big} elements are not finite (first at [0]: nan)"),
+    ]
+    with pytest.raises(ts.SchemaError) as info:
+        _XY.validate(sample)
+    assert info.value.violations == _XY.violations(sample)
+    clean = {"x": torch.tensor([[0, 1, 0, 1]]).expand(big, 4), "y": torch.zeros(1).expand(big)}
+    assert _XY.validate(clean) == {"n": big, "w": 4} and _XY.violations(clean) == []
+
+
+@st.composite
+def _xy_views(draw):
+    """A sample whose tensors are views: expanded rows, transposes, every other row, or copies."""
+    rows, cols = draw(st.integers(0, 4)), draw(st.integers(1, 3))
+    out = {}
+    for name, dtype, numbers in [
+        ("x", torch.int64, st.integers(-1, 2)),
+        ("y", torch.float32, st.sampled_from([0.0, 1.5, math.inf, math.nan])),
+    ]:
+        how = draw(st.sampled_from(["copy", "expanded", "transposed", "stepped"]))
+        size = (cols, rows) if how == "transposed" else (2 * rows, cols) if how == "stepped" else (rows, cols)
+        base = torch.tensor(draw(st.lists(numbers, min_size=size[0] * size[1], max_size=size[0] * size[1])))
+        base = base.to(dtype).reshape(size)
+        t = base[:1].expand(rows, cols) if how == "expanded" and rows else base
+        t = t.t() if how == "transposed" else t[::2] if how == "stepped" else t
+        out[name] = t if name == "x" else t[:, 0]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(sample=_xy_views(), budget=st.sampled_from([1, 2, 3, 1 << 20]))
+def test_reports_on_views_read_in_blocks_equal_reports_on_copies(sample, budget):
+    copies = {k: v.contiguous().clone() for k, v in sample.items()}
+    want = _XY.violations(copies)  # one block each, as before the checks walked blocks
+    with mock.patch.object(_values, "_BUDGET", budget):
+        assert _XY.violations(sample) == want

@@ -1411,6 +1411,8 @@ AGG_LOSS_ARGUMENT_ATTACKS = {
     "tokens-str": ({"batch_num_tokens": "8"}, ValueError, r"^batch_num_tokens must be a positive number .*str '8'$"),
     "tokens-bool": ({"batch_num_tokens": True}, ValueError, r"^batch_num_tokens must be .*found bool True$"),
     "tokens-two-elements": ({"batch_num_tokens": torch.tensor([4, 4])}, ValueError, r"^batch_num_tokens .*i64\[2\]$"),
+    "tokens-one-element-1d": ({"batch_num_tokens": torch.tensor([4])}, ValueError, r"^batch_num_tokens .*i64\[1\]$"),
+    "global-size-past-int64": ({"global_batch_size": 2**64}, ValueError, r"^global_batch_size must be a positive"),
     "global-size-negative": ({"global_batch_size": -2}, ValueError, r"^global_batch_size must be a positive number"),
     "global-size-inf": ({"global_batch_size": math.inf}, ValueError, r"^global_batch_size must be .*found float inf$"),
     "scale-zero": ({"loss_scale_factor": 0}, ValueError, r"^loss_scale_factor must be a positive number"),
@@ -1448,20 +1450,18 @@ def test_agg_loss_real_names_every_bad_argument(changes, exc, match):
         st.sampled_from([torch.tensor(3.0), torch.tensor([3]), torch.zeros(2), torch.tensor(True), 1 + 2j]),
     ),
 )
-def test_a_global_size_is_a_positive_number_or_a_one_element_tensor(arg, value):
-    sound = value is None or (
-        isinstance(value, torch.Tensor)
-        and value.numel() == 1
-        and value.dtype != torch.bool
-        or isinstance(value, (int, float))
+def test_a_global_size_is_a_positive_number_or_a_0d_tensor(arg, value):
+    tensor_ok = isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype != torch.bool
+    number_ok = (
+        isinstance(value, (int, float))
         and not isinstance(value, bool)
         and math.isfinite(value)
         and value > 0
+        and (isinstance(value, float) or value < 2**63)  # torch takes an int scalar up to int64
     )
     mode = "token-mean" if arg == "batch_num_tokens" else "seq-mean-token-sum-norm"
-    try:
-        got = tv.agg_loss_real(_LOSS, _MASK, mode, real_rows=_REAL, **{arg: value})
-    except ValueError as exc:
-        assert not sound and str(exc).startswith(f"{arg} must be a positive number"), str(exc)
-    else:
-        assert sound and got.shape == ()
+    if value is None or tensor_ok or number_ok:
+        assert tv.agg_loss_real(_LOSS, _MASK, mode, real_rows=_REAL, **{arg: value}).shape == ()
+        return
+    with pytest.raises(ValueError, match=f"^{arg} must be a positive number"):
+        tv.agg_loss_real(_LOSS, _MASK, mode, real_rows=_REAL, **{arg: value})

@@ -12,10 +12,10 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._columns import BatchShapeError, BatchView, as_mapping, batch_view
+from ._columns import BatchShapeError, BatchView, as_mapping, batch_view, is_tensordict
 from ._dims import FixedDim
 from ._errors import SchemaError, Violation
-from ._kinds import describe_value, kind_ok
+from ._kinds import describe_value, kind_ok, shown_value
 from ._plan import Plan
 from ._sample import check_sample, tag_problems
 from ._screen import suspicious_rows
@@ -23,9 +23,11 @@ from ._types import DEPTHS, MAX_SIZE
 from ._values import scalar_failures, tensor_has_failures
 
 __all__ = [
+    "batch_of",
     "check_args",
     "check_batch",
     "fast_bindings",
+    "one_sample",
     "sample_violations",
     "tags_length_violation",
     "validate_sample",
@@ -39,8 +41,8 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[s
         ValueError: an unknown depth; a dim the schema lacks, a size that is not an int
             >= 0, or a size for a fixed dim other than its own.
     """
-    if depth not in DEPTHS:
-        raise ValueError(f"depth must be 'shapes' or 'values', found {depth!r}")
+    if not isinstance(depth, str) or depth not in DEPTHS:  # str first: `in` would compare an array elementwise
+        raise ValueError(f"depth must be 'shapes' or 'values', found {shown_value(depth)}")
     if dims is None:
         return None
     if not isinstance(dims, Mapping):
@@ -52,11 +54,58 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[s
                 f"dims={{{k!r}: ...}}: schema {plan.name!r} has no dim {k!r} (its dims: {', '.join(declared)})"
             )
         if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= v <= MAX_SIZE:
-            raise ValueError(f"dims[{k!r}] must be an int in 0..2**63-1 (a torch size), found {v!r}")
+            raise ValueError(f"dims[{k!r}] must be an int in 0..2**63-1 (a torch size), found {shown_value(v)}")
         d = declared[k]
         if isinstance(d, FixedDim) and v != d.size:
             raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")
     return {k: int(v) for k, v in dims.items()}  # numpy ints and the like become ints
+
+
+def one_sample(sample: Any, what: str = "sample") -> Mapping[str, Any]:
+    """``sample`` as a mapping, refusing what is not one sample; ``what`` names the argument in messages.
+
+    Raises:
+        TypeError: ``sample`` is not a mapping, or is a TensorDict with batch dims (a
+            batch, not one of its rows).
+    """
+    if type(sample) is dict:
+        return sample
+    if is_tensordict(sample) and sample.batch_dims:
+        raise TypeError(
+            f"{what} must be one sample, found a TensorDict with batch_size {list(sample.batch_size)} (a batch); "
+            "pass one row of it (batch[i]), or check the whole batch with validate_batch"
+        )
+    try:
+        return as_mapping(sample)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a mapping of field name to value (a dict or a TensorDict row), "
+            f"found {describe_value(sample)}"
+        ) from None
+
+
+def batch_of(batch: Any) -> BatchView:
+    """The :class:`BatchView` of ``batch``; a sample that is not a mapping is named by its index.
+
+    Raises:
+        TypeError: ``batch`` is neither a sequence of sample mappings nor a TensorDict
+            (``batch[i]`` names the first sample that is not a mapping).
+        BatchShapeError: a TensorDict without exactly one batch dim.
+    """
+    try:
+        return batch_view(batch)
+    except TypeError:
+        if is_tensordict(batch) or not isinstance(batch, Sequence) or isinstance(batch, (str, bytes, Mapping)):
+            raise TypeError(
+                "a batch must be a list of sample mappings or a TensorDict, found " + describe_value(batch)
+            ) from None
+        for i, sample in enumerate(batch):
+            if type(sample) is not dict and not is_tensordict(sample) and not isinstance(sample, Mapping):
+                raise TypeError(
+                    f"batch[{i}]: a sample must be a mapping of field name to value (a dict or a TensorDict row), "
+                    f"found {describe_value(sample)}"
+                ) from None
+        raise
 
 
 def fast_bindings(
@@ -92,13 +141,13 @@ def sample_violations(
 ) -> tuple[dict[str, int], list[Violation]]:
     """(dims bound, violations) of one sample; raises only for bad arguments."""
     dims = check_args(plan, dims, depth)
-    return check_sample(plan, as_mapping(sample), tag=tag, dims=dims, depth=depth)
+    return check_sample(plan, one_sample(sample), tag=tag, dims=dims, depth=depth)
 
 
 def validate_sample(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str) -> dict[str, int]:
     """Check one sample; return its dims or raise :class:`SchemaError` with every violation."""
     dims = check_args(plan, dims, depth)
-    mapping = as_mapping(sample)
+    mapping = one_sample(sample)
     fast = fast_bindings(plan, mapping, tag, dims, depth)
     if fast is not None:
         return fast
@@ -136,7 +185,7 @@ def check_batch(
     """
     dims = check_args(plan, dims, depth)
     try:
-        view = batch_view(batch)
+        view = batch_of(batch)
     except BatchShapeError as exc:
         size = list(batch.batch_size)  # only a TensorDict raises this
         return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))], {}

@@ -28,6 +28,7 @@ from ._compat_rules import (
 )
 from ._decl import Field, Tag, dtype_name
 from ._dims import DerivedDim, FixedDim
+from ._kinds import describe_value, shown_value
 from ._values import number_label
 
 if TYPE_CHECKING:
@@ -159,11 +160,11 @@ def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Chan
         TypeError: ``old`` or ``new`` is not a :class:`~trajschema.Schema`.
     """
     if not isinstance(mode, str) or mode not in COMPAT_MODES:
-        raise ValueError(f"mode must be one of {', '.join(map(repr, COMPAT_MODES))}, found {mode!r}")
+        raise ValueError(f"mode must be one of {', '.join(map(repr, COMPAT_MODES))}, found {shown_value(mode)}")
     for side, s in (("old", old), ("new", new)):
         # Duck-typed: importing _schema here would close an import circle (_schema imports this lazily).
         if not callable(getattr(s, "_compiled", None)) or not hasattr(s, "padding_sizes"):
-            raise TypeError(f"compatibility: {side} must be a trajschema Schema, found {type(s).__name__}")
+            raise TypeError(f"compatibility: {side} must be a trajschema Schema, found {describe_value(s)}")
     c = _Ctx(old, new)
     dims = list(_dims(c))
     rest = [*_fields(c), *_tags(c), *_extra(c), *_padding(c)]

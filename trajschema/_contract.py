@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ._check import check_batch, tags_length_violation
-from ._columns import BatchShapeError, BatchView, batch_view, nonzero_per_row
+from ._check import batch_of, check_batch, tags_length_violation
+from ._columns import BatchShapeError, BatchView, nonzero_per_row
 from ._errors import SchemaError, Violation
 from ._kinds import describe_value
 from ._plan import Plan
@@ -144,7 +144,10 @@ def padding_contract_violations(
     Args: as for :func:`check_padding_contract`.
 
     Raises:
-        TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict.
+        TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict
+            (``batch[i]`` names a sample that is not a mapping), or ``schema`` is neither
+            a Schema nor a name.
+        SchemaNotFoundError: no schema has the name ``schema``.
     """
     if isinstance(schema, str):
         from ._loading import load_schema
@@ -154,7 +157,7 @@ def padding_contract_violations(
         raise TypeError(f"schema must be a trajschema.Schema or a schema name, found {describe_value(schema)}")
     plan = schema._compiled()
     try:
-        view = batch_view(samples_or_batch)
+        view = batch_of(samples_or_batch)
     except BatchShapeError as exc:
         size = list(samples_or_batch.batch_size)  # type: ignore[union-attr]  # only a TensorDict raises this
         return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))]
@@ -352,8 +355,11 @@ def check_padding_contract(
 
     Raises:
         SchemaError: with every violation found (and a ``batch`` violation when
-            ``tags`` does not have one entry per sample).
-        TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict.
+            ``tags`` is not a sequence with one entry per sample).
+        TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict
+            (``batch[i]`` names a sample that is not a mapping), or ``schema`` is neither
+            a Schema nor a name.
+        SchemaNotFoundError: no schema has the name ``schema``.
     """
     found = padding_contract_violations(samples_or_batch, tags, schema)
     if found:

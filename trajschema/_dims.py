@@ -11,6 +11,7 @@ names, ``+ - *`` and parentheses), never ``eval``::
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,17 +32,63 @@ class ExprError(ValueError):
     """A dim expression does not parse; the caller adds file and key path."""
 
 
+#: The largest size a torch tensor can have (sizes are int64).
+_MAX_SIZE = 2**63 - 1
+
+#: Each operator of an expression and how many arguments it takes.
+_ARITY = {"int": 1, "name": 1, "+": 2, "-": 2, "*": 2, "neg": 1}
+
+
+def _size_arg(owner: str, arg: str, v: Any, minimum: int = 0, *, optional: bool = False) -> None:
+    """Refuse a dim's size argument that is not an int in ``minimum..2**63-1`` (``None`` too when ``optional``)."""
+    if v is None and optional:
+        return
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+        raise TypeError(
+            f"{owner}: {arg} must be an int{' or None' if optional else ''}, found {type(v).__name__} {v!r}"
+        )
+    if not minimum <= int(v) <= _MAX_SIZE:
+        raise ValueError(f"{owner}: {arg} must be in {minimum}..2**63-1, found {v}")
+
+
+def _str_arg(owner: str, arg: str, v: Any) -> None:
+    if not isinstance(v, str):
+        raise TypeError(f"{owner}: {arg} must be a str, found {type(v).__name__} {v!r}")
+
+
 @dataclasses.dataclass(frozen=True)
 class Expr:
     """A parsed dim expression: a small tree of (op, args) nodes.
 
     ``op`` is ``"int"`` (args: the value), ``"name"`` (args: the name) or one of
-    ``+ - * neg`` (args: sub-expressions).
+    ``+ - * neg`` (args: sub-expressions). Build one with ``parse_expr``; constructing
+    one directly checks the tree's shape.
+
+    Raises:
+        ValueError: an unknown ``op``.
+        TypeError: ``args`` that do not fit ``op`` (the wrong count, or not an int >= 0,
+            a name or sub-expressions), or a ``text`` that is not a str.
     """
 
     op: str
     args: tuple
     text: str = dataclasses.field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        arity = _ARITY.get(self.op) if isinstance(self.op, str) else None
+        if arity is None:
+            raise ValueError(f"Expr: op must be one of {', '.join(_ARITY)}, found {self.op!r}")
+        if not isinstance(self.args, tuple) or len(self.args) != arity:
+            raise TypeError(f"Expr: op {self.op!r} takes a tuple of {arity} args, found {self.args!r}")
+        if self.op == "int":
+            v = self.args[0]  # no upper bound here: the loader names a literal too large for torch itself
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+                raise TypeError(f"Expr: an int's value must be an int >= 0 (write neg of it), found {v!r}")
+        elif self.op == "name":
+            _str_arg("Expr", "a name", self.args[0])
+        elif not all(isinstance(a, Expr) for a in self.args):
+            raise TypeError(f"Expr: the args of {self.op!r} must be Exprs, found {self.args!r}")
+        _str_arg("Expr", "text", self.text)
 
     @property
     def is_name(self) -> bool:
@@ -238,11 +285,21 @@ def solve_for(expr: Expr, name: str, target: int, env: Mapping[str, int]) -> int
 
 @dataclasses.dataclass(frozen=True)
 class FixedDim:
-    """A dim with one fixed size, e.g. ``rope_rows: 4``."""
+    """A dim with one fixed size, e.g. ``rope_rows: 4``.
+
+    Raises:
+        TypeError: ``name`` or ``description`` is not a str, or ``size`` not an int.
+        ValueError: ``size`` is outside ``0..2**63-1``.
+    """
 
     name: str
     size: int
     description: str = ""
+
+    def __post_init__(self) -> None:
+        _str_arg("FixedDim", "name", self.name)
+        _size_arg("FixedDim", "size", self.size)
+        _str_arg("FixedDim", "description", self.description)
 
     def describe(self) -> str:
         return str(self.size)
@@ -250,13 +307,27 @@ class FixedDim:
 
 @dataclasses.dataclass(frozen=True)
 class FreeDim:
-    """A dim bound from data, optionally bounded (``min``, ``max``, ``multiple_of``)."""
+    """A dim bound from data, optionally bounded (``min``, ``max``, ``multiple_of``).
+
+    Raises:
+        TypeError: ``name`` or ``description`` is not a str, or a bound not an int
+            (``max`` and ``multiple_of`` may be ``None``).
+        ValueError: ``min`` outside ``0..2**63-1``, ``max`` below ``min``, or
+            ``multiple_of`` below 1.
+    """
 
     name: str
     min: int = 0
     max: int | None = None
     multiple_of: int | None = None
     description: str = ""
+
+    def __post_init__(self) -> None:
+        _str_arg("FreeDim", "name", self.name)
+        _size_arg("FreeDim", "min", self.min)
+        _size_arg("FreeDim", "max", self.max, self.min, optional=True)
+        _size_arg("FreeDim", "multiple_of", self.multiple_of, 1, optional=True)
+        _str_arg("FreeDim", "description", self.description)
 
     def describe(self) -> str:
         parts = [f">= {self.min}"] if self.min else []
@@ -276,11 +347,22 @@ class FreeDim:
 
 @dataclasses.dataclass(frozen=True)
 class DerivedDim:
-    """A dim defined by an expression over other dims, e.g. ``seq: prompt + response``."""
+    """A dim defined by an expression over other dims, e.g. ``seq: prompt + response``.
+
+    Raises:
+        TypeError: ``name`` or ``description`` is not a str, or ``expr`` not an
+            ``Expr`` (parse text with ``parse_expr``).
+    """
 
     name: str
     expr: Expr
     description: str = ""
+
+    def __post_init__(self) -> None:
+        _str_arg("DerivedDim", "name", self.name)
+        if not isinstance(self.expr, Expr):
+            raise TypeError(f"DerivedDim: expr must be an Expr, found {type(self.expr).__name__} {self.expr!r}")
+        _str_arg("DerivedDim", "description", self.description)
 
     def describe(self) -> str:
         return str(self.expr)

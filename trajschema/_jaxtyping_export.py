@@ -113,7 +113,7 @@ def all_annotations(schema: Any) -> dict[str, Any]:
 
 def _tensor_field(schema: Any, field: Any) -> Any:
     if not isinstance(field, str):
-        raise TypeError(f"schema {schema.name!r}: a field name must be a str, found {type(field).__name__} {field!r}")
+        raise TypeError(f"schema {schema.name!r}: a field name must be a str, found {_shown(field)}")
     f = schema.fields.get(field)
     if f is None:
         close = difflib.get_close_matches(field, list(schema.fields), n=1)
@@ -127,6 +127,14 @@ def _tensor_field(schema: Any, field: Any) -> Any:
             f"jaxtyping annotates tensors only (annotate it as a plain Python type)"
         )
     return f
+
+
+def _shown(v: Any) -> str:
+    """``int 3``: the type and, when short and safe to take, the repr of a refused field name."""
+    from ._kinds import describe_value, shown_value
+
+    text = shown_value(v)
+    return describe_value(v) if text == describe_value(v) else f"{type(v).__name__} {text}"
 
 
 class _Names:

@@ -10,7 +10,7 @@ import torch
 
 from ._decl import short_dtype
 
-__all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok"]
+__all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok", "shown_value"]
 
 # Exact types accepted without the (slower) abstract-class checks below.
 _PLAIN_TYPES: dict[str, set[type]] = {
@@ -59,7 +59,31 @@ def kinds_ok(kind: str, values: Sequence[Any]) -> bool:
 
 
 def describe_value(v: Any) -> str:
-    """``i16[41,4,2]`` for a tensor, the type name (and a short repr) otherwise; never the contents."""
+    """``i16[41,4,2]`` for a tensor, the type name (and a short repr) otherwise; never the contents.
+
+    Never raises: it writes error messages, and a hostile value (a ``__len__`` or
+    ``__repr__`` that raises) must not replace the error being reported with its own.
+    """
+    try:
+        return _describe(v)
+    except Exception:  # any failure of the value's own methods: fall back to its type
+        return _type_name(v)
+
+
+def shown_value(v: Any) -> str:
+    """``repr(v)`` for an argument named in an error message when it is short; else :func:`describe_value`.
+
+    A long repr (a list of a million ints) would bury the message, and a hostile
+    ``__repr__`` that raises would replace it.
+    """
+    try:
+        text = repr(v)
+    except Exception:  # the value's own __repr__ failed: say what it is instead
+        return describe_value(v)
+    return text if isinstance(text, str) and len(text) <= 80 else describe_value(v)
+
+
+def _describe(v: Any) -> str:
     if isinstance(v, torch.Tensor):
         if v.is_nested:
             layout = "jagged" if v.layout == torch.jagged else "strided"
@@ -80,7 +104,10 @@ def describe_value(v: Any) -> str:
 def _type_name(v: Any) -> str:
     """``int``, but ``numpy.bool`` for a numpy bool (which would otherwise read as a Python bool)."""
     t = type(v)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__.split('.')[0]}.{t.__name__}"
+    module = getattr(t, "__module__", None)
+    if not isinstance(module, str) or module == "builtins":  # a class may set __module__ to anything
+        return t.__name__
+    return f"{module.split('.')[0]}.{t.__name__}"
 
 
 def _clip_repr(v: Any, n: int = 40) -> str:

@@ -9,12 +9,14 @@ silently computed on synthetic samples.
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ._columns import BatchShapeError, batch_view, index_rows, is_tensordict
 from ._contract import real_mask
+from ._kinds import describe_value
 from ._types import Batch, TagDict
 
 __all__ = ["PaddingOnlyBatchWarning", "exclude_padding", "select_real"]
@@ -76,17 +78,59 @@ def exclude_padding(fn: _Fn) -> _Fn:
         fn: the metric function.
 
     Raises:
+        TypeError: at decoration, ``fn`` is not callable or cannot take ``batch`` and
+            ``tags`` as its first two positional arguments; at a call, the arguments do
+            not fit ``fn``'s signature (checked before the batch is read, so a batch of
+            padding only cannot hide the mistake).
         ValueError / TypeError: from the wrapped call, as for :func:`select_real`.
     """
+    signature = _metric_signature(fn)
 
     @functools.wraps(fn)
     def wrapper(batch: Any, tags: Sequence[Mapping[str, Any] | None], *args: Any, **kwargs: Any):
+        if signature is not None:
+            _check_call(fn, signature, args, kwargs)
         real, real_tags = _select(batch, tags, stacklevel=3)
         if real is None:
             return {}
         return fn(real, real_tags, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _metric_signature(fn: Any) -> inspect.Signature | None:
+    """``fn``'s signature, after checking it can be called as ``fn(batch, tags)``; ``None`` when it has none.
+
+    Some callables (builtins, some C types) expose no signature: they are called as they are.
+    """
+    if not callable(fn):
+        raise TypeError(f"exclude_padding decorates a metric function fn(batch, tags, ...), found {_what(fn)}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to read: nothing to check up front
+        return None
+    try:
+        signature.bind_partial(None, None)  # further arguments come with each call
+    except TypeError as exc:
+        raise TypeError(
+            f"exclude_padding: metric {_what(fn)} must take the batch and its tags as its first two "
+            f"positional arguments, fn(batch, tags, ...); its signature is {signature} ({exc})"
+        ) from None
+    return signature
+
+
+def _check_call(fn: Any, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    try:
+        signature.bind(None, None, *args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"metric {_what(fn)} cannot be called as fn(batch, tags, *args, **kwargs) here: {exc}"
+        ) from None
+
+
+def _what(fn: Any) -> str:
+    name = getattr(fn, "__qualname__", None)
+    return f"{name!r}" if isinstance(name, str) else describe_value(fn)
 
 
 def _select(batch: Batch, tags: Sequence[TagDict | None], *, stacklevel: int) -> tuple[Any, list[Any]]:

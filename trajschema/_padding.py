@@ -5,18 +5,20 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 import numbers
+import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-from ._columns import as_mapping, nontensor_column
+from ._columns import nontensor_column
 from ._decl import Field
 from ._dims import DerivedDim, FreeDim
 from ._errors import SchemaError, Violation
-from ._kinds import describe_value
+from ._kinds import describe_value, shown_value
 from ._plan import Plan
 from ._types import MAX_SIZE
 from ._values import counts_exactly_to, fits_dtype, scalar_failures, tensor_has_failures
@@ -69,7 +71,7 @@ class PaddingBatch:
 
 def _check_int(name: str, v: Any, minimum: int = 0) -> int:
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not minimum <= int(v) <= MAX_SIZE:
-        raise ValueError(f"{name} must be an int in {minimum}..2**63-1, found {v!r}")
+        raise ValueError(f"{name} must be an int in {minimum}..2**63-1, found {shown_value(v)}")
     return int(v)
 
 
@@ -83,23 +85,20 @@ def make_padding(
     include: Sequence[str] | None,
 ) -> PaddingBatch:
     """See :meth:`trajschema.Schema.padding`."""
-    from ._check import validate_sample
-
     count = _check_int("count", count)
-    if like is not None and not all(isinstance(k, str) for k in as_mapping(like)):
-        bad = [k for k in as_mapping(like) if not isinstance(k, str)]
-        raise TypeError(f"like= has keys that are not field names (str): {bad[:8]!r}")
     eos = _check_int("eos_token_id", eos_token_id)
+    names = _include_names(include)
     like_dims: dict[str, int] = {}
     if like is not None:
-        like = as_mapping(like)
-        like_dims = validate_sample(plan, like, tag=None, dims=None, depth="shapes")
-    emitted = _emitted_fields(plan, like, include)
+        like, like_dims = _reference(plan, like)
+    emitted = _emitted_fields(plan, like, names)
     env = _padding_dims(plan, emitted, like_dims, dims)
+    _check_memory(plan, emitted, env, count, like)
+    for f in emitted:
+        _check_field(plan, f, env, eos, like)
     uid = new_padding_uid()
     columns: dict[str, Any] = {}
     for f in emitted:
-        _check_fill(plan, f, env, eos, like)
         columns[f.name] = _like_reference(_column(f, count, env, eos, uid, like), like, f)
     if like is not None and plan.extra == "allow":
         columns.update(_undeclared_copies(plan, like, like_dims, env, count))
@@ -113,6 +112,109 @@ def make_padding(
         dims={n: env[n] for n in plan.dims if n in env},
         _columns=columns,
     )
+
+
+def _include_names(include: Any) -> tuple[str, ...] | None:
+    """``include=`` as a tuple of names, read once (an iterator would be used up by a second pass)."""
+    if include is None:
+        return None
+    if isinstance(include, str):
+        return (include,)
+    if isinstance(include, (bytes, Mapping)) or not isinstance(include, Iterable):
+        raise ValueError(f"include= must be a list of optional field names, found {describe_value(include)}")
+    names = tuple(include)
+    for i, n in enumerate(names):
+        if not isinstance(n, str):
+            raise ValueError(f"include[{i}] must be a field name (str), found {describe_value(n)}")
+    return names
+
+
+def _reference(plan: Plan, like: Any) -> tuple[Mapping[str, Any], dict[str, int]]:
+    """The ``like=`` sample as a mapping, and the dims it binds; it must itself follow the schema (at depth shapes)."""
+    from ._check import one_sample, validate_sample
+
+    like = one_sample(like, "like=")
+    bad = [k for k in like if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"like= has keys that are not field names (str): {bad[:8]!r}")
+    try:
+        return like, validate_sample(plan, like, tag=None, dims=None, depth="shapes")
+    except SchemaError as exc:
+        found = [dataclasses.replace(v, message=f"like= sample: {v.message}") for v in exc.violations]
+        raise SchemaError(found, schema_name=exc.schema_name, bindings=exc.bindings) from None
+
+
+#: Python objects of one padding sample besides its tensor data: its key, tag dict and
+#: row entries, an upper bound measured at ~330 bytes (tests/test_padding.py).
+_ROW_OVERHEAD = 1024
+
+
+@functools.cache
+def _memory_limit() -> int:
+    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf, or these names unknown to it
+        return 2**40
+
+
+def _check_memory(
+    plan: Plan, emitted: list[Field], env: Mapping[str, int], count: int, like: Mapping[str, Any] | None
+) -> None:
+    """Refuse padding that could not fit in this machine's memory, before allocating any of it.
+
+    Allocating it would fail inside torch, or worse, succeed lazily and end in the
+    kernel's out-of-memory killer with no message at all.
+    """
+    per_sample = _sample_bytes(plan, emitted, env, like)
+    total = count * (per_sample + _ROW_OVERHEAD)
+    limit = _memory_limit()
+    if total <= limit:
+        return
+    sizes = ", ".join(f"{n}={env[n]}" for n in plan.dims if n in env)
+    raise ValueError(
+        f"count={count}: {count} padding sample{'s' if count != 1 else ''} of schema {plan.name!r}"
+        f"{f' ({sizes})' if sizes else ''} "
+        f"would take about {_bytes(total)} of memory ({_bytes(per_sample)} of tensors each), more than this "
+        f"machine has ({_bytes(limit)}); lower count or the sizes from dims= or like= (a batch needs fewer "
+        "padding samples than its required multiple: see padding_needed)"
+    )
+
+
+def _sample_bytes(plan: Plan, emitted: list[Field], env: Mapping[str, int], like: Mapping[str, Any] | None) -> int:
+    """The tensor bytes of one padding sample, from the sizes alone: nothing is allocated."""
+    total = 0
+    for f in emitted:
+        if f.pad.rule == "copy":
+            total += _held_bytes(like.get(f.name) if like is not None else None)
+        elif f.is_tensor:
+            numel = math.prod(max(e.evaluate(env), 0) for e in f.shape or ())
+            total += numel * _dtype(f, like).itemsize
+    if like is not None and plan.extra == "allow":  # undeclared values are copied into every sample
+        total += sum(_held_bytes(v) for k, v in like.items() if k not in plan.fields)
+    return total
+
+
+def _held_bytes(value: Any, depth: int = 0) -> int:
+    """The bytes of the tensors in ``value``, inside mappings and lists too (a deep copy duplicates them)."""
+    if isinstance(value, torch.Tensor):
+        return 0 if value.is_nested or value.is_meta else value.numel() * value.element_size()
+    if depth > 16:  # deeper than any real sample; copying refuses what is nested too deeply
+        return 0
+    if isinstance(value, Mapping):
+        return sum(_held_bytes(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_held_bytes(v, depth + 1) for v in value)
+    return 0
+
+
+def _bytes(n: int) -> str:
+    if n >= 2**60:  # sizes up to 2**63 each multiply past what a float shows readably
+        return f"2**{n.bit_length() - 1} bytes"
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _like_reference(col: Any, like: Mapping[str, Any] | None, f: Field) -> Any:
@@ -177,8 +279,6 @@ def _stale_copy(plan: Plan, name: str, v: torch.Tensor, follows: list[tuple[str,
 
 def _emitted_fields(plan: Plan, like: Mapping[str, Any] | None, include: Sequence[str] | None) -> list[Field]:
     if include is not None:
-        if isinstance(include, str):
-            include = [include]
         unknown = [n for n in include if n not in plan.fields]
         if unknown:
             raise ValueError(
@@ -260,6 +360,28 @@ def _padding_dims(
     return env
 
 
+def _axes(f: Field, env: Mapping[str, int]) -> tuple[int, ...]:
+    """The sizes of a tensor field's axes under ``env``; a negative one is refused."""
+    sizes = tuple(e.evaluate(env) for e in f.shape or ())
+    if any(n < 0 for n in sizes):
+        shown = ", ".join(f"{e}={n}" for e, n in zip(f.shape or (), sizes))
+        raise ValueError(f"padding sizes give field {f.name!r} a negative axis ({shown}); pass other dims=")
+    return sizes
+
+
+def _check_field(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Mapping[str, Any] | None) -> None:
+    """Everything that could refuse ``f``'s column, checked before any column is built."""
+    if f.pad.rule == "copy":
+        if like is None or like.get(f.name) is None:
+            raise ValueError(f"field {f.name!r} pads by copying the reference sample; pass like=<a real sample>")
+        ref = like[f.name]
+        if isinstance(ref, torch.Tensor):
+            _copied(ref, 0, f.name)  # refuses what cannot be copied, at no cost
+    elif f.is_tensor:
+        _axes(f, env)
+    _check_fill(plan, f, env, eos, like)
+
+
 def _check_fill(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Mapping[str, Any] | None) -> None:
     """Prove, on one scalar per field, that the column will pass the field's value checks.
 
@@ -310,8 +432,11 @@ def _find_fill_problem(f: Field, rule: str, value: Any, dtype: torch.dtype | Non
         if value and value - 1 > counts_exactly_to(dtype):
             return f"needs positions up to {value - 1}, but {dtype} counts exactly only to {counts_exactly_to(dtype)}"
         # min/max/finite are intervals: the two extremes stand for 0..value-1; a value set may not.
+        # A set of k values cannot hold k + 1 distinct positions: probing that many decides it.
         probe = (
-            torch.arange(value, dtype=dtype) if f.values is not None else torch.tensor([0, value - 1] if value else [])
+            torch.arange(min(value, len(f.values) + 1), dtype=dtype)
+            if f.values is not None
+            else torch.tensor([0, value - 1] if value else [])
         )
         return _value_problem(f, probe.to(dtype))
     if not fits_dtype(value, dtype):
@@ -344,14 +469,10 @@ def _dtype(f: Field, like: Mapping[str, Any] | None) -> torch.dtype:
 def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, like) -> Any:
     rule, value = f.pad.rule, f.pad.value
     if rule == "copy":
-        if like is None or like.get(f.name) is None:
-            raise ValueError(f"field {f.name!r} pads by copying the reference sample; pass like=<a real sample>")
-        return _copied(like[f.name], count)
+        assert like is not None  # _check_field made sure like has the field
+        return _copied(like[f.name], count, f.name)
     if f.is_tensor:
-        shape = (count, *(e.evaluate(env) for e in f.shape or ()))
-        if any(n < 0 for n in shape[1:]):
-            sizes = ", ".join(f"{e}={n}" for e, n in zip(f.shape or (), shape[1:]))
-            raise ValueError(f"padding sizes give field {f.name!r} a negative axis ({sizes}); pass other dims=")
+        shape = (count, *_axes(f, env))
         dtype = _dtype(f, like)
         if rule == "fill" and value is not None:
             # zeros skips full's per-element fill loop: about twice as fast for wide columns.
@@ -359,6 +480,8 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
         if rule == "eos":
             return torch.full(shape, eos, dtype=dtype)
         if rule == "positions":
+            if not count:  # no rows: no 0..n-1 row to build (n may be huge)
+                return torch.empty(shape, dtype=dtype)
             return torch.arange(shape[-1], dtype=dtype).expand(shape).contiguous()
         raise AssertionError(rule)  # the loader only admits the rules above for tensors
     if rule == "fill":
@@ -374,10 +497,14 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
     raise AssertionError(rule)
 
 
-def _copied(v: Any, count: int, name: str = "") -> Any:
+def _copied(v: Any, count: int, name: str) -> Any:
     if isinstance(v, torch.Tensor):
-        if v.is_nested or v.layout != torch.strided:
-            raise ValueError(f"field {name!r} of like= is a {describe_value(v)}, which padding cannot copy; declare it")
+        if v.is_nested or v.layout != torch.strided or v.is_meta:
+            what = "a meta tensor, which has no values to copy" if v.is_meta else "not a dense tensor"
+            raise ValueError(
+                f"field {name!r} of like= is a {describe_value(v)}: {what}; padding cannot copy it"
+                + ("" if v.is_meta else " (declare it in the schema)")
+            )
         return v.unsqueeze(0).expand(count, *v.shape).clone()
     if isinstance(v, (str, int, float, bool, type(None))):
         return _Same(v, count)
@@ -385,6 +512,10 @@ def _copied(v: Any, count: int, name: str = "") -> Any:
         return [copy.deepcopy(v) for _ in range(count)]
     except RecursionError:
         raise ValueError(f"field {name!r} of like= is nested too deeply to copy into padding") from None
+    except Exception as exc:  # the value's own copy protocol (pickling, __deepcopy__) refused
+        raise ValueError(
+            f"field {name!r} of like= ({describe_value(v)}) cannot be copied into padding: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 class _EmptyMapping(dict):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import numbers
 
+from ._kinds import shown_value
+
 __all__ = ["padding_needed", "required_multiple"]
 
 
 def _positive_int(name: str, value: object) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, found {value!r}")
+        raise ValueError(f"{name} must be a positive int, found {shown_value(value)}")
     return int(value)
 
 
@@ -54,6 +56,6 @@ def padding_needed(batch_size: int, multiple: int) -> int:
         ValueError: ``batch_size`` is negative or ``multiple`` is not positive.
     """
     if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 0:
-        raise ValueError(f"batch_size must be an int >= 0, found {batch_size!r}")
+        raise ValueError(f"batch_size must be an int >= 0, found {shown_value(batch_size)}")
     multiple = _positive_int("multiple", multiple)
     return -int(batch_size) % multiple

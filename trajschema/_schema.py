@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from . import _check, _padding
 from ._decl import KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
+from ._dims import DerivedDim, Expr, FixedDim, FreeDim
 from ._errors import SchemaError
 from ._plan import Plan, build_plan
-from ._types import Batch, Depth, Sample, TagDict
+from ._types import MAX_SIZE, Batch, Depth, Sample, TagDict
 
 if TYPE_CHECKING:
     from ._compat import Change
@@ -19,10 +23,146 @@ if TYPE_CHECKING:
 __all__ = ["KINDS", "PAD_RULES", "Field", "PadRule", "Schema", "Tag", "dtype_name", "short_dtype"]
 
 
+class ReadOnlyDict(dict):
+    """A dict that refuses changes: a schema's ``dims``, ``fields``, ``tags`` and ``padding_sizes``.
+
+    Still a ``dict`` (``isinstance`` checks, ``json``, ``dict(...)`` copies work), and it
+    pickles and copies as a plain, mutable ``dict``.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("a schema's declarations are read-only; copy them (dict(schema.fields)) to change a copy")
+
+    # Every mutator refuses; their signatures differ from dict's on purpose.
+    __setitem__ = __delitem__ = __ior__ = _read_only  # type: ignore[assignment]
+    update = setdefault = pop = popitem = clear = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
+
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: Any) -> dict:
+        import copy
+
+        return copy.deepcopy(dict(self), memo)
+
+
+def _what(v: Any) -> str:
+    from ._kinds import describe_value
+
+    return describe_value(v)
+
+
+def _check_strs(arg: str, v: Any) -> None:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise TypeError(f"Schema: {arg} must be a sequence of str, found {_what(v)}")
+    for i, x in enumerate(v):
+        if not isinstance(x, str):
+            raise TypeError(f"Schema: {arg}[{i}] must be a str, found {_what(x)}")
+
+
+def _check_entries(arg: str, v: Any, kinds: tuple[type, ...], what: str) -> None:
+    """``v`` is a mapping of name to a ``kinds`` value whose own ``name`` is its key."""
+    if not isinstance(v, Mapping):
+        raise TypeError(f"Schema: {arg} must be a mapping of name to {what}, found {_what(v)}")
+    for k, x in v.items():
+        if not isinstance(k, str):
+            raise TypeError(f"Schema: {arg} keys must be str, found {_what(k)}")
+        if not isinstance(x, kinds):
+            raise TypeError(f"Schema: {arg}[{k!r}] must be a {what}, found {_what(x)}")
+        if getattr(x, "name", None) != k:
+            raise ValueError(
+                f"Schema: {arg}[{k!r}] is named {getattr(x, 'name', None)!r}; each entry must be keyed by its own name"
+            )
+
+
+def _check_field(f: Field) -> None:
+    """The parts of a field that checks and padding index into: its kind, shape, dtypes and pad rule."""
+    where = f"Schema: fields[{f.name!r}]"
+    if f.kind not in ("tensor", *KINDS):
+        raise ValueError(f"{where}.kind must be 'tensor' or one of {', '.join(KINDS)}, found {_what(f.kind)}")
+    if f.is_tensor:
+        if not isinstance(f.shape, tuple) or not all(isinstance(e, Expr) for e in f.shape):
+            raise TypeError(f"{where}.shape must be a tuple of Expr (ts.Expr), found {_what(f.shape)}")
+        if not isinstance(f.dtypes, tuple) or not f.dtypes or not all(isinstance(d, torch.dtype) for d in f.dtypes):
+            raise TypeError(f"{where}.dtypes must be a non-empty tuple of torch dtypes, found {_what(f.dtypes)}")
+    if not isinstance(f.pad, PadRule) or f.pad.rule not in (*PAD_RULES, "fill"):
+        raise ValueError(
+            f"{where}.pad must be a PadRule of one of {', '.join(PAD_RULES)} or 'fill', found {_what(f.pad)}"
+        )
+
+
+def _check_declarations(
+    *,
+    name: Any,
+    description: Any,
+    architectures: Any,
+    lineage: Any,
+    dims: Any,
+    fields: Any,
+    tags: Any,
+    padding_sizes: Any,
+    extra: Any,
+    source: Any,
+) -> None:
+    """Refuse constructor arguments that would break a schema later, far from where they were given."""
+    for arg, v in (("name", name), ("description", description), ("source", source)):
+        if not isinstance(v, str):
+            raise TypeError(f"Schema: {arg} must be a str, found {_what(v)}")
+    _check_strs("architectures", architectures)
+    _check_strs("lineage", lineage)
+    if extra not in ("allow", "forbid") or not isinstance(extra, str):
+        raise ValueError(f"Schema: extra must be 'allow' or 'forbid', found {_what(extra)}")
+    _check_entries("dims", dims, (FixedDim, FreeDim, DerivedDim), "FixedDim, FreeDim or DerivedDim")
+    _check_entries("fields", fields, (Field,), "Field")
+    _check_entries("tags", tags, (Tag,), "Tag")
+    for f in fields.values():
+        _check_field(f)
+    for t in tags.values():
+        if t.equals is not None and not isinstance(t.equals, Expr):
+            raise TypeError(f"Schema: tags[{t.name!r}].equals must be an Expr or None, found {_what(t.equals)}")
+    uses = [(f"dims[{n!r}]", d.expr) for n, d in dims.items() if isinstance(d, DerivedDim)]
+    uses += [(f"fields[{n!r}].shape", e) for n, f in fields.items() for e in f.shape or ()]
+    uses += [(f"tags[{n!r}].equals", t.equals) for n, t in tags.items() if t.equals is not None]
+    for where, e in uses:
+        unknown = [m for m in e.names() if m not in dims]
+        if unknown:
+            raise ValueError(f"Schema: {where} uses dim {unknown[0]!r}, which dims does not declare")
+    if not isinstance(padding_sizes, Mapping):
+        raise TypeError(f"Schema: padding_sizes must be a mapping of dim name to size, found {_what(padding_sizes)}")
+    for k, v in padding_sizes.items():
+        if not isinstance(dims.get(k), FreeDim):
+            raise ValueError(f"Schema: padding_sizes[{k!r}]: {k!r} is not a free dim of dims")
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= int(v) <= MAX_SIZE:
+            raise ValueError(f"Schema: padding_sizes[{k!r}] must be an int in 0..2**63-1, found {_what(v)}")
+
+
+#: The attributes a schema is made of; none can be reassigned once set (see `Schema`).
+_DECLARATIONS = (
+    "name",
+    "description",
+    "architectures",
+    "lineage",
+    "dims",
+    "fields",
+    "tags",
+    "padding_sizes",
+    "extra",
+    "source",
+)
+
+
 class Schema:
     """A compiled trajectory schema for one model family.
 
-    Build one with :func:`trajschema.load_schema`; it is immutable and safe to share.
+    Build one with :func:`trajschema.load_schema`; it is immutable and safe to share:
+    ``dims``, ``fields``, ``tags`` and ``padding_sizes`` are read-only dicts and the
+    attributes cannot be reassigned (``AttributeError``), because ``load_schema`` hands
+    the same object to every caller and checks run from a plan derived from them once.
 
     Examples:
         >>> import torch, trajschema as ts
@@ -36,6 +176,12 @@ class Schema:
         ... }
         >>> schema.validate(sample)
         {'prompt': 2, 'response': 2, 'seq': 4}
+
+    Raises:
+        TypeError / ValueError: (constructing one directly) an argument of the wrong
+            type, or declarations that do not fit together (a field or tag keyed under
+            another name, a shape or padding size naming an undeclared dim); the
+            message names the argument.
     """
 
     def __init__(
@@ -52,16 +198,28 @@ class Schema:
         extra: str,
         source: str,
     ) -> None:
+        _check_declarations(
+            name=name,
+            description=description,
+            architectures=architectures,
+            lineage=lineage,
+            dims=dims,
+            fields=fields,
+            tags=tags,
+            padding_sizes=padding_sizes,
+            extra=extra,
+            source=source,
+        )
         self.name = name
         self.description = description
         self.architectures = tuple(architectures)
         #: This schema and its ancestors in resolution (C3) order.
         self.lineage = tuple(lineage)
-        self.dims: Mapping[str, Dim] = dict(dims)
-        self.fields: Mapping[str, Field] = dict(fields)
-        self.tags: Mapping[str, Tag] = dict(tags)
+        self.dims: Mapping[str, Dim] = ReadOnlyDict(dims)
+        self.fields: Mapping[str, Field] = ReadOnlyDict(fields)
+        self.tags: Mapping[str, Tag] = ReadOnlyDict(tags)
         #: Default sizes of free dims for padding samples (``padding:`` in YAML).
-        self.padding_sizes: Mapping[str, int] = dict(padding_sizes)
+        self.padding_sizes: Mapping[str, int] = ReadOnlyDict({k: int(v) for k, v in padding_sizes.items()})
         #: ``"allow"`` or ``"forbid"``: what happens to fields the schema does not name.
         self.extra = extra
         self.source = source
@@ -69,6 +227,19 @@ class Schema:
         # never pickled or copied (see __getstate__), so a schema crosses process
         # boundaries and compares equal whatever it has checked.
         self._plan: Plan | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _DECLARATIONS and name in self.__dict__:
+            raise AttributeError(
+                f"schema {self.__dict__.get('name')!r} is immutable: its {name} cannot be reassigned "
+                "(build another schema, e.g. with ts.schema_from_dict)"
+            )
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _DECLARATIONS:
+            raise AttributeError(f"schema {self.__dict__.get('name')!r} is immutable: its {name} cannot be deleted")
+        object.__delattr__(self, name)
 
     def _compiled(self) -> Plan:
         plan = self._plan
@@ -107,10 +278,15 @@ class Schema:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_plan"] = None  # holds generated code; rebuilt from the declarations on first use
+        for k in ("dims", "fields", "tags", "padding_sizes"):
+            state[k] = dict(state[k])  # plain dicts on the wire: readable by any version
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        for k in ("dims", "fields", "tags", "padding_sizes"):
+            if k in state:
+                self.__dict__[k] = ReadOnlyDict(state[k])
 
     def __repr__(self) -> str:
         return f"<Schema {self.name!r}: {len(self.fields)} fields, dims {list(self.dims)}>"
@@ -151,13 +327,18 @@ class Schema:
 
         Args:
             sample: a mapping of field name to value (a dict or one row of a TensorDict).
-            tag: the sample's tag dict, as stored beside it in TransferQueue.
+            tag: the sample's tag dict, as stored beside it in TransferQueue. A tag that
+                is not a mapping is data, reported as a ``tag`` violation.
             dims: dim sizes the sample must have (e.g. ``{"layers": 48}``).
             depth: ``"shapes"`` (presence, kinds, dtypes, shapes, dims; reads no tensor
                 values) or ``"values"`` (adds ``values``/``min``/``max``/``finite``).
 
         Raises:
-            TypeError: ``sample`` is not a mapping.
+            TypeError: ``sample`` is not a mapping, or is a TensorDict with batch dims
+                (a batch, not one sample).
+            ValueError: an unknown ``depth``; ``dims`` not a mapping, naming a dim the
+                schema lacks, with a size that is not an int in ``0..2**63-1``, or
+                re-pinning a fixed dim.
         """
         return _check.sample_violations(self._compiled(), sample, tag=tag, dims=dims, depth=depth)[1]
 
@@ -175,7 +356,7 @@ class Schema:
 
         Raises:
             SchemaError: with every violation found.
-            TypeError: ``sample`` is not a mapping.
+            TypeError / ValueError: bad arguments, as for :meth:`violations`.
         """
         return _check.validate_sample(self._compiled(), sample, tag=tag, dims=dims, depth=depth)
 
@@ -196,13 +377,19 @@ class Schema:
 
         Args:
             batch: the samples.
-            tags: one tag dict per sample.
+            tags: one tag dict per sample. Tags are data: a ``tags`` that is not a
+                sequence of one entry per sample is a ``batch`` violation, a tag that is
+                not a mapping a ``tag`` violation of its sample.
             dims: dim sizes every sample must have.
             depth: ``"shapes"`` or ``"values"``, as for :meth:`violations`.
 
+        A TensorDict without exactly one batch dim is a ``batch`` violation.
+
         Raises:
             SchemaError: with every violation of every sample.
-            TypeError: ``batch`` is neither a sequence of mappings nor a TensorDict.
+            TypeError: ``batch`` is neither a sequence of mappings nor a TensorDict (the
+                message names ``batch[i]``, the first sample that is not a mapping).
+            ValueError: an unknown ``depth`` or bad ``dims``, as for :meth:`violations`.
         """
         found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
         if found:
@@ -216,13 +403,22 @@ class Schema:
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> list[Violation]:
-        """Like :meth:`validate_batch`, but return the violations instead of raising."""
+        """Like :meth:`validate_batch`, but return the violations instead of raising.
+
+        Raises:
+            TypeError / ValueError: bad arguments, as for :meth:`validate_batch`.
+        """
         return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
 
     # -- exports: each lives in a module of its own, which never imports this one --------
 
     def jaxtyping(self, field: str) -> Any:
-        """The jaxtyping annotation of ``field``, e.g. ``Int64[Tensor, "4 seq"]`` (see ``docs/testing.md``)."""
+        """The jaxtyping annotation of ``field``, e.g. ``Int64[Tensor, "4 seq"]`` (see ``docs/testing.md``).
+
+        Raises:
+            TypeError: ``field`` is not a str, or names a non-tensor field.
+            ValueError: the schema has no field ``field`` (the message suggests a close name).
+        """
         from ._jaxtyping_export import field_annotation
 
         return field_annotation(self, field)
@@ -292,9 +488,17 @@ class Schema:
             include: optional fields to emit when no ``like`` is given.
 
         Raises:
-            ValueError: bad ``count``/``dims``/``include``, or a free dim with no size
-                (the message says to pass ``like=`` or ``dims=``).
-            SchemaError: ``like`` itself breaks the schema.
+            ValueError: bad ``count``/``eos_token_id``/``dims``/``include`` (the message
+                names which); a free dim with no size (the message says to pass ``like=``
+                or ``dims=``); padding that would take more memory than this machine has
+                (refused before anything is allocated); a ``like`` value padding cannot
+                copy (a meta, sparse or nested tensor, an object copy refuses); a fill
+                that breaks its field's value checks.
+            TypeError: ``like`` is not one sample (a mapping with str keys; a TensorDict
+                with batch dims is a batch).
+            SchemaError: ``like`` itself breaks the schema (each violation's message
+                starts ``like= sample:``), or has an undeclared tensor that seems to
+                follow a dim the padding resizes.
         """
         return _padding.make_padding(
             self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
 import torch
+
+from ._kinds import describe_value, shown_value
 
 __all__ = ["LOSS_AGG_MODES", "agg_loss_real"]
 
@@ -21,12 +24,43 @@ def _masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None
 
 def _real_rows(real_rows: Any, n: int, device: torch.device) -> torch.Tensor:
     # A tensor is used where it is (indexing checks its device); a list becomes one on the loss's device.
-    rows = real_rows if isinstance(real_rows, torch.Tensor) else torch.as_tensor(real_rows, device=device)
+    expected = f"real_rows must be a bool mask of one entry per row ({n})"
+    if isinstance(real_rows, torch.Tensor):
+        rows = real_rows
+    else:
+        try:
+            rows = torch.as_tensor(real_rows, device=device)
+        except (TypeError, ValueError, RuntimeError, OverflowError):  # what torch says of a non-array
+            raise ValueError(f"{expected}, found {describe_value(real_rows)}") from None
     if rows.dtype != torch.bool or rows.shape != (n,):
-        raise ValueError(
-            f"real_rows must be a bool mask of one entry per row ({n}), found {rows.dtype} of shape {tuple(rows.shape)}"
-        )
+        raise ValueError(f"{expected}, found {rows.dtype} of shape {tuple(rows.shape)}")
+    if rows.is_meta and device.type != "meta":
+        raise ValueError(f"{expected}, found a tensor on the meta device (it holds no values)")
     return rows
+
+
+def _check_size(name: str, v: Any) -> None:
+    """A global size or scale: ``None``, a positive finite number torch can divide by, or a 0-d numeric tensor."""
+    if v is None:
+        return
+    if isinstance(v, torch.Tensor):
+        # Its value is not read: on an accelerator that would wait for the device. A 0-d
+        # tensor, as verl passes (a sum), keeps the loss 0-d; a (1,) one would broadcast it.
+        if v.dim() == 0 and v.dtype != torch.bool and not v.is_complex():
+            return
+    elif (
+        isinstance(v, numbers.Real)
+        and not isinstance(v, bool)
+        and math.isfinite(v)
+        and float(v) > 0
+        and (not isinstance(v, numbers.Integral) or int(v) <= _LARGEST)  # torch divides by int64 at most
+    ):
+        return
+    raise ValueError(f"{name} must be a positive number or a 0-d tensor (or None), found {describe_value(v)}")
+
+
+#: The largest int torch takes as a scalar (int64).
+_LARGEST = 2**63 - 1
 
 
 def agg_loss_real(
@@ -62,18 +96,35 @@ def agg_loss_real(
         tensor(3.)
 
     Raises:
-        ValueError: an unknown ``loss_agg_mode``, shapes that differ, a ``real_rows``
-            that is not one bool per row, or a missing global size with ``dp_size > 1``.
+        TypeError: ``loss_mat`` or ``loss_mask`` is not a tensor.
+        ValueError: an unknown ``loss_agg_mode``, shapes (or devices) that differ, a
+            ``real_rows`` that is not one bool per row, a ``dp_size`` that is not a
+            positive int, a ``batch_num_tokens`` / ``global_batch_size`` /
+            ``loss_scale_factor`` that is neither a positive number (at most 2**63-1)
+            nor a 0-d tensor, or a missing global size with ``dp_size > 1``.
     """
-    if loss_agg_mode not in LOSS_AGG_MODES:
-        raise ValueError(f"loss_agg_mode must be one of {list(LOSS_AGG_MODES)}, found {loss_agg_mode!r}")
+    if not isinstance(loss_agg_mode, str) or loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"loss_agg_mode must be one of {list(LOSS_AGG_MODES)}, found {shown_value(loss_agg_mode)}")
+    for name, t in (("loss_mat", loss_mat), ("loss_mask", loss_mask)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a (rows, tokens) tensor, found {describe_value(t)}")
     if loss_mat.shape != loss_mask.shape or loss_mat.dim() != 2:
         raise ValueError(
             f"loss_mat and loss_mask must be (rows, tokens) of the same shape, found {tuple(loss_mat.shape)} "
             f"and {tuple(loss_mask.shape)}"
         )
+    if loss_mat.device != loss_mask.device:
+        raise ValueError(
+            f"loss_mat and loss_mask must be on one device, found {loss_mat.device} and {loss_mask.device}"
+        )
     if not isinstance(dp_size, numbers.Integral) or isinstance(dp_size, bool) or dp_size < 1:
-        raise ValueError(f"dp_size must be a positive int, found {dp_size!r}")
+        raise ValueError(f"dp_size must be a positive int, found {shown_value(dp_size)}")
+    for name, v in (
+        ("batch_num_tokens", batch_num_tokens),
+        ("global_batch_size", global_batch_size),
+        ("loss_scale_factor", loss_scale_factor),
+    ):
+        _check_size(name, v)
     rows = _real_rows(real_rows, loss_mat.shape[0], loss_mat.device)
     mat, mask = loss_mat[rows], loss_mask[rows]
     if loss_agg_mode == "token-sum":
