@@ -296,7 +296,8 @@ def check_meta(meta: Any, name: str = "meta") -> MetaView:
     if not have.issuperset(_META_FIELDS):
         missing = [f for f in _META_FIELDS if f not in have]
         raise TypeError(f"{name} must be a KVBatchMeta; this {kind} lacks the fields {missing}")
-    keys, tags = meta.keys, meta.tags
+    obj: Any = meta  # a dataclass with KVBatchMeta's fields, as checked above
+    keys, tags = obj.keys, obj.tags
     for what, value in (("keys", keys), ("tags", tags)):
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
             raise TypeError(f"{name}.{what} must be a list, found {type(value).__name__}")
@@ -314,7 +315,7 @@ def check_meta(meta: Any, name: str = "meta") -> MetaView:
     repeated = sorted({k for k in keys if k in seen or seen.add(k)})  # type: ignore[func-returns-value]
     if repeated:
         raise ValueError(f"{name}.keys repeat: {repeated[:_MAX_SHOWN]}; a batch holds each sample once")
-    partition_id, fields = meta.partition_id, meta.fields
+    partition_id, fields = obj.partition_id, obj.fields
     if partition_id is not None and not isinstance(partition_id, str):
         raise TypeError(f"{name}.partition_id must be a str or None, found {type(partition_id).__name__}")
     if fields is not None and (

@@ -60,7 +60,7 @@ def _round_trip(value: Any) -> None:
         wire.decode(wire.encode(value))
         return
     if callable(value):  # TransferQueue sends callables with cloudpickle
-        import cloudpickle
+        import cloudpickle  # type: ignore[import-untyped]
 
         cloudpickle.loads(cloudpickle.dumps(value))
         return

@@ -465,11 +465,8 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
 
 def check_eos_token_id(eos_token_id: Any) -> int:
     """``eos_token_id`` as an int, if it is one (not a bool) in int64's range and ``>= 0``; else ``ValueError``."""
-    if (
-        not isinstance(eos_token_id, numbers.Integral)
-        or isinstance(eos_token_id, bool)
-        or not 0 <= eos_token_id <= MAX_SIZE
-    ):
+    integral = isinstance(eos_token_id, numbers.Integral) and not isinstance(eos_token_id, bool)
+    if not integral or not 0 <= int(eos_token_id) <= MAX_SIZE:
         raise ValueError(f"eos_token_id must be an int in 0..2**63-1 (a token id), found {eos_token_id!r}")
     return int(eos_token_id)
 
