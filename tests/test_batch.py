@@ -381,5 +381,30 @@ def test_jagged_rows_are_screened_in_chunks_as_the_samples_check(case, chunk, bu
     col, rows = case
     f = _X.fields["x"]
     want = [_values.tensor_has_failures(f, r) for r in rows]  # each sample alone, whole
+    nonzero = [int((r != 0).sum()) for r in rows]
     with mock.patch.object(_columns, "_ROWS_CHUNK", chunk), mock.patch.object(_values, "_BUDGET", budget):
         assert _screen._bad_value_rows(f, col, len(rows)).tolist() == want
+        counts = _columns.nonzero_per_row(col, len(rows))
+    assert counts is not None
+    assert counts[0].tolist() == nonzero and counts[1].tolist() == [r.numel() for r in rows]
+
+
+def test_the_padding_contract_counts_an_expanded_mask_without_copying_it():
+    schema = ts.schema_from_dict(
+        {
+            "name": "m",
+            "dims": {"n": {}},
+            "fields": {"mask": {"shape": ["n"], "dtype": "int64", "pad": 0, "values": [0, 1]}},
+            "tags": {"is_padding": {"kind": "bool", "default": False}},
+        }
+    )
+    big = 2**40  # logical elements: the old reshape copied them, and a full-size mask would not fit
+    dense = TensorDict({"mask": torch.tensor([[0], [1]]).expand(2, big)}, batch_size=[2])
+    found = ts.padding_contract_violations(dense, [{"is_padding": True}] * 2, schema)
+    assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]
+    offsets = torch.tensor([0, big, 2 * big])
+    jagged = torch.nested.nested_tensor_from_jagged(torch.tensor([1]).expand(2 * big), offsets)
+    found = ts.padding_contract_violations(
+        TensorDict({"mask": jagged}, batch_size=[2]), [{}, {"is_padding": True}], schema
+    )
+    assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]

@@ -368,3 +368,79 @@ def test_a_base_from_a_file_off_the_search_path(tmp_path):
     again = ts.load_schema(tmp_path / "mine.yaml")
     assert (again.fields, again.dims, again.lineage) == (draft.fields, draft.dims, draft.lineage)
     draft.validate_batch(samples)
+
+
+# -- value checks read in bounded memory -----------------------------------------------
+
+import math  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from trajschema import _infer, _values  # noqa: E402
+
+
+def _extremes_before_blocks(o):
+    """``_infer._extremes`` as it was before it read tensors in blocks: one reduction over each whole tensor."""
+    lo, hi, finite, seen = math.inf, -math.inf, True, False
+    for t in o.values:
+        if t.is_meta or not t.numel() or t.dtype == torch.bool:
+            continue
+        a, b = (float(v) for v in torch.aminmax(t.detach()))
+        seen = True
+        lo, hi = min(lo, a), max(hi, b)
+        finite = finite and (not t.is_floating_point() or bool(torch.isfinite(t).all()))
+    return (lo, hi, finite) if seen else None
+
+
+_NUMBERS = {
+    torch.int64: st.integers(-2, 3),
+    torch.uint8: st.integers(0, 3),
+    torch.int16: st.integers(-(2**15), 2**15 - 1),
+    torch.float32: st.sampled_from([0.0, 1.0, -2.5, math.inf, -math.inf, math.nan]),
+    torch.bfloat16: st.sampled_from([0.0, 1.0, 3e38, math.inf, math.nan]),
+    torch.bool: st.booleans(),
+}
+
+
+@st.composite
+def _viewed(draw, dtype, rows, cols):
+    """A ``rows x cols`` tensor as a copy, an expanded row, a transpose or every other row of a bigger one."""
+    how = draw(st.sampled_from(["copy", "expanded", "transposed", "stepped"]))
+    size = (cols, rows) if how == "transposed" else (2 * rows, cols) if how == "stepped" else (rows, cols)
+    data = draw(st.lists(_NUMBERS[dtype], min_size=size[0] * size[1], max_size=size[0] * size[1]))
+    base = torch.tensor(data, dtype=dtype).reshape(size)
+    if how == "expanded":
+        return base[:1].expand(rows, cols)
+    return base.t() if how == "transposed" else base[::2] if how == "stepped" else base
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    dtypes=st.lists(st.sampled_from(sorted(_NUMBERS, key=str)), min_size=1, max_size=3),
+    shapes=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 3)), min_size=1, max_size=3),
+    budget=st.sampled_from([1, 2, 5, 1 << 20]),
+)
+def test_drafts_from_views_are_todays_drafts_from_copies(data, dtypes, shapes, budget):
+    names = ["attn_mask", "score", "ids"][: len(dtypes)]
+    samples = [{n: data.draw(_viewed(d, r, c)) for n, d in zip(names, dtypes)} for r, c in shapes]
+    copies = [{n: t.contiguous().clone() for n, t in s.items()} for s in samples]
+    with mock.patch.object(_infer, "_extremes", _extremes_before_blocks):
+        today = infer_schema(copies, name="v")
+    with mock.patch.object(_values, "_BUDGET", budget):
+        draft = infer_schema(samples, name="v")
+    assert draft.to_yaml() == today.to_yaml()
+    assert draft == today
+
+
+def test_a_trillion_element_expanded_sample_drafts_like_a_small_one():
+    def sample(n):
+        return {
+            "attn_mask": torch.tensor([[0, 1]]).expand(n, 2),
+            "score": torch.tensor([0.5], dtype=torch.bfloat16).expand(n),
+            "ids": torch.tensor([7], dtype=torch.int16).expand(3, n).t(),
+        }
+
+    small = infer_schema([sample(8)], name="d").to_yaml()
+    big = infer_schema([sample(2**40)], name="d").to_yaml()  # a full-size copy or mask would fail to allocate
+    assert big == small.replace("size 8 ", f"size {2**40} ")
+    assert "values: [0, 1]" in big and "finite: true" in big and "min: 0" in big

@@ -15,12 +15,15 @@ a tensor to another device or reads device memory except where a function says s
 
 from __future__ import annotations
 
+import math
 import multiprocessing.managers
 import multiprocessing.sharedctypes
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
+
+from ._values import nonzero_per_position
 
 __all__ = [
     "BatchShapeError",
@@ -219,48 +222,60 @@ def column_shapes(col: Any, n: int) -> torch.Tensor | None:
     return col._nested_tensor_size().to(torch.int64)
 
 
-def rows_hit(col: torch.Tensor, n: int, masks: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Which samples of a jagged column have an element set in any of ``masks`` (over its flat values)."""
-    values = col.values()
-    axis = _ragged_axis(col)
-    hit = torch.zeros(values.shape[axis], dtype=torch.bool, device=values.device)
-    for mask in masks:
-        other = [d for d in range(mask.dim()) if d != axis]
-        hit |= mask.any(dim=other) if other else mask
-    return _positions_to_rows(col, n, hit.to(torch.int64)) > 0
+def rows_hit(col: torch.Tensor, n: int, hit_at: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
+    """Which samples of a jagged column hold a position of the ragged dim that ``hit_at`` marks.
 
-
-def _positions_to_rows(col: torch.Tensor, n: int, per_pos: torch.Tensor) -> torch.Tensor:
-    """Sum ``per_pos`` (one count per position of the ragged dim) into the sample owning each position.
-
-    A narrowed jagged tensor (``lengths`` set) leaves gaps between its rows; positions in
-    a gap belong to no sample.
+    ``hit_at(part, axis)`` gets a slice of the column's flat values along their ragged
+    ``axis`` and answers one bool per position of it (see `_rows_sum` for the slices).
     """
-    offsets = _offsets(col)
-    lengths = _row_lengths(col)
-    pos = torch.arange(per_pos.shape[0], device=per_pos.device)
-    row = (torch.searchsorted(offsets[:n].contiguous(), pos, right=True) - 1).clamp(min=0)
-    inside = (pos >= offsets[row]) & (pos < offsets[row] + lengths[row])
-    return torch.zeros(n, dtype=per_pos.dtype, device=per_pos.device).index_add_(0, row[inside], per_pos[inside])
+    return _rows_sum(col, n, lambda part, axis: hit_at(part, axis).to(torch.int64)) > 0
+
+
+# Positions of the ragged dim per pass of _rows_sum: its temporaries take ~20 bytes each.
+_ROWS_CHUNK = 1 << 20
+
+
+def _rows_sum(col: torch.Tensor, n: int, per_part: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
+    """Sum per-position counts of a jagged column into the sample owning each position (int64, on the device).
+
+    ``per_part(part, axis)`` answers one int64 count per position of a slice of the flat
+    values along their ragged ``axis``. The slices are at most ``_ROWS_CHUNK`` positions
+    long, and values repeated along the ragged axis (stride 0) are asked about once, so
+    the memory used stays bounded however long the column is. A narrowed column
+    (``lengths`` set) leaves gaps between its rows; positions in a gap belong to no sample.
+    """
+    values, axis = col.values(), _ragged_axis(col)
+    starts = _offsets(col)[:n].to(torch.int64)
+    lengths = _row_lengths(col)[:n].to(torch.int64)
+    total = values.shape[axis]
+    if total > 1 and values.stride(axis) == 0:  # every position is the first one
+        return per_part(values.narrow(axis, 0, 1), axis) * lengths
+    ends = starts + lengths
+    found = torch.zeros(n, dtype=torch.int64, device=starts.device)
+    for p0 in range(0, total, _ROWS_CHUNK):
+        k = min(_ROWS_CHUNK, total - p0)
+        below = torch.zeros(k + 1, dtype=torch.int64, device=starts.device)  # the counts before each position
+        torch.cumsum(per_part(values.narrow(axis, p0, k), axis), 0, out=below[1:])
+        found += below[(ends - p0).clamp(0, k)] - below[(starts - p0).clamp(0, k)]
+    return found
 
 
 def nonzero_per_row(col: Any, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(non-zero elements, elements) per sample of a batch column, vectorized over samples."""
+    """(non-zero elements, elements) per sample of a batch column, vectorized over samples.
+
+    Counted in bounded memory: an element repeated by ``expand`` counts once per place it
+    appears, without being copied.
+    """
     if not isinstance(col, torch.Tensor) or (not col.is_nested and col.dim() == 0):
         return None
     if not col.is_nested:
-        flat = col.reshape(n, -1)
-        return (flat != 0).sum(1), torch.full((n,), flat.shape[1], dtype=torch.int64, device=col.device)
+        width = math.prod(col.shape[1:])
+        return nonzero_per_position(col), torch.full((n,), width, dtype=torch.int64, device=col.device)
     if col.layout == torch.jagged:
         values = col.values()
-        axis = _ragged_axis(col)
-        other = [d for d in range(values.dim()) if d != axis]
-        nonzero_at = (values != 0).sum(dim=other) if other else (values != 0).to(torch.int64)
-        width = 1  # elements per ragged position, e.g. 4 rope rows
-        for d in other:
-            width *= values.shape[d]
+        width = math.prod(d for i, d in enumerate(values.shape) if i != _ragged_axis(col))
         lengths = _row_lengths(col)
-        return _positions_to_rows(col, n, nonzero_at), lengths.to(torch.int64) * width
+        return _rows_sum(col, n, nonzero_per_position), lengths.to(torch.int64) * width
     # A strided nested tensor has no flat values view; count per sample.
     parts = col.unbind(0)
     nonzero = torch.tensor([int((p != 0).sum()) for p in parts], dtype=torch.int64)

@@ -24,7 +24,7 @@ from ._errors import SchemaDefinitionError, SchemaNotFoundError
 from ._loading import load_schema, schema_from_dict, schema_names
 from ._schema import Schema
 from ._schema_yaml import dim_entry, field_entry, schema_sections, tag_entry
-from ._values import scalar_failures, tensor_has_failures
+from ._values import scalar_failures, tensor_extremes, tensor_has_failures
 
 __all__ = ["infer_schema"]
 
@@ -328,15 +328,24 @@ def _holds_checks(f: Field, o: _Obs) -> bool:
 
 
 def _extremes(o: _Obs) -> tuple[float, float, bool] | None:
-    """``(min, max, all finite)`` over every element of the samples (one reduction per tensor); ``None`` if none."""
+    """``(min, max, all finite)`` over every element of the samples; ``None`` if none.
+
+    Read in bounded memory (an expanded tensor's repeats are read once). The bounds
+    matter only for fields of integer dtypes, where they are exact; NaN only makes a
+    float field not finite.
+    """
     lo, hi, finite, seen = math.inf, -math.inf, True, False
     for t in o.values:
-        if t.is_meta or not t.numel() or t.dtype == torch.bool:
+        if t.dtype == torch.bool:
             continue
-        a, b = (float(v) for v in torch.aminmax(t.detach()))
+        found = tensor_extremes(t)
+        if found is None:  # meta or empty
+            continue
+        a, b, all_finite = found
         seen = True
-        lo, hi = min(lo, a), max(hi, b)
-        finite = finite and (not t.is_floating_point() or bool(torch.isfinite(t).all()))
+        if not math.isnan(a):
+            lo, hi = min(lo, a), max(hi, b)
+        finite = finite and all_finite
     return (lo, hi, finite) if seen else None
 
 

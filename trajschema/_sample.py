@@ -21,7 +21,7 @@ from ._errors import Violation
 from ._kinds import describe_value, fmt_shape, kind_ok
 from ._plan import Plan
 from ._types import ViolationCode
-from ._values import element_failures, scalar_failures
+from ._values import failure_summary, scalar_failures
 
 __all__ = ["check_sample", "tag_problems"]
 
@@ -232,19 +232,15 @@ def _report_values(f: Field, v: Any, r: _Report) -> None:
         return
     if not isinstance(v, torch.Tensor) or v.is_nested or v.layout != torch.strided or v.dtype not in f.dtypes:
         return  # already reported as kind/dtype
-    for expected, bad in element_failures(f, v):
-        n_bad = int(bad.sum())
-        if not n_bad:
-            continue
-        flat = int(bad.reshape(-1).nonzero()[0])
-        pos = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), v.shape)) if v.dim() else ()
-        example = v.reshape(-1)[flat].item()
-        where = f"[{','.join(map(str, pos))}]"
-        found = f"{n_bad} of {v.numel()} elements (first at {where}: {example!r})"
+    # Counted in bounded memory: an expanded tensor of billions of elements is a few bytes of storage.
+    for bad in failure_summary(f, v):
+        example = v[bad.first].item()
+        where = f"[{','.join(map(str, bad.first))}]"
+        found = f"{bad.count} of {v.numel()} elements (first at {where}: {example!r})"
         r.add(
             f.name,
             "value",
-            expected,
+            bad.expected,
             found,
-            f"{n_bad} of {v.numel()} elements are not {expected} (first at {where}: {example!r})",
+            f"{bad.count} of {v.numel()} elements are not {bad.expected} (first at {where}: {example!r})",
         )

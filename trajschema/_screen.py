@@ -13,6 +13,7 @@ read: what can be known from their static shapes is checked, the rest is not.
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +26,7 @@ from ._decl import Field
 from ._kinds import kind_ok, kinds_ok
 from ._plan import Plan
 from ._sample import tag_problems
-from ._values import element_failures, scalar_failures, tensor_clean, tensor_has_failures
+from ._values import failing_positions, scalar_failures, tensor_clean, tensor_has_failures
 
 __all__ = ["suspicious_rows"]
 
@@ -163,13 +164,12 @@ def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
     if not col.is_nested:
         if tensor_clean(f, col):
             return torch.zeros(n, dtype=torch.bool, device=col.device)
-        masks = [m.reshape(n, -1).any(1) for _, m in element_failures(f, col)]
-        return torch.stack(masks).any(0) if masks else torch.zeros(n, dtype=torch.bool, device=col.device)
+        return failing_positions(f, col)
     if col.layout == torch.jagged:
         values = col.values()
         if tensor_clean(f, values):
             return torch.zeros(n, dtype=torch.bool, device=values.device)
-        return rows_hit(col, n, [m for _, m in element_failures(f, values)])
+        return rows_hit(col, n, functools.partial(failing_positions, f))
     # Strided nested tensors (TransferQueue's rare fallback) have no flat values view.
     return torch.tensor([tensor_has_failures(f, t) for t in col.unbind()])
 

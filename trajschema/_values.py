@@ -16,14 +16,21 @@ represents exactly (``x >= 0.5`` on integers is ``x >= 1``; ``x <= 300`` on int8
 for every element; ``x >= 1e-8`` on float16 is ``x >= 5.96e-08``, the smallest float16
 above 1e-8). Dtypes that torch cannot compare natively (``uint16``-``uint64``, float8)
 are mapped order-preservingly onto one it can, without rounding.
+
+Checks run in bounded memory, whatever a tensor's logical size: an axis of stride 0
+(``expand``) repeats one element, so it is checked once and its repeats are counted;
+the rest is walked in blocks of at most ``_BUDGET`` elements in row-major order, so
+every temporary (the operand's copy, a mask) stays a few MB. Only
+`element_failures` still returns full-size masks, for small tensors.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -31,16 +38,26 @@ import torch
 from ._decl import Field
 
 __all__ = [
+    "Failures",
     "counts_exactly_to",
     "element_failures",
+    "failing_positions",
+    "failure_summary",
     "fits_dtype",
+    "nonzero_per_position",
     "scalar_failures",
     "tensor_clean",
+    "tensor_extremes",
     "tensor_has_failures",
     "value_failures",
 ]
 
 _INF = math.inf
+
+# Elements per block of a value check. Each block makes a few temporaries of its size
+# (the operand when it is converted, one mask per check), so 2**20 keeps the extra
+# memory of a check near 10 MB for any tensor, while a typical sample is one block.
+_BUDGET = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,6 +264,95 @@ def _mask(c: _Check, x: torch.Tensor) -> torch.Tensor:
     raise AssertionError(c.op)
 
 
+# -- walking a tensor in bounded memory -----------------------------------------------
+
+
+def _distinct(t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``t`` with every stride-0 axis cut to length 1, and how many elements of ``t`` each element stands for.
+
+    Along an axis of stride 0 every element is the same one, so each check answers the
+    same on the cut view; the first element of ``t`` to break a check has index 0 on
+    those axes, so the cut view also keeps the first failing index.
+    """
+    rep = 1
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.shape[d] > 1:
+            rep *= t.shape[d]
+            t = t.narrow(d, 0, 1)
+    return t, rep
+
+
+def _blocks(t: torch.Tensor, lead: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], int, torch.Tensor]]:
+    """Views covering a non-empty ``t`` (1-d or more) in row-major order, each of at most ``_BUDGET`` elements.
+
+    Yields ``(lead, start, block)``: ``block`` is ``t[lead][start:start + len(block)]``
+    (``lead`` indexes the leading axes of the top-level ``t``). A row bigger than the
+    budget is split along its own first axis, and so on down.
+    """
+    row = t[0].numel()
+    if row <= _BUDGET or t.dim() == 1:
+        step = max(1, _BUDGET // row)
+        for start in range(0, t.shape[0], step):
+            yield lead, start, t[start : start + step]
+    else:
+        for i in range(t.shape[0]):
+            yield from _blocks(t[i], (*lead, i))
+
+
+def _live(f: Field, t: torch.Tensor) -> tuple[_Domain, list[_Check]] | None:
+    """The checks elements of ``t`` may break, or ``None`` when there is nothing to look at."""
+    if t.is_meta or t.numel() == 0 or not f.has_value_checks:
+        return None
+    dom, checks = _checks_for(f, t.dtype)
+    live = [c for c in checks if c.op != "ok"]
+    return (dom, live) if live else None
+
+
+def _walked(t: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """The view of ``t`` a check walks, and how many elements of ``t`` each of its elements stands for.
+
+    ``t`` itself when it fits in one block (repeats and all: cheap either way), else
+    ``t``'s distinct part.
+    """
+    v = t.detach() if t.requires_grad else t
+    return (v, 1) if v.numel() <= _BUDGET else _distinct(v)
+
+
+# A block of a walked view: (lead, start, block or its operand). ``start`` is None when
+# the block is the whole view; else the block is view[lead][start:start + len(block)].
+_Block = tuple[tuple[int, ...], int | None, torch.Tensor]
+
+
+def _pieces(v: torch.Tensor) -> Iterator[_Block]:
+    if v.numel() <= _BUDGET:  # the common case, without the cost of slicing (microseconds a check)
+        yield (), None, v
+        return
+    yield from _blocks(v)  # v has an axis: a 0-d tensor fits any budget
+
+
+def _operand_blocks(v: torch.Tensor, dom: _Domain) -> Iterator[_Block]:
+    for lead, start, block in _pieces(v):
+        yield lead, start, _operand(block, dom)
+
+
+def _operands(v: torch.Tensor, dom: _Domain) -> Sequence[torch.Tensor] | Iterator[torch.Tensor]:
+    """The blocks' operands alone; the common one-block case without a generator's cost."""
+    return (_operand(v, dom),) if v.numel() <= _BUDGET else (x for _, _, x in _operand_blocks(v, dom))
+
+
+def _index(lead: tuple[int, ...], start: int | None, at: list[int]) -> tuple[int, ...]:
+    """The index in the walked view of element ``at`` of a block."""
+    return tuple(at) if start is None else (*lead, start + at[0], *at[1:])
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
+    out = []
+    for size in reversed(shape):
+        flat, i = divmod(flat, size)
+        out.append(i)
+    return out[::-1]
+
+
 # -- the public face of the engine ---------------------------------------------------
 
 
@@ -254,7 +360,10 @@ def element_failures(f: Field, t: torch.Tensor) -> list[tuple[str, torch.Tensor]
     """``(expected, mask of the elements that break it)`` for each check of ``f`` that ``t`` may break.
 
     Checks no element of ``t``'s dtype can break are left out; a ``meta`` tensor has no
-    values, so nothing is reported for it. The masks have ``t``'s shape and device.
+    values, so nothing is reported for it. The masks have ``t``'s shape and device, so
+    they take one byte per logical element: meant for small tensors (probes, tests).
+    Real data goes through `failure_summary`, `failing_positions` and
+    `tensor_has_failures`, which give the same answers in bounded memory.
     """
     if t.is_meta or not f.has_value_checks:
         return []
@@ -263,23 +372,135 @@ def element_failures(f: Field, t: torch.Tensor) -> list[tuple[str, torch.Tensor]
     return [(c.label, _mask(c, x)) for c in checks if c.op != "ok"]
 
 
-def tensor_clean(f: Field, t: torch.Tensor) -> bool:
-    """A cheap, sufficient test that no element of ``t`` breaks ``f``'s checks: one min/max pass.
+@dataclasses.dataclass(frozen=True)
+class Failures:
+    """How the elements of one tensor break one value check.
 
-    ``False`` means "look closer" (:func:`element_failures` finds the elements), not "bad".
+    ``count`` counts logical elements: an element repeated by ``expand`` counts once per
+    place it appears. ``first`` is the index of the first of them in row-major order.
     """
-    if t.is_meta or t.numel() == 0 or not f.has_value_checks:
-        return True
-    dom, checks = _checks_for(f, t.dtype)
-    live = [c for c in checks if c.op != "ok"]
-    if not live:
-        return True
+
+    expected: str
+    count: int
+    first: tuple[int, ...]
+
+
+def failure_summary(f: Field, t: torch.Tensor) -> list[Failures]:
+    """One `Failures` per check of ``f`` that some element of ``t`` breaks, in the checks' order.
+
+    Exactly what counting the masks of `element_failures` gives, in bounded memory.
+    """
+    found = _live(f, t)
+    if found is None:
+        return []
+    dom, live = found
+    v, rep = _walked(t)
+    counts = [0] * len(live)
+    first: list[tuple[int, ...] | None] = [None] * len(live)
+    for lead, start, x in _operand_blocks(v, dom):
+        for i, c in enumerate(live):
+            m = _mask(c, x)
+            n = int(m.sum())
+            if not n:
+                continue
+            counts[i] += n
+            if first[i] is None:
+                first[i] = _index(lead, start, _unravel(int(m.reshape(-1).view(torch.uint8).argmax()), m.shape))
+    return [Failures(c.label, n * rep, at) for c, n, at in zip(live, counts, first) if at is not None]
+
+
+def _per_position(v: torch.Tensor, axis: int, marks: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """How many elements ``marks`` sets at each position along ``axis`` of a walked view (int64, on its device).
+
+    ``marks(block)`` answers a bool per element of a block of ``v``.
+    """
+    out = torch.zeros(v.shape[axis], dtype=torch.int64, device=v.device)
+    for lead, start, block in _pieces(v):
+        m = marks(block)
+        inner = axis - len(lead)  # the axis among the block's own, if it is one of them
+        if inner < 0:
+            out[lead[axis]] += m.sum()
+            continue
+        other = tuple(d for d in range(m.dim()) if d != inner)
+        counts = m.sum(dim=other) if other else m.to(torch.int64)
+        if inner == 0 and start is not None:
+            out[start : start + counts.shape[0]] += counts
+        else:  # the block spans the whole axis
+            out += counts
+    return out
+
+
+def failing_positions(f: Field, t: torch.Tensor, axis: int = 0) -> torch.Tensor:
+    """Which positions along ``axis`` of ``t`` hold an element breaking any of ``f``'s checks.
+
+    A new bool tensor of length ``t.shape[axis]`` on ``t``'s device (e.g. the rows of a
+    batch column), computed there without reading device memory; all ``False`` for a
+    ``meta`` tensor.
+    """
+    if t.dim() == 0:
+        raise ValueError("failing_positions needs a tensor with at least one axis, found a 0-d tensor")
+    size = t.shape[axis]
+    axis %= t.dim()
+    found = _live(f, t)
+    if found is None:
+        return torch.zeros(size, dtype=torch.bool, device=t.device)
+    dom, live = found
+    v, _ = _walked(t)
+
+    def marks(block: torch.Tensor) -> torch.Tensor:
+        x = _operand(block, dom)
+        return functools.reduce(torch.logical_or, (_mask(c, x) for c in live))
+
+    out = _per_position(v, axis, marks) > 0
+    return out if out.shape[0] == size else out.expand(size).contiguous()
+
+
+def nonzero_per_position(t: torch.Tensor, axis: int = 0) -> torch.Tensor:
+    """How many elements at each position along ``axis`` of ``t`` are non-zero: int64, on ``t``'s device.
+
+    An element repeated by ``expand`` counts once per place it appears; read in blocks,
+    in bounded memory, without reading device memory. A ``meta`` tensor gives a ``meta``
+    result.
+    """
+    if t.dim() == 0:
+        raise ValueError("nonzero_per_position needs a tensor with at least one axis, found a 0-d tensor")
+    size = t.shape[axis]
+    axis %= t.dim()
+    if t.is_meta or t.numel() == 0:
+        return torch.zeros(size, dtype=torch.int64, device=t.device)
+    v, rep = _walked(t)
+    if v.shape[axis] != size:  # the axis itself was cut to one position: its repeats are positions, not counts
+        rep //= size
+    out = _per_position(v, axis, lambda block: block != 0) * rep
+    return out if out.shape[0] == size else out.expand(size).contiguous()
+
+
+def _range(v: torch.Tensor, dom: _Domain) -> tuple[int | float, int | float] | None:
+    """``(min, max)`` of the operand over a walked view, one block at a time; ``None`` if it holds a NaN."""
+    if v.numel() <= _BUDGET:  # one block, the common case: kept lean, it runs for every checked field
+        small, big = torch.aminmax(_operand(v, dom))
+        lo, hi = small.item(), big.item()
+        return None if lo != lo or hi != hi else (lo, hi)  # aminmax propagates NaN
+    lo, hi = _INF, -_INF
+    for _, _, x in _operand_blocks(v, dom):
+        small, big = torch.aminmax(x)
+        a, b = small.item(), big.item()
+        if a != a or b != b:
+            return None
+        lo, hi = min(lo, a), max(hi, b)
+    return lo, hi
+
+
+def _clean(v: torch.Tensor, dom: _Domain, live: list[_Check]) -> bool:
     if any(c.op in ("bad", "in") for c in live):
         return False
-    lo, hi = (v.item() for v in torch.aminmax(_operand(t, dom)))
+    seen = _range(v, dom)
+    if seen is None:  # NaN breaks every check left: ordering and finite
+        return False
+    lo, hi = seen
     for c in live:
         if c.op == "finite":
-            ok = math.isfinite(lo) and math.isfinite(hi)  # NaN propagates through aminmax
+            ok = math.isfinite(lo) and math.isfinite(hi)
         elif c.op == "ge":
             ok = lo >= c.bound
         elif c.op == "le":
@@ -291,9 +512,41 @@ def tensor_clean(f: Field, t: torch.Tensor) -> bool:
     return True
 
 
+def tensor_clean(f: Field, t: torch.Tensor) -> bool:
+    """A cheap, sufficient test that no element of ``t`` breaks ``f``'s checks: one min/max pass.
+
+    ``False`` means "look closer" (`failure_summary` finds the elements), not "bad".
+    """
+    found = _live(f, t)
+    return found is None or _clean(_walked(t)[0], *found)
+
+
 def tensor_has_failures(f: Field, t: torch.Tensor) -> bool:
     """Whether any element of ``t`` breaks ``f``'s value checks (exactly)."""
-    return not tensor_clean(f, t) and any(bool(m.any()) for _, m in element_failures(f, t))
+    found = _live(f, t)
+    if found is None:
+        return False
+    dom, live = found
+    v, _ = _walked(t)
+    if _clean(v, dom, live):
+        return False
+    return any(any(bool(_mask(c, x).any()) for c in live) for x in _operands(v, dom))
+
+
+def tensor_extremes(t: torch.Tensor) -> tuple[int | float, int | float, bool] | None:
+    """``(min, max, every element finite)`` of a real tensor, exactly, in bounded memory; ``None`` if it has no values.
+
+    Integers come back as Python ints; a NaN anywhere gives ``(nan, nan, False)``. Bool
+    tensors count as 0 and 1.
+    """
+    if t.is_meta or t.numel() == 0:
+        return None
+    dom = _domain(t.dtype)
+    seen = _range(_walked(t)[0], dom)
+    if seen is None:
+        return math.nan, math.nan, False
+    lo, hi = seen[0] + dom.shift, seen[1] + dom.shift
+    return lo, hi, math.isfinite(lo) and math.isfinite(hi)
 
 
 def scalar_failures(f: Field, v: Any) -> list[str]:
