@@ -54,11 +54,11 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
 
 def _cli_markdown() -> str | None:
     try:
-        from trajschema._cli import build_parser
+        from trajschema.cli.app import build_parser
     except ModuleNotFoundError as e:
-        if e.name != "trajschema._cli":
+        if e.name != "trajschema.cli.app":
             raise
-        log.warning("trajschema._cli is missing: %s is not generated", CLI_PAGE)
+        log.warning("trajschema.cli.app is missing: %s is not generated", CLI_PAGE)
         return None
     return cli_page.cli_page(cli_page.command_docs(build_parser()))
 

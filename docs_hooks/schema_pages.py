@@ -1,6 +1,6 @@
 """One documentation page per packaged schema, and their index, written from the YAML files.
 
-The tables come from :mod:`trajschema._schema_table`, the rows ``trajschema show`` prints,
+The tables come from :mod:`trajschema.export.table`, the rows ``trajschema show`` prints,
 so the site and the command line describe a schema alike. Only the packaged directory is
 read: a ``TRAJSCHEMA_PATH`` set by whoever builds the site changes nothing.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 import trajschema as ts
-from trajschema._schema_table import dim_rows, extends, field_rows, tag_rows
+from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
 
 #: Where the generated pages live in the site (``schemas/index.md``, ``schemas/<name>.md``).
 PAGE_DIR = "schemas"

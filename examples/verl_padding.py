@@ -5,7 +5,7 @@ checking and the padding: a multi-trajectory rollout is written through a
 ``TransferQueueWriter`` (every put validated first), padded to
 ``required_multiple(dp, mini_batch * rollout.n)`` with schema-derived padding, read
 back, validated against the schema and the is_padding contract, and scored with
-padding kept out of the metrics. The work is done by ``trajschema._demo.run_demo``;
+padding kept out of the metrics. The work is done by ``trajschema.cli.demo.run_demo``;
 this script only forwards its arguments to the ``demo`` command.
 
 Run: python examples/verl_padding.py [--schema vlm_mrope_moe] [--prompts 45] [--rollout-n 8]
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from trajschema._cli import main
+from trajschema.cli.app import main
 
 if __name__ == "__main__":
     sys.exit(main(["demo", *sys.argv[1:]]))

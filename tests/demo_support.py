@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trajschema._demo_rollout import MAX_RESPONSE_LEN
+from trajschema.cli.rollout import MAX_RESPONSE_LEN
 
 
 def expected_metrics(samples: list[dict]) -> dict[str, float]:

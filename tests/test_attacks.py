@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from tensordict import LazyStackedTensorDict, NonTensorStack, TensorDict
 
 import trajschema as ts
-from trajschema._columns import batch_view
-from trajschema._tq_layout import tq_layout
+from trajschema.check.columns import batch_view
 from trajschema.testing import tq_batch, verl_sample
+from trajschema.tq.layout import tq_layout
 
 TEXT = ts.load_schema("text")
 VLM = ts.load_schema("vlm_mrope")

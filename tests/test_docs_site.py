@@ -289,9 +289,11 @@ def test_help_text_blocks() -> None:
     ]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("trajschema._cli") is None, reason="trajschema._cli is not written yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("trajschema.cli.app") is None, reason="trajschema.cli.app is not written yet"
+)
 def test_cli_page_lists_every_subcommand_and_option() -> None:
-    from trajschema._cli import build_parser
+    from trajschema.cli.app import build_parser
 
     parser = build_parser()
     page = cli_page.cli_page(cli_page.command_docs(parser))
@@ -322,10 +324,10 @@ def test_api_check_can_fail() -> None:
     assert api_page.api_problems(missing) == [
         "trajschema.load_schema is public but has no '::: trajschema.load_schema' block"
     ]
-    extra = text + "\n::: trajschema.not_a_name\n\n::: trajschema._schema_table.field_rows\n"
+    extra = text + "\n::: trajschema.not_a_name\n\n::: trajschema.export.table.field_rows\n"
     assert [p.split("'")[1] for p in api_page.api_problems(extra)] == [
         "::: trajschema.not_a_name",
-        "::: trajschema._schema_table.field_rows",
+        "::: trajschema.export.table.field_rows",
     ]
     assert "appears 2 times" in api_page.api_problems(text + "\n::: trajschema.Schema\n")[0]
 
@@ -395,8 +397,8 @@ def test_site_builds_strict(tmp_path: Path, example: padding_picture.Example) ->
     api = (site / "api" / "index.html").read_text()
     missing = [n for n in api_page.public_names() if f'id="{n}"' not in api]
     assert not missing, f"api.md renders no entry for {missing}"
-    if importlib.util.find_spec("trajschema._cli") is not None:
-        from trajschema._cli import build_parser
+    if importlib.util.find_spec("trajschema.cli.app") is not None:
+        from trajschema.cli.app import build_parser
 
         cli = (site / "cli" / "index.html").read_text()
         doc = cli_page.command_docs(build_parser())

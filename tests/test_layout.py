@@ -1,8 +1,17 @@
-"""The package's shape: its modules import each other without a circle, and functions fit on a screen."""
+"""The package's shape: rooms that data flows down through, no circle, no underscore across rooms, short functions.
+
+A room is a subpackage of ``trajschema`` (``core``, ``check``, ...) or one of the top-level
+modules (the front door ``_schema``, ``__init__``, ``__main__``). ``FLOORS`` orders them from
+the ground up: a room imports only rooms on lower floors (and its own modules), so a
+newcomer can read the package bottom up. The checks read the source (``ast``), so they
+see type-only imports too.
+"""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,32 +19,72 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "trajschema"
 MAX_FUNCTION_LINES = 60
 
+#: Rooms from the ground floor up; rooms on one floor do not import each other.
+FLOORS: list[set[str]] = [
+    {"core"},
+    {"check"},
+    {"padding", "export", "evolution"},
+    {"_schema"},
+    {"load"},
+    {"contract", "runtime"},
+    {"tq"},
+    {"testing"},
+    {"verl"},
+    {"cli"},
+    {"__init__", "__main__"},
+]
+FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 
-def _is_type_checking_block(node: ast.AST) -> bool:
-    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
-
-def _imports(path: Path) -> set[str]:
-    """The package modules ``path`` imports at run time (at top level or inside functions)."""
-    tree = ast.parse(path.read_text())
-    skip = {id(n) for block in ast.walk(tree) if _is_type_checking_block(block) for n in ast.walk(block)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                found.add(node.module)
-            else:
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("trajschema."):
-            found.add(node.module.split(".")[1])
+def modules() -> dict[str, Path]:
+    """``{"core.dims": path, "_schema": path, "core": core/__init__.py, ...}``."""
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        found[".".join(parts)] = path
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = {p.stem: p for p in PACKAGE.glob("*.py")}
-    return {name: {m for m in _imports(p) if m in modules and m != name} for name, p in modules.items()}
+def room_of(module: str) -> str:
+    return module.split(".")[0]
+
+
+def imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
+    """``(imported module, names)`` for every package import of ``module``, type-only ones too."""
+    tree = ast.parse(path.read_text())
+    here = f"trajschema.{module}" if module not in ("__init__", "__main__") else "trajschema.__init__"
+    package = here if path.name == "__init__.py" and module != "__init__" else here.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                absolute = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                target = absolute.removeprefix("trajschema").removeprefix(".")
+            elif (node.module or "").startswith("trajschema"):
+                target = node.module.removeprefix("trajschema").removeprefix(".")
+            else:
+                continue
+            found.append((target or "__init__", [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("trajschema."):
+                    found.append((alias.name.removeprefix("trajschema."), []))
+    return found
+
+
+def module_graph() -> dict[str, set[str]]:
+    mods = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets = set()
+        for target, names in imports(name, path):
+            for t in [target, *(f"{target}.{n}" for n in names)]:
+                if t in mods and t != name:
+                    targets.add(t)
+        graph[name] = targets
+    return graph
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -60,9 +109,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_circle_among_the_modules():
-    graph = import_graph()
-    assert find_cycle({k: v - {"__init__"} for k, v in graph.items() if k != "__init__"}) is None
+def test_every_room_has_a_floor():
+    assert {room_of(m) for m in modules()} == set(FLOOR)
+
+
+def test_no_import_circle_among_the_modules_not_even_a_type_only_one():
+    graph = module_graph()
+    # A room's __init__ hands on its modules' names; the modules never import it back.
+    assert find_cycle(graph) is None
 
 
 def test_the_cycle_finder_can_fail():
@@ -70,12 +124,56 @@ def test_the_cycle_finder_can_fail():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
-def test_lower_layers_do_not_import_the_front_door():
-    graph = import_graph()
-    below = ["_binding", "_check", "_columns", "_decl", "_dims", "_errors", "_kinds", "_plan", "_sample", "_screen"]
-    below += ["_types", "_values", "_padding", "_fastpath"]
-    for name in below:
-        assert "_schema" not in graph[name] and "_loading" not in graph[name], name
+def arrows_up() -> list[str]:
+    bad = []
+    for module, targets in module_graph().items():
+        here = room_of(module)
+        for target in targets:
+            there = room_of(target)
+            if there != here and FLOOR[there] >= FLOOR[here]:
+                bad.append(f"{module} -> {target} (floor {FLOOR[here]} -> {FLOOR[there]})")
+    return sorted(bad)
+
+
+def test_data_flows_down_no_arrow_runs_back_up():
+    assert arrows_up() == []
+
+
+def test_no_underscore_name_crosses_a_room():
+    bad = []
+    for module, path in modules().items():
+        for target, names in imports(module, path):
+            if room_of(target) != room_of(module) and room_of(target) not in ("__init__",):
+                bad += [f"{module} imports {n} from {target}" for n in names if n.startswith("_")]
+    assert bad == []
+
+
+def test_each_room_says_what_it_is_and_what_it_offers():
+    for room in {room_of(m) for m in modules()}:
+        init = PACKAGE / room / "__init__.py"
+        if not init.exists():
+            continue
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{room}/__init__.py has no docstring"
+        exported = [
+            node
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+        ]
+        assert exported, f"{room}/__init__.py lists nothing in __all__"
+        names = ast.literal_eval(exported[0].value)
+        assert names and len(set(names)) == len(names), f"{room}/__init__.py: __all__ is empty or repeats"
+
+
+def test_other_rooms_import_a_room_through_its_front():
+    """Another room takes a name from ``trajschema.check``, never from ``trajschema.check.batch``."""
+    bad = []
+    for module, path in modules().items():
+        for target, _ in imports(module, path):
+            there = room_of(target)
+            if there != room_of(module) and "." in target and there not in ("verl", "testing"):
+                bad.append(f"{module} imports from {target}")
+    assert bad == []
 
 
 def _long_functions(path: Path) -> list[tuple[str, int]]:
@@ -95,6 +193,26 @@ def _long_functions(path: Path) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_functions_fit_on_a_screen(path):
     assert _long_functions(path) == []
+
+
+def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
+    """Each rule, on a small package that breaks it."""
+    pkg = tmp_path / "trajschema"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "check").mkdir()
+    (pkg / "core" / "__init__.py").write_text('"""c."""\n')
+    (pkg / "core" / "dims.py").write_text("from trajschema.check.plan import _x\n")
+    (pkg / "check" / "plan.py").write_text("from trajschema.core import dims\n" + "def f():\n" + "    x = 1\n" * 61)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    assert find_cycle(module_graph()) is not None
+    assert arrows_up() == ["core.dims -> check.plan (floor 0 -> 1)"]
+    with pytest.raises(AssertionError):
+        test_no_underscore_name_crosses_a_room()
+    with pytest.raises(AssertionError):
+        test_each_room_says_what_it_is_and_what_it_offers()
+    with pytest.raises(AssertionError):
+        test_other_rooms_import_a_room_through_its_front()
+    assert _long_functions(pkg / "check" / "plan.py") == [("f", 61)]

@@ -58,11 +58,11 @@ def test_every_schema_is_inside_the_wheel(wheel: Path) -> None:
 
 PROBE = """
 import json, trajschema as ts
-from trajschema._loading import _packaged_dir
+from trajschema.load.search import packaged_dir
 names = ts.schema_names()
 print(json.dumps({
     "file": ts.__file__,
-    "packaged_dir": str(_packaged_dir()),
+    "packaged_dir": str(packaged_dir()),
     "names": names,
     "loaded": [ts.load_schema(n).name for n in names],
     "vlm_mrope_moe": list(ts.load_schema("vlm_mrope_moe").lineage),

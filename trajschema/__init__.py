@@ -14,23 +14,47 @@ Importing this package imports torch, tensordict and pydantic, but never Ray,
 TransferQueue, hypothesis or rich.
 """
 
-from ._checked import check_mode, checked, checks, set_check_mode
-from ._compat import Change
-from ._contract import check_padding_contract, is_padding, padding_contract_violations, real_count, real_mask
-from ._dims import DerivedDim, Expr, FixedDim, FreeDim
-from ._errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
-from ._infer import infer_schema
-from ._loading import load_schema, schema_for_architecture, schema_from_dict, schema_names, schema_search_path
-from ._metrics import PaddingOnlyBatchWarning, exclude_padding, select_real
-from ._padding import PaddingBatch, new_padding_uid
-from ._planning import padding_needed, required_multiple
-from ._schema import Field, PadRule, Schema, Tag
-from ._select import schema_for_sample
-from ._tq_local import TransferQueueStartError, start_local_transfer_queue
-from ._types import Batch, Depth, ViolationCode
-from ._writer import TransferQueueWriter
+from trajschema._schema import Field, PadRule, Schema, Tag
+from trajschema.contract import (
+    PaddingOnlyBatchWarning,
+    check_padding_contract,
+    exclude_padding,
+    is_padding,
+    padding_contract_violations,
+    real_count,
+    real_mask,
+    select_real,
+)
+from trajschema.core import (
+    VERSION,
+    Batch,
+    Depth,
+    DerivedDim,
+    Expr,
+    FixedDim,
+    FreeDim,
+    SchemaDefinitionError,
+    SchemaError,
+    SchemaMatchError,
+    SchemaNotFoundError,
+    Violation,
+    ViolationCode,
+)
+from trajschema.evolution import Change
+from trajschema.load import (
+    infer_schema,
+    load_schema,
+    schema_for_architecture,
+    schema_for_sample,
+    schema_from_dict,
+    schema_names,
+    schema_search_path,
+)
+from trajschema.padding import PaddingBatch, new_padding_uid, padding_needed, required_multiple
+from trajschema.runtime import check_mode, checked, checks, set_check_mode
+from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "Batch",

@@ -8,17 +8,34 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _check, _padding
-from ._decl import KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
-from ._dims import DerivedDim, Expr, FixedDim, FreeDim
-from ._errors import SchemaError
-from ._plan import Plan, build_plan
-from ._types import MAX_SIZE, Batch, Depth, Sample, TagDict
+from trajschema.check import Plan, build_plan
+from trajschema.check import batch as _check
+from trajschema.core import (
+    KINDS,
+    MAX_SIZE,
+    PAD_RULES,
+    Batch,
+    Depth,
+    DerivedDim,
+    Dim,
+    Expr,
+    Field,
+    FixedDim,
+    FreeDim,
+    PadRule,
+    Sample,
+    SchemaError,
+    Tag,
+    TagDict,
+    dtype_name,
+    short_dtype,
+)
+from trajschema.padding import samples as _padding
 
 if TYPE_CHECKING:
-    from ._compat import Change
-    from ._errors import Violation
-    from ._padding import PaddingBatch
+    from trajschema.core import Violation
+    from trajschema.evolution import Change
+    from trajschema.padding import PaddingBatch
 
 __all__ = ["KINDS", "PAD_RULES", "Field", "PadRule", "Schema", "Tag", "dtype_name", "short_dtype"]
 
@@ -52,7 +69,7 @@ class ReadOnlyDict(dict):
 
 
 def _what(v: Any) -> str:
-    from ._kinds import describe_value
+    from trajschema.core import describe_value
 
     return describe_value(v)
 
@@ -419,25 +436,25 @@ class Schema:
             TypeError: ``field`` is not a str, or names a non-tensor field.
             ValueError: the schema has no field ``field`` (the message suggests a close name).
         """
-        from ._jaxtyping_export import field_annotation
+        from trajschema.export import field_annotation
 
         return field_annotation(self, field)
 
     def annotations(self) -> dict[str, Any]:
         """The jaxtyping annotation of every tensor field, by name."""
-        from ._jaxtyping_export import all_annotations
+        from trajschema.export import all_annotations
 
         return all_annotations(self)
 
     def to_yaml(self) -> str:
         """This schema as a YAML document that :func:`trajschema.load_schema` accepts."""
-        from ._schema_yaml import schema_to_yaml
+        from trajschema.export import schema_to_yaml
 
         return schema_to_yaml(self)
 
     def to_json_schema(self) -> dict[str, Any]:
         """A JSON Schema (2020-12) document describing one sample of this schema."""
-        from ._json_schema import json_schema
+        from trajschema.export import json_schema
 
         return json_schema(self)
 
@@ -452,7 +469,7 @@ class Schema:
             ValueError: ``mode`` is not ``backward``, ``forward`` or ``full``.
             TypeError: ``new`` is not a Schema.
         """
-        from ._compat import compatibility
+        from trajschema.evolution import compatibility
 
         return compatibility(self, new, mode)
 

@@ -40,7 +40,7 @@ __all__ = ["TransferQueuePartition", "TransferQueueSession"]
 START_TIMEOUT_S = 120.0
 
 # Only records the name: the module is rewritten when a test first imports it.
-pytest.register_assert_rewrite("trajschema._assertions")
+pytest.register_assert_rewrite("trajschema.testing.assertions")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +72,7 @@ def _running_transfer_queue() -> Any:
 
     if not ray.is_initialized():
         return None
-    from trajschema._tq_local import _CONTROLLER_NAME, _TQ_NAMESPACE
+    from trajschema.tq.local import _CONTROLLER_NAME, _TQ_NAMESPACE
 
     try:
         ray.get_actor(_CONTROLLER_NAME, namespace=_TQ_NAMESPACE)
@@ -92,7 +92,7 @@ def trajschema_tq_session() -> Iterator[TransferQueueSession]:
     if running is not None:
         yield TransferQueueSession(client=running)  # someone else's: not ours to close
         return
-    from trajschema._tq_local import start_local_transfer_queue
+    from trajschema.tq.local import start_local_transfer_queue
 
     with start_local_transfer_queue(timeout_s=START_TIMEOUT_S) as tq:
         yield TransferQueueSession(client=tq)

@@ -24,7 +24,7 @@ import pytest
 from demo_support import expected_metrics
 
 import trajschema as ts
-from trajschema._demo_rollout import build_rollout
+from trajschema.cli.rollout import build_rollout
 
 pytestmark = [pytest.mark.tq, pytest.mark.slow]
 

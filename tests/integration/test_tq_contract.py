@@ -23,8 +23,8 @@ from test_tq_roundtrip import assert_same_batch
 
 import trajschema as ts
 import trajschema.verl as tv
-from trajschema._tq_layout import to_tq_fields, tq_layout
 from trajschema.testing import MemoryTransferQueue, verl_sample
+from trajschema.tq.layout import to_tq_fields, tq_layout
 
 pytestmark = pytest.mark.tq
 

@@ -10,8 +10,8 @@ import torch
 from layout_cases import layout_sample
 from tensordict import NonTensorStack, TensorDict
 
-from trajschema._tq_layout import to_tq_fields, tq_layout
-from trajschema._tq_local import TransferQueueStartError, start_local_transfer_queue
+from trajschema.tq.layout import to_tq_fields, tq_layout
+from trajschema.tq.local import TransferQueueStartError, start_local_transfer_queue
 
 pytestmark = pytest.mark.tq
 

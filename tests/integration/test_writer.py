@@ -15,9 +15,9 @@ import torch
 import trajschema as ts
 import trajschema.testing
 import trajschema.verl
-from trajschema._contract import check_padding_contract
-from trajschema._writer import TransferQueueWriter
+from trajschema.contract.contract import check_padding_contract
 from trajschema.testing import tq_batch, verl_sample
+from trajschema.tq.writer import TransferQueueWriter
 
 pytestmark = pytest.mark.tq
 

@@ -1,0 +1,412 @@
+"""Batch validation: lists of samples and TransferQueue-shaped TensorDicts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensordict import NonTensorStack, TensorDict
+
+import trajschema as ts
+from trajschema.check import batch as _check
+from trajschema.testing import tq_batch, verl_sample
+
+VLM_MOE = ts.load_schema("vlm_mrope_moe")
+VLM = ts.load_schema("vlm_mrope")
+TEXT = ts.load_schema("text")
+
+LENGTHS = [(5, 3), (9, 1), (4, 12), (30, 7), (1, 0)]
+
+
+def realistic(schema, lengths=LENGTHS, **kw):
+    return [verl_sample(schema, p, r, uid=f"q{i // 2}", seed=i, **kw) for i, (p, r) in enumerate(lengths)]
+
+
+def test_jagged_batch_of_every_schema_validates(schema):
+    samples = realistic(schema)
+    batch = tq_batch(samples)
+    assert batch["input_ids"].layout == torch.jagged
+    schema.validate_batch(batch)
+    schema.validate_batch(samples)
+    tags = [{"is_padding": False, "seq_len": p + r} for p, r in LENGTHS]
+    schema.validate_batch(batch, tags=tags)
+
+
+def test_ragged_dim_need_not_be_the_first():
+    batch = tq_batch(realistic(VLM_MOE))
+    assert batch["position_ids"]._ragged_idx == 2  # (B, 4, S): S is ragged
+    VLM_MOE.validate_batch(batch)
+
+
+def test_equal_lengths_still_jagged():
+    batch = tq_batch(realistic(VLM_MOE, [(6, 2)] * 4))
+    assert batch["routed_experts"].is_nested
+    VLM_MOE.validate_batch(batch)
+
+
+def test_dense_columns_are_accepted():
+    samples = realistic(TEXT, [(6, 2)] * 3, optional=False)
+    dense = TensorDict(
+        {k: torch.stack([s[k] for s in samples]) for k in samples[0] if isinstance(samples[0][k], torch.Tensor)},
+        batch_size=[3],
+    )
+    dense["num_turns"] = torch.tensor([1, 2, 3])
+    dense["uid"] = NonTensorStack.from_list([s["uid"] for s in samples])
+    TEXT.validate_batch(dense)
+    dense["num_turns"] = torch.tensor([1, -2, 3])
+    with pytest.raises(ts.SchemaError) as info:
+        TEXT.validate_batch(dense)
+    assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(1, "num_turns", "value")]
+
+
+def test_strided_fallback_with_mixed_rope_rows():
+    samples = realistic(VLM)
+    samples[1]["position_ids"] = samples[1]["position_ids"][1:]
+    samples[3]["position_ids"] = samples[3]["position_ids"][1:]
+    batch = tq_batch(samples)
+    assert batch["position_ids"].layout == torch.strided and batch["position_ids"].is_nested
+    with pytest.raises(ts.SchemaError) as info:
+        VLM.validate_batch(batch)
+    assert [(v.sample, v.field, v.code) for v in info.value.violations] == [
+        (1, "position_ids", "shape"),
+        (3, "position_ids", "shape"),
+    ]
+
+
+def test_every_bad_sample_is_reported_with_its_index():
+    samples = realistic(VLM_MOE)
+    samples[0]["response_mask"] = torch.ones(4, dtype=torch.int64)
+    samples[2]["routed_experts"] = samples[2]["routed_experts"][:-1]
+    samples[3]["loss_mask"][5] = 3
+    samples[4]["uid"] = 5
+    expected = [
+        (0, "response_mask", "dim_mismatch"),
+        (2, "routed_experts", "dim_mismatch"),
+        (3, "loss_mask", "value"),
+        (4, "uid", "kind"),
+    ]
+    for batch in (samples, tq_batch(samples)):
+        with pytest.raises(ts.SchemaError) as info:
+            VLM_MOE.validate_batch(batch)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == expected
+        assert VLM_MOE.batch_violations(batch, depth="shapes") == [
+            v for v in info.value.violations if v.code != "value"
+        ]
+
+
+def test_tags_are_checked_per_sample():
+    samples = realistic(TEXT)
+    tags = [{"seq_len": p + r} for p, r in LENGTHS]
+    tags[3]["seq_len"] += 1
+    for batch in (samples, tq_batch(samples)):
+        with pytest.raises(ts.SchemaError) as info:
+            TEXT.validate_batch(batch, tags=tags)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(3, "seq_len", "tag")]
+
+
+def test_tags_of_the_wrong_length():
+    samples = realistic(TEXT)
+    (v,) = TEXT.batch_violations(tq_batch(samples), tags=[{}])
+    assert (v.sample, v.field, v.code) == (None, "<tags>", "batch")
+    assert "expected 5, found 1" in v.message
+
+
+def test_column_wide_problems_reach_every_sample():
+    samples = realistic(VLM_MOE)
+    batch = tq_batch(samples)
+    batch["routed_experts"] = torch.nested.nested_tensor(
+        [s["routed_experts"].float() for s in samples], layout=torch.jagged
+    )
+    del batch["uid"]
+    found = VLM_MOE.batch_violations(batch)
+    assert sorted({(v.field, v.code) for v in found}) == [("routed_experts", "dtype"), ("uid", "missing")]
+    assert sorted({v.sample for v in found}) == list(range(len(samples)))
+
+
+def test_a_clean_jagged_batch_is_never_unbound_per_sample(monkeypatch):
+    calls = []
+    real = _check.check_sample
+    monkeypatch.setattr(_check, "check_sample", lambda *a, **k: calls.append(1) or real(*a, **k))
+    batch = tq_batch(realistic(VLM_MOE, [(p, r) for p in range(1, 9) for r in range(8)]))
+    VLM_MOE.validate_batch(batch)
+    assert calls == []
+    bad = realistic(VLM_MOE)
+    bad[1]["loss_mask"][0] = 7
+    assert len(VLM_MOE.batch_violations(tq_batch(bad))) == 1
+    assert len(calls) == 1  # only the suspicious row gets a closer look
+
+
+def test_not_a_batch():
+    with pytest.raises(TypeError, match="list of sample mappings or a TensorDict"):
+        TEXT.validate_batch(42)
+    with pytest.raises(TypeError, match="mapping"):
+        TEXT.validate_batch([verl_sample(TEXT, 3, 2), "not a sample"])
+
+
+def test_empty_batches_are_fine():
+    TEXT.validate_batch([])
+    TEXT.validate_batch(TensorDict({}, batch_size=[0]))
+
+
+def test_a_two_dim_batch_size_is_a_batch_violation():
+    (v,) = TEXT.batch_violations(TensorDict({}, batch_size=[2, 3]))
+    assert (v.field, v.code) == ("<batch>", "batch")
+
+
+# The vectorized screen and the per-sample check must agree on every batch: the batch
+# report equals the per-sample reports with their indices.
+
+MUTATIONS = {
+    "mask_len": lambda s: s.update(response_mask=torch.ones(s["response_mask"].numel() + 1, dtype=torch.int64)),
+    "rope_rows": lambda s: s.update(position_ids=s["position_ids"][:3]),
+    "experts_short": lambda s: s.update(routed_experts=s["routed_experts"][:-1]),
+    "mask_value": lambda s: s["loss_mask"].__setitem__(0, 2) if s["loss_mask"].numel() else None,
+    "seq_all": lambda s: [
+        s.update({k: torch.cat([s[k], s[k][..., -1:]], dim=-1)})
+        for k in ("input_ids", "position_ids", "attention_mask")
+    ],
+    "nan_logprob": lambda s: (
+        s["rollout_log_probs"].__setitem__(0, float("nan")) if s["rollout_log_probs"].numel() else None
+    ),
+    "uid_int": lambda s: s.update(uid=1),
+    "turns_negative": lambda s: s.update(num_turns=-1),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 6)), min_size=1, max_size=8),
+    mutations=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(sorted(MUTATIONS))), max_size=4),
+    depth=st.sampled_from(["shapes", "values"]),
+)
+def test_batch_report_equals_per_sample_reports(lengths, mutations, depth):
+    samples = realistic(VLM_MOE, lengths)
+    for index, name in mutations:
+        MUTATIONS[name](samples[index % len(samples)])
+    per_sample = []
+    for i, s in enumerate(samples):
+        per_sample += [
+            ts.Violation(i, v.field, v.code, v.expected, v.actual, v.message)
+            for v in VLM_MOE.violations(s, depth=depth)
+        ]
+    assert VLM_MOE.batch_violations(samples, depth=depth) == per_sample
+    try:
+        batch = tq_batch(samples)
+    except (RuntimeError, ValueError):
+        return  # shapes no nested tensor can hold together; TransferQueue could not return them either
+    assert VLM_MOE.batch_violations(batch, depth=depth) == per_sample
+
+
+@st.composite
+def _odd_columns(draw, n):
+    kind = draw(st.sampled_from(["dense", "jagged", "strided", "nontensor", "meta", "scalar-col"]))
+    dtype = draw(st.sampled_from([torch.int64, torch.int32, torch.int16, torch.bool, torch.float32]))
+    if kind == "dense":
+        return torch.zeros((n, *draw(st.lists(st.integers(0, 4), max_size=3))), dtype=dtype)
+    if kind == "jagged":
+        tail = draw(st.lists(st.integers(1, 3), max_size=2))
+        return torch.nested.nested_tensor(
+            [torch.zeros((draw(st.integers(0, 5)), *tail), dtype=dtype) for _ in range(n)], layout=torch.jagged
+        )
+    if kind == "strided":
+        return torch.nested.nested_tensor([torch.zeros(draw(st.integers(1, 3)), i + 1, dtype=dtype) for i in range(n)])
+    if kind == "nontensor":
+        return NonTensorStack.from_list(
+            draw(st.lists(st.one_of(st.integers(), st.text(max_size=2), st.none()), min_size=n, max_size=n))
+        )
+    if kind == "meta":
+        return torch.empty((n, 3), device="meta", dtype=dtype)
+    return torch.arange(n, dtype=dtype) if dtype != torch.bool else torch.ones(n, dtype=dtype)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), depth=st.sampled_from(["shapes", "values"]))
+def test_any_tensordict_batch_gets_violations_never_a_crash(data, depth):
+    samples = realistic(VLM_MOE, [(3, 2), (5, 1), (2, 4)])
+    batch = tq_batch(samples)
+    for name in data.draw(st.lists(st.sampled_from(sorted(batch.keys())), max_size=3, unique=True)):
+        batch[name] = data.draw(_odd_columns(3))
+    found = VLM_MOE.batch_violations(batch, depth=depth)
+    assert all(isinstance(v, ts.Violation) for v in found)
+    if found:
+        with pytest.raises(ts.SchemaError):
+            VLM_MOE.validate_batch(batch, depth=depth)
+    else:
+        VLM_MOE.validate_batch(batch, depth=depth)
+
+
+# --- batches of every odd kind (issue 14): a TypeError naming what is wrong, or violations
+
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+from tensordict import LazyStackedTensorDict  # noqa: E402
+
+_ONE = verl_sample(TEXT, 3, 2)
+
+#: id -> (batch, message regex of the TypeError: it names the batch, or the sample by index).
+NOT_A_BATCH = {
+    "int": (42, r"^a batch must be a list of sample mappings or a TensorDict, found int 42$"),
+    "none": (None, r"^a batch must be .*found NoneType$"),
+    "str": ("ab", r"^a batch must be .*found str 'ab'$"),
+    "bytes": (b"ab", r"^a batch must be .*found bytes$"),
+    "one-sample-dict": (_ONE, rf"^a batch must be .*found dict with {len(_ONE)} keys$"),
+    "tensor": (torch.zeros(3), r"^a batch must be .*found f32\[3\]$"),
+    "ndarray": (np.zeros(2), r"^a batch must be .*found numpy\.ndarray$"),
+    "generator": ((s for s in [_ONE]), r"^a batch must be .*found generator$"),
+    "list-of-ints": ([1, 2], r"^batch\[0\]: a sample must be a mapping .*found int 1$"),
+    "none-among-samples": ([_ONE, _ONE, None], r"^batch\[2\]: a sample must be a mapping .*found NoneType$"),
+    "str-among-samples": ((_ONE, "q0"), r"^batch\[1\]: a sample must be a mapping .*found str 'q0'$"),
+    "list-of-lists": ([[_ONE]], r"^batch\[0\]: a sample must be a mapping .*found list of 1$"),
+}
+
+
+@pytest.mark.parametrize("method", ["validate_batch", "batch_violations"])
+@pytest.mark.parametrize(("batch", "match"), list(NOT_A_BATCH.values()), ids=list(NOT_A_BATCH))
+def test_what_is_not_a_batch_is_a_type_error_naming_it(method, batch, match):
+    with pytest.raises(TypeError) as info:
+        getattr(TEXT, method)(batch)
+    assert re.search(match, str(info.value)), str(info.value)
+
+
+_TWO = [verl_sample(TEXT, 3, 2), verl_sample(TEXT, 5, 1, seed=1)]
+
+#: id -> (batch, tags, the (sample, field, code) of every violation): tags and batch shapes are data.
+BATCH_DATA_ATTACKS = {
+    "empty-list": ([], None, []),
+    "empty-tuple": ((), None, []),
+    "tensordict-batch-dims-0": (TensorDict({}, batch_size=[]), None, [(None, "<batch>", "batch")]),
+    "tensordict-batch-dims-2": (TensorDict({}, batch_size=[2, 2]), None, [(None, "<batch>", "batch")]),
+    "tags-short": (_TWO, [{}], [(None, "<tags>", "batch")]),
+    "tags-long": (_TWO, [{}, {}, {}], [(None, "<tags>", "batch")]),
+    "tags-a-dict": (_TWO, {"seq_len": 5}, [(None, "<tags>", "batch")]),
+    "tags-a-str": (_TWO, "ab", [(None, "<tags>", "batch")]),
+    "tags-an-iterator": (_TWO, iter([{}, {}]), [(None, "<tags>", "batch")]),
+    "tags-an-ndarray": (_TWO, np.array([{}, {}]), [(None, "<tags>", "batch")]),
+    "tags-of-ints": (_TWO, [1, None], [(0, "<tag>", "tag")]),
+    "tags-a-tuple": (_TWO, ({}, {"seq_len": 6}), []),
+    "tags-wrong-kind": (_TWO, [{"seq_len": "5"}, {"seq_len": 6.0}], [(0, "seq_len", "tag"), (1, "seq_len", "tag")]),
+}
+
+
+@pytest.mark.parametrize("layout", ["list", "tensordict"])
+@pytest.mark.parametrize(("batch", "tags", "expected"), list(BATCH_DATA_ATTACKS.values()), ids=list(BATCH_DATA_ATTACKS))
+def test_odd_tags_and_batch_shapes_are_violations(layout, batch, tags, expected):
+    if layout == "tensordict" and isinstance(batch, (list, tuple)):
+        batch = tq_batch(list(batch))
+    if isinstance(tags, type(iter([]))):
+        tags = iter(list(tags))  # each run gets a fresh iterator
+    found = TEXT.batch_violations(batch, tags=tags)
+    assert [(v.sample, v.field, v.code) for v in found] == expected
+    if expected:
+        with pytest.raises(ts.SchemaError) as info:
+            TEXT.validate_batch(batch, tags=tags)
+        assert [(v.sample, v.field, v.code) for v in info.value.violations] == expected
+
+
+def _lazy(samples):
+    rows = [TensorDict({k: v for k, v in s.items() if isinstance(v, torch.Tensor)}, batch_size=[]) for s in samples]
+    for row, s in zip(rows, samples, strict=True):
+        for k, v in s.items():
+            if not isinstance(v, torch.Tensor):
+                row.set_non_tensor(k, v)
+    return LazyStackedTensorDict.lazy_stack(rows)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lengths=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 5)), min_size=1, max_size=5), bad=st.integers(0, 4))
+def test_a_lazy_stack_of_ragged_samples_is_checked_like_the_list(lengths, bad):
+    samples = realistic(TEXT, lengths)
+    i = bad % len(samples)
+    samples[i]["loss_mask"] = samples[i]["loss_mask"][:-1] if len(samples[i]["loss_mask"]) else torch.ones(1)
+    want = TEXT.batch_violations(samples)
+    assert want  # the one short loss mask
+    assert TEXT.batch_violations(_lazy(samples)) == want
+
+
+# -- value checks in bounded memory ----------------------------------------------------
+
+import itertools  # noqa: E402
+from unittest import mock  # noqa: E402
+
+from trajschema.check import columns as _columns  # noqa: E402
+from trajschema.check import screen as _screen  # noqa: E402
+from trajschema.core import values as _values  # noqa: E402
+
+_X = ts.schema_from_dict(
+    {
+        "name": "xs",
+        "dims": {"n": {}, "w": {}},
+        "fields": {"x": {"shape": ["n", "w"], "dtype": "int64", "pad": "copy", "min": 0, "values": [0, 1, 3]}},
+    }
+)
+
+
+def test_expanded_dense_and_jagged_columns_of_a_trillion_elements():
+    big = 2**40  # logical elements: a full-size mask would fail to allocate
+    dense = TensorDict({"x": torch.tensor([[[0]], [[5]], [[1]]]).expand(3, big, 1)}, batch_size=[3])
+    want = f"{big} of {big} elements are not in {{0, 1, 3}} (first at [0,0]: 5)"
+    assert [(v.sample, v.message) for v in _X.batch_violations(dense)] == [(1, want)]
+    offsets = torch.tensor([0, big, 2 * big])
+    jagged = torch.nested.nested_tensor_from_jagged(torch.tensor([[-1, 0]]).expand(2 * big, 2), offsets)
+    found = [(v.sample, v.expected, v.actual) for v in _X.batch_violations(TensorDict({"x": jagged}, batch_size=[2]))]
+    each = f"{big} of {2 * big} elements (first at [0,0]: -1)"
+    assert found == [(i, e, each) for i in (0, 1) for e in ("in {0, 1, 3}", ">= 0")]
+
+
+@st.composite
+def _jagged_columns(draw):
+    """A jagged ``x`` column and its rows as plain tensors: ragged first or second, gaps between rows
+    (a narrowed column) holding bad values that belong to no sample, or values repeated by expand."""
+    width = draw(st.integers(1, 3))
+    lengths = draw(st.lists(st.integers(0, 5), min_size=1, max_size=6))
+    gaps = [draw(st.integers(0, 2)) for _ in lengths]
+    total = sum(lengths) + sum(gaps)
+    if draw(st.booleans()):
+        flat = torch.tensor([[draw(st.integers(-1, 3))] * width]).expand(total, width)
+    else:
+        flat = torch.tensor(draw(st.lists(st.integers(-1, 3), min_size=total * width, max_size=total * width)))
+        flat = flat.reshape(total, width)
+    offsets = torch.tensor([0, *itertools.accumulate(n + g for n, g in zip(lengths, gaps))])
+    rows = [flat[int(offsets[i]) : int(offsets[i]) + n] for i, n in enumerate(lengths)]
+    narrowed = torch.tensor(lengths) if any(gaps) else None
+    if draw(st.booleans()):  # ragged at dim 2 of (B, w, S), like mrope position ids
+        col = torch.nested.nested_tensor_from_jagged(flat.t(), offsets, lengths=narrowed, jagged_dim=2)
+        return col, [r.t() for r in rows]
+    return torch.nested.nested_tensor_from_jagged(flat, offsets, lengths=narrowed), rows
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=_jagged_columns(), chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]), budget=st.sampled_from([1, 2, 5, 1 << 20]))
+def test_jagged_rows_are_screened_in_chunks_as_the_samples_check(case, chunk, budget):
+    col, rows = case
+    f = _X.fields["x"]
+    want = [_values.tensor_has_failures(f, r) for r in rows]  # each sample alone, whole
+    nonzero = [int((r != 0).sum()) for r in rows]
+    with mock.patch.object(_columns, "_ROWS_CHUNK", chunk), mock.patch.object(_values, "_BUDGET", budget):
+        assert _screen._bad_value_rows(f, col, len(rows)).tolist() == want
+        counts = _columns.nonzero_per_row(col, len(rows))
+    assert counts is not None
+    assert counts[0].tolist() == nonzero and counts[1].tolist() == [r.numel() for r in rows]
+
+
+def test_the_padding_contract_counts_an_expanded_mask_without_copying_it():
+    schema = ts.schema_from_dict(
+        {
+            "name": "m",
+            "dims": {"n": {}},
+            "fields": {"mask": {"shape": ["n"], "dtype": "int64", "pad": 0, "values": [0, 1]}},
+            "tags": {"is_padding": {"kind": "bool", "default": False}},
+        }
+    )
+    big = 2**40  # logical elements: the old reshape copied them, and a full-size mask would not fit
+    dense = TensorDict({"mask": torch.tensor([[0], [1]]).expand(2, big)}, batch_size=[2])
+    found = ts.padding_contract_violations(dense, [{"is_padding": True}] * 2, schema)
+    assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]
+    offsets = torch.tensor([0, big, 2 * big])
+    jagged = torch.nested.nested_tensor_from_jagged(torch.tensor([1]).expand(2 * big), offsets)
+    found = ts.padding_contract_violations(
+        TensorDict({"mask": jagged}, batch_size=[2]), [{}, {"is_padding": True}], schema
+    )
+    assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]

@@ -1,0 +1,846 @@
+"""The ``trajschema`` command line: every subcommand in process (``main([...])``), plus a few subprocess runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tensordict import NonTensorData, TensorDict
+
+import trajschema as ts
+from trajschema.cli import data as _cli_data
+from trajschema.cli import main as _cli
+from trajschema.cli.app import build_parser, main
+from trajschema.testing import tq_batch, verl_sample
+
+SCHEMAS = ts.schema_names()
+COMMANDS = ["list", "show", "check", "plan", "pad", "infer", "export", "diff", "demo"]
+FREE_DIMS = {"layers": 3, "topk": 2, "teacher_topk": 2}  # free dims the packaged schemas give no padding size
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(monkeypatch):
+    """No colour forcing, no debug re-raise, no extra schema directories unless a test sets them."""
+    for var in ("FORCE_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sample_of(schema: ts.Schema | str, p: int = 5, r: int = 3, **kw: Any) -> dict[str, Any]:
+    schema = ts.load_schema(schema) if isinstance(schema, str) else schema
+    return verl_sample(schema, p, r, **{k: v for k, v in FREE_DIMS.items() if k in schema.dims}, **kw)
+
+
+def save(tmp_path: Path, obj: Any, name: str = "samples.pt") -> Path:
+    path = tmp_path / name
+    torch.save(obj, path)
+    return path
+
+
+def one_error_line(err: str, command: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert lines[0].startswith(f"trajschema {command}: error: ") if command else lines[0].startswith("trajschema: ")
+    return lines[0]
+
+
+class Unpicklable:
+    """A class only full unpickling can rebuild (torch's weights_only loader refuses it)."""
+
+
+# -- the parser -----------------------------------------------------------------------------
+
+
+def _subparsers(parser) -> dict[str, Any]:
+    import argparse
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_the_parser_has_every_command_with_prose_and_an_example():
+    parser = build_parser()
+    subs = _subparsers(parser)
+    assert list(subs) == COMMANDS
+    assert "Example:" in parser.epilog
+    for name, sub in subs.items():
+        assert sub.description and len(sub.description) > 60, name
+        assert "Example:\n  trajschema " + name in sub.epilog, name
+        for action in sub._actions:
+            assert action.help, (name, action.dest)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_of_each_command_is_full_and_exits_0(capsys, command):
+    code, out, err = run(capsys, command, "--help")
+    assert code == 0 and err == ""
+    assert out.startswith(f"usage: trajschema {command}")
+    assert "Example:" in out and "options:" in out
+
+
+def test_top_level_help_and_version(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and all(c in out for c in COMMANDS)
+    code, out, _ = run(capsys, "--version")
+    assert (code, out.strip()) == (0, f"trajschema {ts.__version__}")
+
+
+# -- list -----------------------------------------------------------------------------------
+
+
+def test_list_shows_every_packaged_schema_with_its_architectures(capsys):
+    code, out, err = run(capsys, "list")
+    assert code == 0 and err == ""
+    rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip()}
+    assert set(rows) == set(SCHEMAS)
+    for name in SCHEMAS:
+        schema = ts.load_schema(name)
+        assert rows[name].rstrip().endswith("packaged")
+        # The whole row stays on one line, even past 80 columns.
+        assert all(a in rows[name] for a in schema.architectures)
+    assert max(len(line) for line in out.splitlines()) > 80
+    assert "\x1b[" not in out
+    assert all(line == line.rstrip() for line in out.splitlines())
+
+
+def test_list_reports_a_broken_schema_file_as_a_row_and_goes_on(capsys, tmp_path, monkeypatch):
+    (tmp_path / "broken.yaml").write_text("name: broken\nfeilds: {}\n")
+    (tmp_path / "mine.yaml").write_text("name: mine\nextends: [text]\narchitectures: [MineForCausalLM]\n")
+    (tmp_path / "text.yaml").write_text((Path(ts.load_schema("text").source)).read_text())  # overrides the packaged
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    code, out, err = run(capsys, "list")
+    assert code == 1 and err == ""
+    rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip() and not line[0].isdigit()}
+    assert "error: " in rows["broken"] and "unknown key 'feilds'; did you mean 'fields'?" in rows["broken"]
+    assert rows["mine"].split()[1] == "text" and "MineForCausalLM" in rows["mine"]
+    assert str(tmp_path) in rows["mine"] and str(tmp_path) in rows["text"]
+    assert rows["vlm_mrope"].rstrip().endswith("packaged")
+    assert "1 of 7 schema files do not load" in out
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs symbolic links and FIFOs")
+def test_list_reports_every_file_it_cannot_read_with_its_reason(capsys, tmp_path, monkeypatch):
+    """Before: dangling and looping links, FIFOs and devices were dropped from the listing silently."""
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    (tmp_path / "devnull.yaml").symlink_to(os.devnull)
+    os.mkfifo(tmp_path / "pipe.yaml")  # listing must not open it: that would block
+    (tmp_path / "latin.yaml").write_bytes("name: latin\ndescription: caf\xe9\n".encode("latin-1"))
+    (tmp_path / "a_dir.yaml").mkdir()  # a directory is not a schema file: not listed
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    rows = {line.split()[0]: line for line in lines[2:-1]}
+    reasons = {
+        "dangling": f"{tmp_path / 'dangling.yaml'}: is a symbolic link to {tmp_path / 'nowhere.yaml'}, which does not",
+        "loop": f"{tmp_path / 'loop.yaml'}: is a symbolic link that never reaches a file",
+        "devnull": f"{tmp_path / 'devnull.yaml'}: is not a regular file (a character device)",
+        "pipe": f"{tmp_path / 'pipe.yaml'}: is not a regular file (a FIFO)",
+        "latin": f"{tmp_path / 'latin.yaml'}: line 2: not UTF-8 text: byte 0xe9",
+    }
+    for name, reason in reasons.items():
+        assert f"error: {reason}" in rows[name], rows[name]
+        assert rows[name].rstrip().endswith(str(tmp_path))
+    assert set(rows) == set(SCHEMAS) | set(reasons)
+    assert lines[-1] == f"{len(reasons)} of {len(rows)} schema files do not load (see the error rows)"
+
+
+def test_list_reports_a_search_path_entry_it_cannot_list(capsys, tmp_path, monkeypatch):
+    locked, a_file, gone = tmp_path / "locked", tmp_path / "a_file", tmp_path / "gone"
+    locked.mkdir()
+    a_file.write_text("name: mine\n")
+    (tmp_path / "link").symlink_to(gone)
+    real = os.scandir
+
+    def scandir(path="."):  # without read permission, as root cannot be made to see it
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    entries = [locked, tmp_path / "missing", a_file, tmp_path / "link"]
+    monkeypatch.setenv("TRAJSCHEMA_PATH", os.pathsep.join(map(str, entries)))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines[2:5]] == ["-", "-", "-"]  # first, in search order
+    assert lines[2].split()[-1] == str(locked) and f"error: {locked}: cannot be listed: Permission denied" in lines[2]
+    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[3]
+    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[4]
+    assert "missing" not in out  # a missing directory is skipped quietly, like a missing PATH entry
+    assert {line.split()[0] for line in lines[5:-1]} == set(SCHEMAS)
+    assert lines[-1] == "3 search path entries cannot be listed (see the error rows)"
+
+
+def test_list_of_a_path_with_only_a_missing_directory_succeeds(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "missing"))
+    code, out, err = run(capsys, "list")
+    assert (code, err) == (0, "") and "error" not in out
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_show_prints_every_field_dim_and_tag(capsys, name):
+    schema = ts.load_schema(name)
+    code, out, err = run(capsys, "show", name)
+    assert code == 0 and err == ""
+    assert out.startswith(f"schema {name}\n")
+    lines = out.splitlines()
+    for title, names in (("fields", schema.fields), ("dims", schema.dims), ("tags", schema.tags)):
+        start = lines.index(title)
+        body = [line.split()[0] for line in lines[start + 3 :] if line.strip()][: len(names)]
+        assert body == list(names), title
+    assert f"extends: {', '.join(schema.lineage[1:]) or '-'}" in out
+    if "routed_experts" in schema.fields:
+        row = next(line for line in lines if line.startswith("routed_experts "))
+        assert "[seq, layers, topk]" in row and "int16 | int32 | int64" in row and "min 0" in row
+
+
+def test_show_accepts_a_path(capsys, tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nextends: [text]\nfields:\n  extra_ids: {shape: [seq], dtype: int32, pad: 0}\n")
+    code, out, _ = run(capsys, "show", path)
+    assert code == 0 and "extra_ids" in out and "int32" in out
+
+
+# -- check ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+@pytest.mark.parametrize("layout", ["list", "tensordict", "envelope", "single"])
+def test_check_accepts_valid_files_in_every_layout(capsys, tmp_path, name, layout):
+    samples = [sample_of(name, p, r, uid=f"q{p}") for p, r in [(5, 3), (7, 1), (4, 6)]]
+    content = {
+        "list": samples,
+        "tensordict": tq_batch(samples),
+        "envelope": {"samples": samples, "tags": [{"seq_len": s["input_ids"].shape[-1]} for s in samples]},
+        "single": samples[0],
+    }[layout]
+    path = save(tmp_path, content)
+    code, out, err = run(capsys, "check", path, "--schema", name)
+    assert (code, err) == (0, ""), out
+    n = 1 if layout == "single" else 3
+    assert out.strip() == (
+        f"valid: {path}: {'its sample follows' if n == 1 else 'all 3 samples follow'} schema {name!r} at depth values"
+    )
+
+
+def _bad_batch() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    good = sample_of("text", 5, 3)
+    bad = dict(sample_of("text", 6, 2, uid="q1"))
+    bad["input_ids"] = bad["input_ids"][:-1]
+    bad["loss_mask"] = torch.full((2,), 7)
+    del bad["uid"]
+    worse = dict(sample_of("text", 4, 4, uid="q2"))
+    worse["position_ids"] = worse["position_ids"].float()
+    return [good, bad, worse], [{}, {"seq_len": 3}, {}]
+
+
+def test_check_prints_every_violation_then_a_summary(capsys, tmp_path):
+    samples, tags = _bad_batch()
+    path = save(tmp_path, {"samples": samples, "tags": tags})
+    expected = ts.load_schema("text").batch_violations(samples, tags=tags)
+    code, out, err = run(capsys, "check", path, "--schema", "text")
+    assert code == 1 and err == ""
+    lines = out.splitlines()
+    assert lines[0].split() == ["sample", "field", "code", "message"]
+    rows = lines[2:-1]
+    assert len(rows) == len(expected) == 5
+    for row, v in zip(rows, expected):
+        assert row.split()[:3] == [str(v.sample), v.field, v.code] and row.endswith(v.message)
+    assert lines[-1] == f"invalid: {path}: 5 violations in 2 of 3 samples of schema 'text' at depth values"
+
+
+def test_check_depth_shapes_skips_value_checks(capsys, tmp_path):
+    samples, tags = _bad_batch()
+    path = save(tmp_path, {"samples": samples, "tags": tags})
+    code, out, _ = run(capsys, "check", path, "--schema", "text", "--depth", "shapes", "--json")
+    report = json.loads(out)
+    assert code == 1 and "value" not in {v["code"] for v in report["violations"]}
+    assert report["depth"] == "shapes"
+
+
+def test_check_json_is_one_object_with_every_violation(capsys, tmp_path):
+    samples, tags = _bad_batch()
+    path = save(tmp_path, {"samples": samples, "tags": tags})
+    code, out, _ = run(capsys, "check", path, "--schema", "text", "--json")
+    report = json.loads(out)
+    expected = ts.load_schema("text").batch_violations(samples, tags=tags)
+    assert code == 1
+    assert {k: report[k] for k in ("valid", "schema", "samples")} == {"valid": False, "schema": "text", "samples": 3}
+    assert [(v["sample"], v["field"], v["code"], v["message"]) for v in report["violations"]] == [
+        (v.sample, v.field, v.code, v.message) for v in expected
+    ]
+    code, out, _ = run(capsys, "check", save(tmp_path, samples[:1], "good.pt"), "--schema", "text", "--json")
+    assert code == 0 and json.loads(out)["valid"] is True and json.loads(out)["violations"] == []
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_check_auto_picks_the_schema_of_the_sample(capsys, tmp_path, name):
+    samples = [sample_of(name, 5, 3), sample_of(name, 3, 2, uid="q1")]
+    path = save(tmp_path, samples)
+    code, out, _ = run(capsys, "check", path, "--schema", "auto")
+    assert code == 0
+    assert f"schema {ts.schema_for_sample(samples[0]).name!r} (chosen by --schema auto" in out
+
+
+def test_check_accepts_a_schema_file_path(capsys, tmp_path):
+    path = tmp_path / "strict.yaml"
+    path.write_text("name: strict\nextends: [text]\nextra: forbid\n")
+    sample = sample_of("text")
+    sample["surprise"] = torch.zeros(2)
+    code, out, _ = run(capsys, "check", save(tmp_path, [sample]), "--schema", path)
+    assert code == 1 and "surprise" in out and "extra" in out
+
+
+def test_check_needs_trust_for_files_with_python_objects(capsys, tmp_path):
+    sample = sample_of("text")
+    sample["note"] = types.SimpleNamespace(a=1)  # a class weights_only cannot load
+    path = save(tmp_path, [sample])
+    code, _, err = run(capsys, "check", path, "--schema", "text")
+    line = one_error_line(err, "check")
+    assert code == 2 and "types.SimpleNamespace" in line and "rerun with --trust if you trust the file" in line
+    code, out, err = run(capsys, "check", path, "--schema", "text", "--trust")
+    assert (code, err) == (0, "") and out.startswith("valid:")
+
+
+def test_check_says_when_meta_tensors_had_no_values_to_check(capsys, tmp_path):
+    sample = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in sample_of("text").items()}
+    path = save(tmp_path, [sample])
+    code, out, _ = run(capsys, "check", path, "--schema", "text")
+    assert code == 0 and out.rstrip().endswith("its meta tensors have no values, so only their shapes were checked")
+    _, out, _ = run(capsys, "check", path, "--schema", "text", "--depth", "shapes")
+    assert "meta tensors" not in out
+
+
+# -- plan -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dp", "batch", "n", "actor", "critic", "tp", "cp"),
+    [(2, 353, 8, 15, None, 1, 1), (4, 1000, 5, 7, 3, 8, 16), (3, 6, 1, 2, None, 2, 1), (1, 1, 1, 1, 1, 1, 1)],
+)
+def test_plan_matches_verls_rule(capsys, dp, batch, n, actor, critic, tp, cp):
+    argv = ["plan", "--dp-size", dp, "--batch-size", batch, "--rollout-n", n, "--actor-mini-batch-size", actor]
+    argv += ["--tp-size", tp, "--cp-size", cp] + (["--critic-mini-batch-size", critic] if critic else [])
+    code, out, _ = run(capsys, *argv, "--json")
+    report = json.loads(out)
+    # The reference: verl's lcm rule and the smallest multiple of 2*tp*cp that is >= 128.
+    multiple = math.lcm(dp, actor * n, *([critic * n] if critic else []))
+    pad = -batch % multiple
+    length = -(-128 // (2 * tp * cp)) * (2 * tp * cp)
+    assert code == 0
+    assert (report["required_multiple"], report["padding_samples"], report["padding_length"]) == (multiple, pad, length)
+    assert report["padding_share"] == pytest.approx(pad / (batch + pad))
+    assert report["padding_dims"] == {"prompt": length - 1, "response": 1}
+    code, out, _ = run(capsys, *argv)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 4
+    assert lines[0].split()[:3] == ["required", "multiple", str(multiple)]
+    assert lines[2].split()[:3] == ["padding", "samples", str(pad)]
+    assert f"{pad / (batch + pad):.1%} of the padded batch of {batch + pad}" in lines[2]
+    assert lines[3].split()[:3] == ["padding", "length", str(length)]
+
+
+# -- pad ------------------------------------------------------------------------------------
+
+
+def _pad_args(name: str) -> list[str]:
+    schema = ts.load_schema(name)
+    return [a for k, v in FREE_DIMS.items() if k in schema.dims for a in ("--dim", f"{k}={v}")]
+
+
+def _only_plain(value: Any) -> bool:
+    if type(value) is torch.Tensor:
+        return not value.is_nested and value.layout == torch.strided
+    if type(value) is dict:
+        return all(type(k) is str and _only_plain(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_only_plain(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+@pytest.mark.parametrize("reference", ["dims", "like list", "like tensordict"])
+def test_pad_writes_plain_samples_that_check_accepts_without_trust(capsys, tmp_path, name, reference):
+    out_path = tmp_path / "pad.pt"
+    real = [sample_of(name, 5, 3), sample_of(name, 2, 6, uid="q1")]
+    if reference == "dims":
+        extra = _pad_args(name)
+    else:
+        like = save(tmp_path, real if reference == "like list" else tq_batch(real), "real.pt")
+        extra = ["--like", like]
+    code, out, err = run(capsys, "pad", name, "--count", 4, "--eos-token-id", 2, *extra, "--out", out_path)
+    assert (code, err) == (0, ""), err
+    assert out.startswith(f"wrote 4 padding samples of schema {name!r} to {out_path}")
+    loaded = torch.load(out_path, weights_only=True)
+    assert set(loaded) == {"samples", "tags"} and len(loaded["samples"]) == len(loaded["tags"]) == 4
+    assert _only_plain(loaded)
+    assert all(t["is_padding"] is True for t in loaded["tags"])
+    assert len({s["uid"] for s in loaded["samples"]}) == 1
+    if reference != "dims":
+        assert loaded["samples"][0].keys() >= {k for k in real[0] if k in ts.load_schema(name).fields}
+    ts.load_schema(name).validate_batch(loaded["samples"], tags=loaded["tags"])
+    code, out, err = run(capsys, "check", out_path, "--schema", name)
+    assert (code, err) == (0, "") and out.startswith("valid:")
+    code, out, _ = run(capsys, "check", out_path, "--schema", name, "--json")
+    assert json.loads(out)["samples"] == 4
+
+
+def test_pad_dims_set_the_padding_sizes(capsys, tmp_path):
+    out_path = tmp_path / "pad.pt"
+    code, out, _ = run(
+        capsys, "pad", "text", "--count", 2, "--eos-token-id", 7, "--dim", "prompt=9", "--dim", "response=3",
+        "--out", out_path,
+    )  # fmt: skip
+    sample = torch.load(out_path, weights_only=True)["samples"][0]
+    assert code == 0 and "prompt=9, response=3, seq=12" in out
+    assert sample["input_ids"].shape == (12,) and set(sample["prompts"].tolist()) == {7}
+
+
+def test_pad_keeps_tensors_of_the_reference_mapping_plain(capsys, tmp_path):
+    like = sample_of("vlm_mrope")
+    like["multi_modal_inputs"] = {"image_grid_thw": torch.tensor([[1, 2, 2]]), "pixel_values": torch.ones(4, 3)}
+    path = save(tmp_path, [like], "like.pt")
+    out_path = tmp_path / "pad.pt"
+    code, _, err = run(capsys, "pad", "vlm_mrope", "--count", 2, "--eos-token-id", 2, "--like", path, "--out", out_path)
+    assert (code, err) == (0, "")
+    assert _only_plain(torch.load(out_path, weights_only=True))
+
+
+def test_plain_conversion_refuses_what_weights_only_cannot_load():
+    with pytest.raises(_cli_data.CommandError, match="padding sample 0, 'x': a SimpleNamespace"):
+        _cli_data._plain({"x": types.SimpleNamespace()}, "padding sample 0")
+    nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)], layout=torch.jagged)
+    with pytest.raises(_cli_data.CommandError, match="cannot be written as plain data"):
+        _cli_data._plain([nested], "s")
+    with pytest.raises(_cli_data.CommandError, match="is not a str or an int"):
+        _cli_data._plain({(1, 2): 0}, "s")
+    converted = _cli_data._plain({"a": (1, 2.0, torch.arange(3)[1:]), "b": {"c": None}}, "s")
+    assert _only_plain(converted) and converted["a"][2].tolist() == [1, 2]
+
+
+def test_pad_failure_leaves_no_file(capsys, tmp_path, monkeypatch):
+    def boom(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", boom)
+    code, _, err = run(capsys, "pad", "text", "--count", 1, "--eos-token-id", 2, "--out", tmp_path / "p.pt")
+    assert code == 2 and "No space left on device" in one_error_line(err, "pad")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- infer ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["list", "tensordict"])
+def test_infer_prints_a_loadable_draft(capsys, tmp_path, layout):
+    samples = [sample_of("vlm_mrope_moe", p, r, uid=f"q{p}") for p, r in [(5, 3), (8, 2), (3, 7)]]
+    path = save(tmp_path, samples if layout == "list" else tq_batch(samples))
+    code, out, err = run(capsys, "infer", path, "--name", "drafted")
+    assert (code, err) == (0, "")
+    draft_file = tmp_path / "drafted.yaml"
+    draft_file.write_text(out)
+    draft = ts.load_schema(draft_file)
+    assert draft.name == "drafted" and str(draft.dims["seq"].expr) == "prompt + response"
+    draft.validate_batch(samples)
+    code, out, _ = run(capsys, "infer", path, "--name", "drafted2", "--base", "vlm_mrope_moe")
+    assert code == 0 and "extends: [vlm_mrope_moe]" in out
+
+
+# -- export ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_export_yaml_and_json_schema_are_the_schemas_own(capsys, tmp_path, name):
+    schema = ts.load_schema(name)
+    code, out, _ = run(capsys, "export", name, "--format", "yaml")
+    assert code == 0 and out == schema.to_yaml().rstrip("\n") + "\n"
+    (tmp_path / f"{name}.yaml").write_text(out)
+    assert ts.load_schema(tmp_path / f"{name}.yaml") == schema
+    code, out, _ = run(capsys, "export", name, "--format", "json-schema")
+    assert code == 0 and json.loads(out) == schema.to_json_schema()
+
+
+def _exec_source(source: str) -> dict[str, Any]:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<exported>", "exec", dont_inherit=True), namespace)  # not this file's __future__
+    return namespace
+
+
+def _same_annotation(a: Any, b: Any) -> bool:
+    return (a.array_type, a.dim_str, sorted(a.dtypes)) == (b.array_type, b.dim_str, sorted(b.dtypes))
+
+
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_export_jaxtyping_source_runs_and_matches_the_annotations(capsys, name):
+    schema = ts.load_schema(name)
+    code, out, _ = run(capsys, "export", name, "--format", "jaxtyping")
+    namespace = _exec_source(out)
+    cls = next(v for k, v in namespace.items() if k.endswith("Sample") and not k.startswith("_"))
+    hints = typing.get_type_hints(cls)
+    assert code == 0 and set(hints) == set(schema.fields)
+    assert cls.__required_keys__ == {f.name for f in schema.fields.values() if f.required}
+    for field, ann in schema.annotations().items():
+        assert _same_annotation(hints[field], ann), field
+    # ... and the annotations check tensors the way the schema's do.
+    sample = sample_of(schema)
+    for field, ann in hints.items():
+        if field in schema.annotations() and field in sample:
+            t = sample[field]
+            assert isinstance(t, ann), field
+            assert not isinstance(t.to(torch.int8) if t.is_floating_point() else t.to(torch.float64), ann), field
+    kinds = {f.name: f.kind for f in schema.fields.values() if not f.is_tensor}
+    expected = {"int": int, "float": float, "bool": bool, "str": str, "mapping": dict[str, Any], "any": Any}
+    assert {k: hints[k] for k in kinds} == {k: expected[v] for k, v in kinds.items()}
+
+
+def test_export_jaxtyping_handles_odd_names_and_dtype_sets(capsys, tmp_path):
+    path = tmp_path / "odd.yaml"
+    path.write_text(
+        textwrap.dedent("""\
+        name: odd-schema.v2
+        dims: {n: {min: 1}, k: 3}
+        fields:
+          a-b: {shape: [n], dtype: [bool, uint8, bfloat16], pad: 0}
+          class: {shape: [k, n], dtype: int8, pad: 0, required: false}
+          'quote"d': {kind: str, pad: uid}
+        """)
+    )
+    schema = ts.load_schema(path)
+    code, out, _ = run(capsys, "export", path, "--format", "jaxtyping")
+    namespace = _exec_source(out)
+    hints = typing.get_type_hints(namespace["OddSchemaV2Sample"])
+    assert code == 0 and set(hints) == {"a-b", "class", 'quote"d'}
+    assert _same_annotation(hints["a-b"], schema.annotations()["a-b"])
+    assert _same_annotation(hints["class"], schema.annotations()["class"])
+    assert isinstance(torch.zeros(4, dtype=torch.bfloat16), hints["a-b"])
+    assert not isinstance(torch.zeros(4, dtype=torch.int64), hints["a-b"])
+    assert sorted(hints["a-b"].dtypes) == ["bfloat16", "bool", "uint8"]
+
+
+# -- diff -----------------------------------------------------------------------------------
+
+
+def _diff_pair(tmp_path: Path) -> tuple[Path, Path, Path]:
+    old = tmp_path / "old.yaml"
+    old.write_text("name: old\nextends: [text]\n")
+    added_required = tmp_path / "new_required.yaml"
+    added_required.write_text(
+        "name: new_required\nextends: [text]\nfields:\n  extra_ids: {shape: [seq], dtype: int64, pad: 0}\n"
+    )
+    added_optional = tmp_path / "new_optional.yaml"
+    added_optional.write_text(
+        "name: new_optional\nextends: [text]\nfields:\n"
+        "  extra_ids: {shape: [seq], dtype: int64, pad: 0, required: false}\n"
+    )
+    return old, added_required, added_optional
+
+
+def test_diff_flags_a_new_required_field_as_breaking_backward(capsys, tmp_path):
+    old, required, optional = _diff_pair(tmp_path)
+    code, out, err = run(capsys, "diff", old, required, "--mode", "backward")
+    assert code == 1 and err == ""
+    assert "extra_ids" in out and out.splitlines()[-1].startswith("incompatible (backward): ")
+    expected = ts.load_schema(old).compatibility(ts.load_schema(required), mode="backward")
+    assert out.splitlines()[:-1] == [str(c) for c in expected]
+    assert any(line.startswith("BREAKING") and "extra_ids" in line for line in out.splitlines())
+    code, out, _ = run(capsys, "diff", old, optional, "--mode", "backward")
+    assert code == 0 and out.splitlines()[-1].startswith("compatible (backward): ")
+
+
+def test_diff_of_a_schema_with_itself_is_no_changes(capsys):
+    code, out, _ = run(capsys, "diff", "text", "text")
+    assert (code, out.strip()) == (0, "no changes")
+
+
+def test_diff_json_lists_every_change(capsys, tmp_path):
+    old, required, _ = _diff_pair(tmp_path)
+    code, out, _ = run(capsys, "diff", old, required, "--mode", "full", "--json")
+    report = json.loads(out)
+    expected = ts.load_schema(old).compatibility(ts.load_schema(required), mode="full")
+    assert code == 1 and report["compatible"] is False and report["mode"] == "full"
+    assert [(c["path"], c["kind"], c["breaking"]) for c in report["changes"]] == [
+        (c.path, c.kind, c.breaking) for c in expected
+    ]
+
+
+# -- bad input: one line on stderr, exit 2, for every command ------------------------------------
+
+
+def _files(tmp_path: Path) -> dict[str, Path]:
+    """A set of unusable inputs (made once per test: each case uses some of them)."""
+    files = {
+        "missing": tmp_path / "missing.pt",
+        "dir": tmp_path,
+        "text": tmp_path / "notes.txt",
+        "empty": tmp_path / "empty.pt",
+        "truncated": tmp_path / "truncated.pt",
+        "tensor": tmp_path / "tensor.pt",
+        "no_samples": tmp_path / "no_samples.pt",
+        "bad_tags": tmp_path / "bad_tags.pt",
+        "not_samples": tmp_path / "not_samples.pt",
+        "objects": tmp_path / "objects.pt",
+        "fits_none": tmp_path / "fits_none.pt",
+        "good": tmp_path / "good.pt",
+        "moe": tmp_path / "moe.pt",
+        "bad_like": tmp_path / "bad_like.pt",
+        "bad_yaml": tmp_path / "bad.yaml",
+        "out_dir_missing": tmp_path / "nowhere" / "pad.pt",
+        "td_2d": tmp_path / "td_2d.pt",
+        "td_objects": tmp_path / "td_objects.pt",
+        "int_keys": tmp_path / "int_keys.pt",
+        "with_none": tmp_path / "with_none.pt",
+        "envelope_str": tmp_path / "envelope_str.pt",
+        "envelope_tags_str": tmp_path / "envelope_tags_str.pt",
+        "fifo": tmp_path / "fifo",
+    }
+    files["text"].write_text("hello\n")
+    files["empty"].write_bytes(b"")
+    torch.save([sample_of("text")], files["good"])
+    files["truncated"].write_bytes(files["good"].read_bytes()[:200])
+    torch.save(torch.zeros(3), files["tensor"])
+    torch.save([], files["no_samples"])
+    torch.save({"samples": [sample_of("text")], "tags": [{}, {}]}, files["bad_tags"])
+    torch.save([1, 2], files["not_samples"])
+    torch.save([{"x": types.SimpleNamespace()}], files["objects"])
+    torch.save([{"foo": torch.zeros(3)}], files["fits_none"])
+    torch.save([sample_of("vlm_mrope_moe")], files["moe"])
+    torch.save([{**sample_of("text"), "loss_mask": torch.ones(4, dtype=torch.int64)}], files["bad_like"])
+    torch.save(TensorDict({"a": torch.zeros(2, 3)}, batch_size=[2, 3]), files["td_2d"])
+    with_objects = tq_batch([sample_of("text"), sample_of("text", uid="q1")])
+    with_objects["note"] = NonTensorData(types.SimpleNamespace(a=1), batch_size=[2])
+    torch.save(with_objects, files["td_objects"])
+    torch.save({1: torch.zeros(2)}, files["int_keys"])
+    torch.save([sample_of("text"), None], files["with_none"])
+    torch.save({"samples": "abc"}, files["envelope_str"])
+    torch.save({"samples": [sample_of("text")], "tags": "x"}, files["envelope_tags_str"])
+    os.mkfifo(files["fifo"])
+    files["bad_yaml"].write_text("name: bad\ndims: {n: {}}\nfields:\n  x: {shape: [n], dtype: int, pad: 0}\n")
+    return files
+
+
+PAD = ["--count", "1", "--eos-token-id", "2"]
+PLAN = ["--batch-size", "10", "--rollout-n", "2", "--actor-mini-batch-size", "3"]
+BAD_INPUT = {
+    # id: (argv, a fragment of the error line). {name} is replaced by the path of _files()[name].
+    "no command": ([], "required: COMMAND"),
+    "unknown command": (["chek"], "invalid choice: 'chek'"),
+    "unknown top option": (["--colour", "list"], "unrecognized arguments: --colour"),
+    "list extra argument": (["list", "now"], "unrecognized arguments: now"),
+    "show unknown schema": (["show", "txet"], "did you mean 'text'?"),
+    "show missing name": (["show"], "required: NAME"),
+    "show missing file": (["show", "{missing}.yaml"], "no schema file"),
+    "show malformed schema": (["show", "{bad_yaml}"], "fields.x.dtype"),
+    "check missing file": (["check", "{missing}", "--schema", "text"], "no such file"),
+    "check directory": (["check", "{dir}", "--schema", "text"], "is a directory"),
+    "check text file": (["check", "{text}", "--schema", "text"], "not a readable torch.save file"),
+    "check empty file": (["check", "{empty}", "--schema", "text"], "not a readable torch.save file"),
+    "check truncated file": (["check", "{truncated}", "--schema", "text"], "not a readable torch.save file"),
+    "check a tensor": (["check", "{tensor}", "--schema", "text"], "holds a Tensor; expected"),
+    "check no samples": (["check", "{no_samples}", "--schema", "text"], "holds no samples"),
+    "check tags length": (["check", "{bad_tags}", "--schema", "text"], "'tags' has 2 entries for 1 samples"),
+    "check list of ints": (["check", "{not_samples}", "--schema", "text"], "item 0 is an int, not a sample"),
+    "check needs trust": (["check", "{objects}", "--schema", "text"], "rerun with --trust"),
+    "check 2-d tensordict": (["check", "{td_2d}", "--schema", "text"], "needs one batch dim, found [2, 3]"),
+    "check tensordict with objects": (["check", "{td_objects}", "--schema", "text"], "types.SimpleNamespace"),
+    "check int keys": (["check", "{int_keys}", "--schema", "text"], "keys are not all field names"),
+    "check None sample": (["check", "{with_none}", "--schema", "text"], "item 1 is None, not a sample"),
+    "check envelope of a str": (["check", "{envelope_str}", "--schema", "text"], "holds a str; expected"),
+    "check envelope tags str": (["check", "{envelope_tags_str}", "--schema", "text"], "'tags' must be a list"),
+    "check a fifo": (["check", "{fifo}", "--schema", "text"], "is not a regular file"),
+    "check unknown schema": (["check", "{good}", "--schema", "nope"], "no schema 'nope'"),
+    "check auto fits none": (["check", "{fits_none}", "--schema", "auto"], "no schema fits the sample"),
+    "check bad depth": (["check", "{good}", "--schema", "text", "--depth", "deep"], "invalid choice: 'deep'"),
+    "check missing schema": (["check", "{good}"], "required: --schema"),
+    "check unknown option": (["check", "{good}", "--schema", "text", "--strict"], "unrecognized arguments: --strict"),
+    "plan zero dp": (["plan", "--dp-size", "0", *PLAN], "argument --dp-size: expected a positive integer, found '0'"),
+    "plan negative batch": (["plan", "--dp-size", "2", *PLAN[:1], "-3", *PLAN[2:]], "argument --batch-size"),
+    "plan text tp": (["plan", "--dp-size", "2", *PLAN, "--tp-size", "x"], "argument --tp-size"),
+    "plan zero cp": (["plan", "--dp-size", "2", *PLAN, "--cp-size", "0"], "argument --cp-size"),
+    "plan missing rollout": (
+        ["plan", "--dp-size", "2", "--batch-size", "3", "--actor-mini-batch-size", "1"],
+        "--rollout-n",
+    ),
+    "pad dim without =": (["pad", "text", *PAD, "--dim", "prompt", "--out", "{out_dir_missing}"], "expected NAME=SIZE"),
+    "pad dim not int": (["pad", "text", *PAD, "--dim", "prompt=x", "--out", "p.pt"], "must be an integer"),
+    "pad dim negative": (["pad", "text", *PAD, "--dim", "prompt=-1", "--out", "p.pt"], "must be >= 0"),
+    "pad unknown dim": (["pad", "text", *PAD, "--dim", "promt=3", "--out", "p.pt"], "did you mean 'prompt'?"),
+    "pad derived dim": (["pad", "text", *PAD, "--dim", "seq=3", "--out", "p.pt"], "seq is derived"),
+    "pad dim out of bounds": (["pad", "text", *PAD, "--dim", "prompt=0", "--out", "p.pt"], "bounds"),
+    "pad dim given twice": (["pad", "text", *PAD, "--dim", "prompt=3", "--dim", "prompt=4", "--out", "p.pt"], "twice"),
+    "pad free dim unsized": (
+        ["pad", "moe_routed", *PAD, "--out", "p.pt"],
+        "pass --like FILE (a real sample) or --dim layers=SIZE",
+    ),
+    "pad zero count": (["pad", "text", "--count", "0", "--eos-token-id", "2", "--out", "p.pt"], "--count"),
+    "pad negative eos": (["pad", "text", "--count", "1", "--eos-token-id", "-2", "--out", "p.pt"], "--eos-token-id"),
+    "pad unknown schema": (["pad", "nope", *PAD, "--out", "p.pt"], "no schema 'nope'"),
+    "pad missing out": (["pad", "text", *PAD], "required: --out"),
+    "pad out dir missing": (["pad", "text", *PAD, "--out", "{out_dir_missing}"], "does not exist"),
+    "pad out is a directory": (["pad", "text", *PAD, "--out", "{dir}"], "is a directory"),
+    "pad like missing": (["pad", "text", *PAD, "--like", "{missing}", "--out", "p.pt"], "no such file"),
+    "pad like breaks schema": (["pad", "text", *PAD, "--like", "{bad_like}", "--out", "p.pt"], "breaks schema 'text'"),
+    "pad like another family": (["pad", "text", *PAD, "--like", "{moe}", "--out", "p.pt"], None),
+    "infer missing name": (["infer", "{good}"], "required: --name"),
+    "infer bad file": (["infer", "{text}", "--name", "x"], "not a readable torch.save file"),
+    "infer unknown base": (["infer", "{good}", "--name", "x", "--base", "nope"], "no schema 'nope'"),
+    "infer bad name": (["infer", "{good}", "--name", " padded "], "name"),
+    "export bad format": (["export", "text", "--format", "toml"], "invalid choice: 'toml'"),
+    "export unknown schema": (["export", "nope"], "no schema 'nope'"),
+    "export malformed schema": (["export", "{bad_yaml}", "--format", "jaxtyping"], "fields.x.dtype"),
+    "diff unknown old": (["diff", "nope", "text"], "no schema 'nope'"),
+    "diff missing new": (["diff", "text"], "required: NEW"),
+    "diff bad mode": (["diff", "text", "text", "--mode", "sideways"], "invalid choice: 'sideways'"),
+    "demo zero prompts": (["demo", "--prompts", "0"], "argument --prompts: expected a positive integer, found '0'"),
+    "demo text rollout": (["demo", "--rollout-n", "many"], "argument --rollout-n"),
+    "demo negative seed": (["demo", "--seed", "-1"], "argument --seed"),
+    "demo unknown schema": (["demo", "--schema", "nope"], "no schema 'nope'"),
+}
+
+
+@pytest.fixture
+def no_demo_run(monkeypatch):
+    """Record any call of run_demo: bad input must be refused before the demo (and Ray) starts."""
+    calls: list[Any] = []
+    import trajschema.cli.demo as demo  # its argument checks stay real; only the run is replaced
+
+    monkeypatch.setattr(demo, "run_demo", lambda **kw: calls.append(kw))
+    return calls
+
+
+@pytest.mark.parametrize(("argv", "fragment"), list(BAD_INPUT.values()), ids=list(BAD_INPUT))
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, no_demo_run, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    files = _files(tmp_path)
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    code, out, err = run(capsys, *argv)
+    command = next((a for a in argv if a in COMMANDS), "")
+    line = one_error_line(err, command)
+    assert code == 2, err
+    assert fragment is None or fragment in line, line
+    assert out == "" and no_demo_run == []
+    assert "unexpected" not in line  # every case is anticipated, none reaches the catch-all
+    assert not (tmp_path / "p.pt").exists()
+
+
+def test_every_command_has_a_bad_input_case():
+    assert {argv[0] for argv, _ in BAD_INPUT.values() if argv and argv[0] in COMMANDS} == set(COMMANDS)
+
+
+# -- unexpected errors, pipes, colour ---------------------------------------------------------
+
+
+def test_an_unexpected_error_is_one_line_with_a_debug_hint(capsys, monkeypatch):
+    def bug(*args, **kwargs):
+        raise KeyError("oops")
+
+    monkeypatch.setattr(_cli_data, "padding_needed", bug)
+    argv = ["plan", "--dp-size", "2", *PLAN]
+    code, _, err = run(capsys, *argv)
+    line = one_error_line(err, "plan")
+    assert code == 2 and "unexpected KeyError: 'oops'" in line and "set TRAJSCHEMA_DEBUG=1 for the traceback" in line
+    monkeypatch.setenv("TRAJSCHEMA_DEBUG", "1")
+    with pytest.raises(KeyError, match="oops"):
+        main(argv)
+
+
+def test_a_broken_pipe_ends_quietly(capsys, monkeypatch):
+    class ClosedPipe:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def isatty(self) -> bool:
+            return False
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    code = main(["export", "text", "--format", "json-schema"])
+    err = capsys.readouterr().err
+    assert code == 141 and err == ""
+
+
+def test_warnings_are_one_line(capsys, monkeypatch):
+    import warnings
+
+    def warn_then_plan(*args, **kwargs):
+        warnings.warn("something to know\nacross lines", UserWarning, stacklevel=1)
+        return 3
+
+    monkeypatch.setattr(_cli_data, "padding_needed", warn_then_plan)
+    code, _, err = run(capsys, "plan", "--dp-size", "2", *PLAN)
+    assert code == 0 and err == "trajschema: warning: UserWarning: something to know; across lines\n"
+
+
+def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    samples, tags = _bad_batch()
+    path = save(tmp_path, {"samples": samples, "tags": tags})
+    for argv in (["list"], ["show", "vlm_mrope_moe"], ["check", path, "--schema", "text"]):
+        _, out, _ = run(capsys, *argv)
+        assert out and "\x1b[" not in out, argv
+
+
+def test_the_subcommand_modules_do_not_import_the_front_module():
+    for module in ("data", "schemas"):
+        source = (Path(_cli.__file__).parent / f"{module}.py").read_text()
+        assert "cli.main import" not in source and "import main\n" not in source
+
+
+# -- as a program ---------------------------------------------------------------------------
+
+
+def _program(*argv: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("TRAJSCHEMA_PATH", "TRAJSCHEMA_DEBUG", "FORCE_COLOR")}
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=120, env=env, check=False, **kw)
+
+
+@pytest.mark.slow
+def test_python_dash_m_help():
+    done = _program(sys.executable, "-m", "trajschema", "--help")
+    assert done.returncode == 0 and done.stdout.startswith("usage: trajschema") and done.stderr == ""
+
+
+@pytest.mark.slow
+def test_the_console_script_runs_and_fails_in_one_line(tmp_path):
+    script = Path(sys.executable).with_name("trajschema")
+    assert script.exists(), "the package is installed with its console script"
+    done = _program(str(script), "plan", "--dp-size", "2", "--batch-size", "353", "--rollout-n", "8",
+                    "--actor-mini-batch-size", "15")  # fmt: skip
+    assert done.returncode == 0 and "padding samples      7" in done.stdout
+    done = _program(str(script), "check", str(tmp_path / "missing.pt"), "--schema", "text")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"trajschema check: error: {tmp_path / 'missing.pt'}: no such file\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["export", "vlm_mrope_moe", "--format", "json-schema"], ["show", "vlm_mrope_moe"]])
+def test_output_into_a_closed_pipe_has_no_traceback(argv):
+    # The reader closes its end before the program writes anything (plain writes, then rich's).
+    proc = subprocess.Popen([sys.executable, "-m", "trajschema", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""

@@ -1,0 +1,563 @@
+"""Hypothesis strategies from a schema: what they draw always validates; every labelled corruption is caught."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+from tensordict import NonTensorData, NonTensorStack, TensorDictBase
+
+import trajschema as ts
+from trajschema.core.dims import DerivedDim, FixedDim, FreeDim
+from trajschema.core.values import value_failures
+from trajschema.testing import batches, invalid_samples, samples, tags
+from trajschema.testing.strategies import corruptions
+
+PACKAGED = ts.schema_names()
+CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra")
+
+#: Every dim constraint: min/max/multiple_of, fixed, derived needing a >= b, an inline
+#: expression, a literal axis; every kind; extra: forbid.
+BOUNDED = ts.schema_from_dict(
+    {
+        "name": "bounded",
+        "dims": {
+            "a": {"min": 3, "max": 40, "multiple_of": 4},
+            "b": {"min": 2, "max": 5},
+            "c": {"multiple_of": 8},
+            "k": 3,
+            "d": "a - b",
+            "e": "2 * b + 1",
+            "f": "d - c",
+        },
+        "fields": {
+            "xa": {"shape": ["a"], "dtype": "int64", "pad": 0},
+            "xd": {"shape": ["d", "k"], "dtype": ["float32", "bfloat16"], "finite": True, "pad": 0.0},
+            "xd2": {"shape": ["d"], "dtype": "int8", "values": [-1, 0, 1], "pad": 0},
+            "xe": {"shape": ["e", 2], "dtype": "uint8", "min": 1, "pad": 1},
+            "xf": {"shape": ["f"], "dtype": "int16", "pad": 0, "required": False},
+            "xb": {"shape": ["b - 2", "k"], "dtype": "float64", "pad": 0.0},
+            "xc": {"shape": ["c"], "dtype": "bool", "pad": False, "required": False},
+            "xc2": {"shape": ["c", "k"], "dtype": "int32", "max": 0, "pad": 0},
+            "n": {"kind": "int", "min": -3, "max": 3, "pad": 0},
+            "r": {"kind": "float", "min": 0.5, "finite": True, "pad": 0.5},
+            "flag": {"kind": "bool", "values": [1], "pad": True},
+            "s": {"kind": "str", "pad": "uid"},
+            "m": {"kind": "mapping", "pad": "empty", "required": False},
+            "anything": {"kind": "any", "values": [2, 3], "pad": 2},
+        },
+        "tags": {"is_padding": {"kind": "bool", "default": False}, "d_len": {"equals": "d"}, "note": {"kind": "str"}},
+        "extra": "forbid",
+    }
+)
+
+#: Every dtype with value bounds that bite (integer-valued float bounds, fractions, big ints).
+DTYPES = ts.schema_from_dict(
+    {
+        "name": "dtypes",
+        "dims": {"n": {"min": 1, "max": 12}},
+        "fields": {
+            "b": {"shape": ["n"], "dtype": "bool", "values": [1], "pad": True},
+            "u8": {"shape": ["n"], "dtype": "uint8", "min": 3, "max": 200, "pad": 3},
+            "i8": {"shape": ["n"], "dtype": "int8", "min": -100.5, "max": 5, "pad": 0},
+            "i16": {"shape": ["n"], "dtype": "int16", "values": [-3, 7, 300], "pad": 7},
+            "i32": {"shape": ["n"], "dtype": "int32", "min": -0.5, "max": 1.0e9, "pad": 0},
+            "i64": {"shape": ["n"], "dtype": "int64", "min": 4611686018427387904, "pad": 4611686018427387904},
+            "f16": {"shape": ["n"], "dtype": "float16", "min": 0.1, "max": 1000, "finite": True, "pad": 1.0},
+            "bf16": {"shape": ["n"], "dtype": "bfloat16", "max": -1.0e-3, "pad": -1.0},
+            "f32": {"shape": ["n"], "dtype": "float32", "values": [0.5, 0.25, -2.0], "pad": 0.5},
+            "f64": {"shape": ["n"], "dtype": "float64", "min": -1.0e300, "finite": True, "pad": 0.0},
+            "free_f16": {"shape": ["n"], "dtype": "float16", "pad": 0.0},
+            "mixed": {"shape": ["n", 2], "dtype": ["int8", "float16", "uint8"], "min": 0, "max": 100, "pad": 0},
+        },
+    }
+)
+
+#: Derived dims of derived dims, a product, an inline expression that needs its input >= 1
+#: on a lattice (r - 1, r a multiple of 3), a 0-d tensor field, a fixed dim of size 0.
+ODD = ts.schema_from_dict(
+    {
+        "name": "odd",
+        "dims": {"p": {}, "r": {"multiple_of": 3}, "z": 0, "s": "p * r", "t": "s - p", "u": "t + 2"},
+        "fields": {
+            "a": {"shape": ["r - 1"], "dtype": "int64", "pad": 0},
+            "b": {"shape": [], "dtype": "float16", "min": -1, "max": 1, "pad": 0.0},
+            "c": {"shape": ["z", "u"], "dtype": "int8", "min": 0, "pad": 0},
+            "d": {"shape": ["t", "p"], "dtype": "bfloat16", "values": [0.5, 1], "pad": 1},
+            "e": {"shape": ["u"], "dtype": "uint8", "max": 3, "pad": 0},
+            "e2": {"shape": ["u"], "dtype": "uint8", "pad": 0, "required": False},
+        },
+        "tags": {"u_len": {"equals": "u"}},
+        "extra": "forbid",
+    }
+)
+
+CUSTOM = {"bounded": BOUNDED, "dtypes": DTYPES, "odd": ODD}
+ALL = [*PACKAGED, *CUSTOM]
+
+
+def _schema(name: str) -> ts.Schema:
+    return CUSTOM.get(name) or ts.load_schema(name)
+
+
+def _reference_values_ok(schema: ts.Schema, sample: dict) -> None:
+    """Each element, as a Python number, passes the field's checks (the pure-Python definition)."""
+    for name, v in sample.items():
+        f = schema.fields[name]
+        if f.is_tensor and f.has_value_checks:
+            for x in v.reshape(-1)[:64].tolist():
+                assert not value_failures(x, values=f.values, lo=f.min, hi=f.max, finite=f.finite), (name, x)
+
+
+def _dims_ok(schema: ts.Schema, dims: dict) -> None:
+    for n, d in schema.dims.items():
+        if isinstance(d, FreeDim) and n in dims:
+            assert d.allows(dims[n]), (n, dims[n], d.describe())
+
+
+# -- valid samples ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_samples_validate_with_their_tags(name, data):
+    schema = _schema(name)
+    sample, tag = data.draw(samples(schema, max_len=24, with_tags=True))
+    dims = schema.validate(sample, tag=tag)
+    _dims_ok(schema, dims)
+    _reference_values_ok(schema, sample)
+    assert schema.violations(sample, tag=tag) == []
+    for t in schema.tags.values():  # a length tag, when drawn, is the sample's own size
+        if t.equals is not None and t.name in tag:
+            assert tag[t.name] == t.equals.evaluate(dims)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_tags_agree_with_the_dims_validate_binds(data):
+    schema = BOUNDED
+    sample = data.draw(samples(schema, max_len=16))
+    dims = schema.validate(sample)
+    tag = data.draw(tags(schema, sizes=dims, padding=None))
+    schema.validate(sample, tag=tag)
+    assert data.draw(tags(schema, padding=True))["is_padding"] is True
+    assert "d_len" not in data.draw(tags(schema))  # no sizes: no length tag to get wrong
+    assert data.draw(tags(schema, padding=False)).get("is_padding", False) is False
+
+
+@pytest.mark.parametrize(("name", "dims"), [("text", {"seq": 10}), ("moe_routed", {"layers": 48, "topk": 2})])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_pinned_dims_are_kept_derived_ones_solved(name, dims, data):
+    schema = _schema(name)
+    sample = data.draw(samples(schema, dims=dims, max_len=16))
+    bound = schema.validate(sample, dims=dims)
+    assert {k: bound[k] for k in dims} == dims
+
+
+def test_value_bounds_are_reached_exactly():
+    """The generator reaches the exact ends of every integer range and never crosses them."""
+    seen: dict[str, set] = {k: set() for k in ("u8", "i8", "i32", "b", "i16")}
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(samples(DTYPES, max_len=12))
+    def collect(sample):
+        DTYPES.validate(sample)
+        for k in seen:
+            seen[k].update(sample[k].tolist())
+
+    collect()
+    assert {3, 200} <= seen["u8"] and min(seen["u8"]) == 3 and max(seen["u8"]) == 200
+    assert {-100, 5} <= seen["i8"] and min(seen["i8"]) == -100
+    assert min(seen["i32"]) == 0 and max(seen["i32"]) == 10**9
+    assert seen["b"] == {True}
+    assert seen["i16"] == {-3, 7, 300}
+
+
+def test_every_dtype_and_special_float_occurs():
+    dtypes, floats = set(), set()
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(samples(DTYPES, max_len=12))
+    def collect(sample):
+        dtypes.add(sample["mixed"].dtype)
+        for x in sample["free_f16"].tolist():
+            floats.add("nan" if math.isnan(x) else "inf" if math.isinf(x) else "finite")
+
+    collect()
+    assert dtypes == {torch.int8, torch.float16, torch.uint8}
+    assert floats == {"nan", "inf", "finite"}
+
+
+# -- batches ----------------------------------------------------------------------------
+
+
+def _check_layout(batch, layout: str) -> None:
+    if layout == "list":
+        assert isinstance(batch, list)
+        return
+    assert isinstance(batch, TensorDictBase)
+    for k in batch.keys():
+        col = batch.get(k)
+        if layout == "nontensor":  # an empty one is NonTensorData: tensordict 0.10 cannot hold an empty stack
+            assert isinstance(col, NonTensorStack if batch.batch_size[0] else NonTensorData), k
+        elif layout == "dense" and isinstance(col, torch.Tensor):
+            assert not col.is_nested, k
+        elif layout == "tq" and isinstance(col, torch.Tensor) and col.dim() > 1:
+            assert col.is_nested, k  # TransferQueue never returns a dense multi-dim column
+
+
+@pytest.mark.parametrize("layout", ["tq", "dense", "nontensor", "list"])
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_batches_validate_in_every_layout(name, layout, data):
+    schema = _schema(name)
+    batch, batch_tags = data.draw(batches(schema, size=st.integers(0, 6), layout=layout, max_len=12, with_tags=True))
+    _check_layout(batch, layout)
+    n = len(batch) if isinstance(batch, list) else batch.batch_size[0]
+    assert len(batch_tags) == n
+    schema.validate_batch(batch, tags=batch_tags)
+
+
+def test_tq_layout_draws_jagged_and_strided_columns():
+    layouts = set()
+
+    @settings(max_examples=20, deadline=None, derandomize=True)
+    @given(batches("distill", size=st.integers(2, 4), max_len=6))
+    def collect(batch):
+        ts.load_schema("distill").validate_batch(batch)
+        col = batch.get("teacher_ids")
+        layouts.add(col.layout)
+
+    collect()
+    assert layouts == {torch.jagged, torch.strided}  # teacher_topk and seq both vary: TransferQueue's fallback
+
+
+# -- invalid samples --------------------------------------------------------------------
+
+
+def _assert_caught(schema: ts.Schema, sample: dict, expected) -> None:
+    found = schema.violations(sample, tag=expected.tag)
+    assert any(v.field == expected.field and v.code == expected.code for v in found), (expected, found)
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_every_corruption_is_reported_with_its_label(name, data):
+    schema = _schema(name)
+    sample, expected = data.draw(invalid_samples(schema, max_len=16))
+    _assert_caught(schema, sample, expected)
+    with pytest.raises(ts.SchemaError):
+        schema.validate(sample, tag=expected.tag)
+    if expected.tag is None or isinstance(expected.tag, dict):  # and in a batch, at its index
+        good, good_tag = data.draw(samples(schema, max_len=8, with_tags=True))
+        found = schema.batch_violations([good, sample], tags=[good_tag, expected.tag or {}])
+        assert any((v.sample, v.field, v.code) == (1, expected.field, expected.code) for v in found), found
+        assert all(v.sample == 1 for v in found)
+
+
+@pytest.mark.parametrize("code", CODES)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_each_code_on_its_own(code, data):
+    sample, expected = data.draw(invalid_samples(BOUNDED, max_len=16, codes=[code]))
+    assert expected.code in (code, "tag")  # "tag": the fallback when the sizes a corruption needs do not exist
+    _assert_caught(BOUNDED, sample, expected)
+
+
+def test_every_corruption_kind_occurs():
+    codes: set[str] = set()
+
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    @given(invalid_samples(BOUNDED, max_len=12))
+    def collect(case):
+        codes.add(case[1].code)
+
+    collect()
+    assert codes == set(CODES)
+    assert {code for code, _ in corruptions(BOUNDED)} == set(CODES)
+    assert "extra" not in {code for code, _ in corruptions("text")}  # packaged schemas allow extras
+
+
+def test_value_corruptions_break_the_pure_python_definition():
+    @settings(max_examples=40, deadline=None)
+    @given(invalid_samples(DTYPES, max_len=8, codes=["value"]))
+    def check(case):
+        sample, expected = case
+        _assert_caught(DTYPES, sample, expected)
+        f = DTYPES.fields[expected.field]
+        xs = sample[f.name].reshape(-1).tolist()
+        assert sum(bool(value_failures(x, values=f.values, lo=f.min, hi=f.max, finite=f.finite)) for x in xs) == 1
+
+    check()
+
+
+# -- arguments and import ------------------------------------------------------------
+
+
+#: Hostile arguments for every public strategy: each is a typed error naming the argument, raised
+#: when the strategy is made (no draw), never an internal error or a strategy that draws wrong data.
+HOSTILE = [
+    (lambda: samples("text", dims={"nope": 1}), ValueError, r"samples\(dims=\.\.\.\).*no dim 'nope'"),
+    (lambda: samples("vlm_mrope", dims={"rope_rows": 3}), ValueError, "fixed at 4"),
+    (lambda: samples(BOUNDED, dims={"a": 5}), ValueError, "multiple of 4"),
+    (lambda: samples(BOUNDED, dims={"b": 1}), ValueError, r"dims\['b'\]=1: b must be >= 2"),
+    (lambda: samples("text", dims={"seq": True}), ValueError, r"dims\['seq'\] must be an int.*found True"),
+    (lambda: samples("text", dims={"seq": 3.0}), ValueError, r"found 3\.0"),
+    (lambda: samples("text", dims={"seq": -1}), ValueError, r"found -1"),
+    (lambda: samples("text", dims={"seq": 2**63}), ValueError, r"0\.\.2\*\*63-1"),
+    (lambda: samples("text", dims="seq"), ValueError, "must be a mapping"),
+    (
+        lambda: samples("text", dims={"prompt": 3, "response": 2, "seq": 9}),
+        ValueError,
+        r"seq = prompt \+ response is 5",
+    ),
+    (lambda: samples(BOUNDED, dims={"a": 4, "b": 5}), ValueError, r"d = a - b is -1 for a=4, b=5"),
+    (lambda: samples(ODD, dims={"r": 0}), ValueError, r"shape expression r - 1 is -1"),
+    (lambda: samples(BOUNDED, dims={"d": 100}), ValueError, r"cannot construct a sample.*'d': 100"),
+    (lambda: samples("text", dims={"seq": 2**40}), ValueError, r"2\*\*24"),  # allocating it would take 8 TiB
+    (lambda: samples("text", max_len=-1), ValueError, "max_len"),
+    (lambda: samples("text", max_len=True), ValueError, r"max_len=\.\.\.\).*found True"),
+    (lambda: samples("text", max_len=8.0), ValueError, r"max_len=\.\.\.\).*found 8\.0"),
+    (lambda: samples("text", max_len=2**64), ValueError, r"max_len=\.\.\.\)"),
+    (lambda: samples("moe_routed", max_len=10**5), ValueError, r"samples\(max_len=100000\).*routed_experts"),
+    (lambda: samples("text", with_tags="yes"), TypeError, r"with_tags=\.\.\.\) must be True or False"),
+    (lambda: samples(42), TypeError, "Schema or a schema name"),
+    (lambda: samples(b"text"), TypeError, "Schema or a schema name"),
+    (lambda: samples("no_such_schema"), ts.SchemaNotFoundError, "no_such_schema"),
+    (lambda: tags("text", sizes={"seq": -1}), ValueError, r"tags\(sizes=\.\.\.\).*found -1"),
+    (lambda: tags("text", sizes={"seq": True}), ValueError, r"tags\(sizes=\.\.\.\).*found True"),
+    (lambda: tags("text", sizes={"seq": 1.5}), ValueError, r"tags\(sizes=\.\.\.\).*found 1\.5"),
+    (lambda: tags("text", sizes={"sq": 3}), ValueError, r"tags\(sizes=\.\.\.\).*no dim 'sq'"),
+    (lambda: tags("text", sizes=[("seq", 3)]), ValueError, r"tags\(sizes=\.\.\.\).*must be a mapping"),
+    (lambda: tags(BOUNDED, sizes={"b": 0}), ValueError, r"sizes\['b'\]=0: b must be >= 2"),
+    (lambda: tags("text", sizes={"prompt": 3, "response": 2, "seq": 9}), ValueError, r"sizes\['seq'\]=9, but seq"),
+    (lambda: tags("text", sizes={"prompt": 2**62, "response": 2**62}), ValueError, r"seq = prompt \+ response is 9"),
+    (lambda: tags("vlm_mrope", sizes={"rope_rows": 3}), ValueError, "fixed at 4"),
+    (lambda: tags(BOUNDED, sizes={"d": 100}), ValueError, r"tags\(sizes=\.\.\.\): cannot construct"),
+    (lambda: tags("text", padding=1), TypeError, r"padding=\.\.\.\) must be True, False or None"),
+    (lambda: tags("text", padding="no"), TypeError, r"padding=\.\.\.\)"),
+    (lambda: tags(None), TypeError, "Schema or a schema name"),
+    (lambda: tags("no_such_schema"), ts.SchemaNotFoundError, "no_such_schema"),
+    (lambda: batches("text", layout="columns"), ValueError, r"layout=\.\.\.\) must be one of"),
+    (lambda: batches("text", layout=["tq"]), ValueError, r"layout=\.\.\.\) must be one of"),
+    (lambda: batches("text", size=-1), ValueError, r"size=\.\.\.\) must be >= 0"),
+    (lambda: batches("text", size=10**9), ValueError, r"size=\.\.\.\) must be >= 0 and at most 65536"),
+    (lambda: batches("text", size="3"), TypeError, r"size=\.\.\.\) must be an int"),
+    (lambda: batches("text", size=True), TypeError, r"size=\.\.\.\) must be an int or a strategy.*bool"),
+    (lambda: batches("text", size=2.0), TypeError, r"size=\.\.\.\) must be an int"),
+    (lambda: batches("moe_routed", size=1000), ValueError, r"1000 samples of schema 'moe_routed'.*2\*\*24"),
+    (lambda: batches("text", dims={"seq": -3}), ValueError, r"batches\(dims=\.\.\.\)"),
+    (lambda: batches("text", max_len=-3), ValueError, r"batches\(max_len=\.\.\.\)"),
+    (lambda: batches("text", with_tags=1), TypeError, r"batches\(with_tags=\.\.\.\)"),
+    (lambda: invalid_samples("text", codes=["extra"]), ValueError, "allows no corruption"),
+    (lambda: invalid_samples("text", codes=["missing", "mising"]), ValueError, r"'mising' is not a corruption"),
+    (lambda: invalid_samples("text", codes=[3]), ValueError, r"3 is not a corruption"),
+    (lambda: invalid_samples("text", codes="missing"), TypeError, r"codes=\.\.\.\) must be a list"),
+    (lambda: invalid_samples("text", codes=3), TypeError, r"codes=\.\.\.\) must be a list"),
+    (lambda: invalid_samples("text", dims={"seq": True}), ValueError, r"invalid_samples\(dims=\.\.\.\)"),
+    (lambda: invalid_samples("text", max_len=False), ValueError, r"invalid_samples\(max_len=\.\.\.\)"),
+    (lambda: invalid_samples(BOUNDED, dims={"k": 4}), ValueError, "fixed at 3"),
+    (lambda: invalid_samples(3.5), TypeError, "Schema or a schema name"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "match"), HOSTILE)
+def test_bad_arguments_are_typed_errors_when_the_strategy_is_made(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_every_public_strategy_is_attacked():
+    import trajschema.testing as testing
+
+    strategies = {n for n in testing.__all__ if callable(getattr(testing, n)) and n not in ("verl_sample", "tq_batch")}
+    strategies -= {"assert_valid", "assert_padding_invariant", "MemoryTransferQueue", "ExpectedViolation"}
+    attacked = {call.__code__.co_names[0] for call, _, _ in HOSTILE}
+    assert strategies <= attacked, strategies - attacked
+
+
+def _declared_feasible(schema: ts.Schema, pins: dict, box: int) -> bool:
+    """Whether some sizes up to ``box`` satisfy every dim constraint and ``pins``: the reference, by brute force.
+
+    Read from the declarations alone: free dims within their bounds, fixed dims their size,
+    every derived dim and every inline shape expression a size (>= 0), pins kept.
+    """
+    if any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in pins.values()):
+        return False
+    dims = schema.dims
+    free = [n for n, d in dims.items() if isinstance(d, FreeDim)]
+    choices = [[pins[n]] if n in pins else [v for v in range(box + 1) if dims[n].allows(v)] for n in free]
+    exprs = [e for f in schema.fields.values() if f.shape for e in f.shape if not (e.is_name or e.is_int)]
+    for combo in itertools.product(*choices):
+        env = {**{n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}, **dict(zip(free, combo))}
+        if not all(dims[n].allows(env[n]) for n in free):
+            continue
+        derived = [n for n, d in dims.items() if isinstance(d, DerivedDim)]
+        while derived:  # in any order their definitions allow
+            n = next(n for n in derived if dims[n].expr.evaluate(env) is not None)
+            env[n] = dims[n].expr.evaluate(env)
+            derived.remove(n)
+        if any(env[n] != v for n, v in pins.items()) or any(v < 0 for v in env.values()):
+            continue
+        if all(e.evaluate(env) >= 0 for e in exprs):
+            return True
+    return False
+
+
+def _error(call) -> str | None:
+    try:
+        call()
+    except (ValueError, TypeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+_PINS = st.dictionaries(
+    st.sampled_from(sorted({*BOUNDED.dims, *ODD.dims, *ts.load_schema("text").dims})),
+    st.one_of(st.integers(-1, 60), st.just(True)),
+    max_size=3,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.sampled_from(["text", "bounded", "odd"]), pins=_PINS, data=st.data())
+def test_samples_and_tags_refuse_the_same_sizes_and_every_size_no_sample_has(name, pins, data):
+    schema = _schema(name)
+    pins = {k: v for k, v in pins.items() if k in schema.dims}
+    refused = _error(lambda: samples(schema, dims=pins, max_len=8))
+    refused_tags = _error(lambda: tags(schema, sizes=pins))
+    assert (refused is None) == (refused_tags is None), (refused, refused_tags)
+    assert refused is None or refused.split(":")[0] == refused_tags.split(":")[0]  # the same type of error
+    feasible = _declared_feasible(schema, pins, 63)
+    if not feasible:
+        assert refused is not None, pins  # sizes no sample has are refused, when the strategy is made
+    if refused is not None and "cannot construct" not in refused:
+        assert not feasible, refused  # a refusal that says no sample has these sizes is true
+    if refused is None:
+        drawn = _draw_or_limit(data, samples(schema, dims=pins, max_len=8, with_tags=True))
+        if drawn is None:
+            return
+        sample, tag = drawn
+        bound = schema.validate(sample, tag=tag, dims=pins)
+        schema.validate(sample, tag=data.draw(tags(schema, sizes=bound)))
+
+
+def _draw_or_limit(data, strategy):
+    """A draw, or ``None`` where it meets the documented limit of pinning a derived dim (module docstring)."""
+    try:
+        return data.draw(strategy)
+    except ValueError as exc:
+        if "cannot construct sizes" not in str(exc):
+            raise
+        return None
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_max_len_zero_draws_the_smallest_valid_samples(name, data):
+    schema = _schema(name)
+    sample, tag = data.draw(samples(schema, max_len=0, with_tags=True))
+    schema.validate(sample, tag=tag)
+
+
+def test_padding_tags_carry_is_padding_even_where_the_schema_does_not_declare_it():
+    untagged = ts.schema_from_dict(
+        {"name": "untagged", "dims": {"n": {}}, "fields": {"x": {"shape": ["n"], "dtype": "int64", "pad": 0}}}
+    )
+    assert untagged.padding(1, eos_token_id=2, like={"x": torch.zeros(1, dtype=torch.int64)}).tags == [
+        {"is_padding": True}
+    ]
+
+    @settings(max_examples=30, deadline=None)
+    @given(tags(untagged, padding=True), tags(untagged, padding=False), tags(untagged, padding=None))
+    def check(padding, real, either):
+        assert ts.is_padding(padding) and not ts.is_padding(real)
+        assert isinstance(ts.is_padding(either), bool)
+        for tag in (padding, real, either):
+            untagged.validate({"x": torch.zeros(2, dtype=torch.int64)}, tag=tag)
+
+    check()
+
+
+def test_tags_complete_sizes_with_the_derived_dims_they_decide():
+    seen = set()
+
+    @settings(max_examples=40, deadline=None, derandomize=True)
+    @given(tags("text", sizes={"prompt": 3, "response": 2}))
+    def collect(tag):
+        seen.add(tag.get("seq_len"))
+
+    collect()
+    assert seen == {None, 5}
+
+
+def _draw_error(strategy) -> str:
+    @settings(max_examples=5, deadline=None, database=None, phases=[Phase.generate])  # no shrinking: one failure
+    @given(strategy)
+    def draw(_):
+        pass
+
+    with pytest.raises(ValueError) as info:
+        draw()
+    return str(info.value)
+
+
+def test_a_size_strategy_drawing_no_batch_size_fails_the_draw():
+    assert "must draw ints in 0..65536, drew True" in _draw_error(batches("text", size=st.just(True)))
+    assert "drew -1" in _draw_error(batches("text", size=st.just(-1)))
+    assert "drew 100000" in _draw_error(batches("text", size=st.just(10**5)))
+    wide = ts.schema_from_dict(
+        {"name": "wide", "dims": {"n": {}}, "fields": {"x": {"shape": ["n"], "dtype": "int8", "pad": 0}}}
+    )
+    batches(wide, size=1, dims={"n": 2**23 + 1})  # a sample within the budget, two beyond it
+    assert _draw_error(batches(wide, size=st.just(2), dims={"n": 2**23 + 1})).endswith("lower max_len=, size= or dims=")
+    with pytest.raises(ValueError, match=r"2 samples of schema 'wide' can hold 16777218 tensor elements"):
+        batches(wide, size=2, dims={"n": 2**23 + 1})  # an int size is refused when the strategy is made
+
+
+def test_a_dim_range_too_large_to_build_falls_back_and_allocates_nothing():
+    huge = ts.schema_from_dict(
+        {"name": "huge", "dims": {"n": {"max": 2**40}}, "fields": {"x": {"shape": ["n"], "dtype": "int64", "pad": 0}}}
+    )
+    assert ("dim_range", "x") not in corruptions(huge)  # max + 1 = 2**40 + 1 elements: not offered
+
+    @settings(max_examples=20, deadline=None)
+    @given(invalid_samples(huge, codes=["dim_range", "tag"], max_len=8))
+    def check(case):
+        sample, expected = case
+        assert expected.code == "tag" and sample["x"].numel() <= 8
+        _assert_caught(huge, sample, expected)
+
+    check()
+
+
+def test_an_unsatisfiable_schema_says_so():
+    schema = ts.schema_from_dict(
+        {
+            "name": "tight",
+            "dims": {"x": {"max": 3}, "y": {"min": 1}, "d": "x - y", "e": "y - x - 1"},
+            "fields": {"t": {"shape": ["d", "e"], "dtype": "int64", "pad": 0}},
+        }
+    )
+
+    for strategy in (samples(schema), batches(schema, size=2), invalid_samples(schema)):
+        assert "cannot construct sizes" in _draw_error(strategy)  # a ValueError, never the internal _Infeasible
+
+
+def test_importing_testing_does_not_import_hypothesis():
+    code = (
+        "import sys, trajschema.testing as t; assert 'hypothesis' not in sys.modules; "
+        "t.samples; assert 'hypothesis' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -1,0 +1,358 @@
+"""TransferQueueWriter without Ray: its argument checks, bounded calls, whole-or-nothing puts and transportability.
+
+The same promises against a real TransferQueue (with fault injection inside its client):
+``tests/integration/test_writer.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import pickle
+import threading
+import time
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import trajschema as ts
+from trajschema.testing import MemoryTransferQueue, verl_sample
+from trajschema.tq.calls import bounded, check_meta, check_timeout, put_whole
+from trajschema.tq.layout import to_tq_fields
+from trajschema.tq.transport import carry_problem, transport_violations
+
+TEXT = ts.load_schema("text")
+
+
+def writer(client=None, **kw):
+    args = {"partition_id": "p", "eos_token_id": 2, "client": client or MemoryTransferQueue(), **kw}
+    return ts.TransferQueueWriter(TEXT, **args)
+
+
+def sample(p=3, r=4, seed=0):
+    return verl_sample(TEXT, p, r, seed=seed)
+
+
+def listed(client, pid="p"):
+    return client.kv_list(pid).get(pid, {})
+
+
+# ---------------------------------------------------------------------------------
+# Arguments: checked before any effect, with the documented exception and the argument's name
+
+BAD_CONSTRUCTOR = [
+    ("timeout-zero", {"timeout_s": 0}, ValueError, "timeout_s"),
+    ("timeout-negative", {"timeout_s": -1}, ValueError, "timeout_s"),
+    ("timeout-nan", {"timeout_s": math.nan}, ValueError, "timeout_s"),
+    ("timeout-inf", {"timeout_s": math.inf}, ValueError, "timeout_s"),
+    ("timeout-bool", {"timeout_s": True}, ValueError, "timeout_s"),
+    ("timeout-str", {"timeout_s": "5"}, ValueError, "timeout_s"),
+    ("timeout-past-threading", {"timeout_s": 1e300}, ValueError, "timeout_s"),
+    ("eos-bool", {"eos_token_id": True}, ValueError, "eos_token_id"),
+    ("eos-negative", {"eos_token_id": -1}, ValueError, "eos_token_id"),
+    ("eos-float", {"eos_token_id": 2.0}, ValueError, "eos_token_id"),
+    ("eos-past-int64", {"eos_token_id": 2**63}, ValueError, "eos_token_id"),
+    ("partition-empty", {"partition_id": ""}, ValueError, "partition_id"),
+    ("partition-bytes", {"partition_id": b"p"}, ValueError, "partition_id"),
+    ("depth-typo", {"depth": "value"}, ValueError, "depth"),
+    ("dims-bool", {"dims": {"prompt": True}}, ValueError, "dims"),
+    ("dims-list", {"dims": [1]}, ValueError, "dims"),
+]
+
+
+@pytest.mark.parametrize(("kw", "exc", "name"), [c[1:] for c in BAD_CONSTRUCTOR], ids=[c[0] for c in BAD_CONSTRUCTOR])
+def test_the_constructor_refuses_bad_arguments(kw, exc, name):
+    with pytest.raises(exc, match=name):
+        writer(**kw)
+
+
+def test_a_schema_name_is_not_a_schema():
+    with pytest.raises(TypeError, match=r"schema must be a trajschema\.Schema"):
+        ts.TransferQueueWriter("text", partition_id="p", eos_token_id=2)
+
+
+BAD_PUTS = [
+    ("keys-str", lambda s: ("k", [s], None), ValueError, "keys must be a list"),
+    ("keys-none", lambda s: (None, [s], None), ValueError, "keys must be a list"),
+    ("keys-generator", lambda s: ((k for k in ["a"]), [s], None), ValueError, "keys must be a list"),
+    ("keys-fewer", lambda s: ([], [s], None), ValueError, "0 keys for 1 samples"),
+    ("no-samples", lambda s: ([], [], None), ValueError, "at least one sample"),
+    ("samples-none", lambda s: (["a"], None, None), TypeError, "batch must be"),
+    ("one-mapping", lambda s: (["a"], s, None), TypeError, "single mapping"),
+    ("sample-int", lambda s: (["a"], [5], None), TypeError, "a sample must be a mapping"),
+    ("tags-str", lambda s: (["a"], [s], "x"), ValueError, "tags must be a list"),
+    ("tags-dict", lambda s: (["a"], [s], {"a": 1}), ValueError, "tags must be a list"),
+    ("tags-fewer", lambda s: (["a", "b"], [s, s], [{}]), ValueError, "1 tag dicts for 2 samples"),
+]
+
+
+@pytest.mark.parametrize(("args", "exc", "match"), [c[1:] for c in BAD_PUTS], ids=[c[0] for c in BAD_PUTS])
+def test_put_refuses_bad_arguments_and_writes_nothing(args, exc, match):
+    client = MemoryTransferQueue()
+    with pytest.raises(exc, match=match):
+        writer(client).put(*args(sample()))
+    assert client.kv_list() == {}
+
+
+def test_a_field_named_by_a_non_str_is_a_violation_not_a_crash():
+    client = MemoryTransferQueue()
+    w = writer(client)
+    w.put(["a"], [sample()])
+    with pytest.raises(ts.SchemaError) as info:
+        w.put(["b"], [{**sample(), 5: torch.zeros(1)}])
+    assert (0, "5", "transport") in [(v.sample, v.field, v.code) for v in info.value.violations]
+    assert "5" in str(info.value)  # the report renders the name
+    assert list(listed(client)) == ["a"]
+
+
+def _meta(client):
+    return writer(client).put(["a", "b", "c"], [sample(seed=i) for i in range(3)])
+
+
+BAD_PADS = [
+    ("multiple-zero", lambda m: (m, 0), {}, ValueError, "multiple"),
+    ("multiple-bool", lambda m: (m, True), {}, ValueError, "multiple"),
+    ("multiple-nan", lambda m: (m, math.nan), {}, ValueError, "multiple"),
+    ("multiple-str", lambda m: (m, "4"), {}, ValueError, "multiple"),
+    ("meta-none", lambda m: (None, 4), {}, TypeError, "meta must be a KVBatchMeta"),
+    ("meta-dict", lambda m: ({"keys": ["a"], "tags": [{}]}, 4), {}, TypeError, "meta must be a KVBatchMeta"),
+    ("reference-str", lambda m: (m, 4), {"reference": "a"}, TypeError, "reference must be a"),
+    ("reference-triple", lambda m: (m, 4), {"reference": ("a", {}, 1)}, TypeError, "reference must be a"),
+    ("reference-unknown", lambda m: (m, 4), {"reference": ("zz", {})}, ValueError, "not a real sample"),
+    ("reference-not-mapping", lambda m: (m, 4), {"reference": ("a", 5)}, TypeError, "must be a mapping"),
+]
+
+
+@pytest.mark.parametrize(("args", "kw", "exc", "match"), [c[1:] for c in BAD_PADS], ids=[c[0] for c in BAD_PADS])
+def test_pad_to_multiple_refuses_bad_arguments_and_writes_nothing(args, kw, exc, match):
+    client = MemoryTransferQueue()
+    meta = _meta(client)
+    before = listed(client)
+    with pytest.raises(exc, match=match):
+        writer(client).pad_to_multiple(*args(meta), **kw)
+    assert listed(client) == before
+
+
+def test_padding_refuses_a_meta_changed_after_it_was_built():
+    client = MemoryTransferQueue()
+    meta = _meta(client)
+    meta.tags.pop()  # KVBatchMeta checks itself only in __post_init__
+    with pytest.raises(ValueError, match="one tag dict per key: 3 keys, 2 tags"):
+        writer(client).pad_to_multiple(meta, 4)
+    assert len(listed(client)) == 3
+
+
+def test_async_padding_checks_its_arguments_first():
+    client = MemoryTransferQueue()
+    meta = _meta(client)
+    with pytest.raises(ValueError, match="multiple"):
+        asyncio.run(writer(client).async_pad_to_multiple(meta, 0))
+    assert len(listed(client)) == 3
+
+
+# ---------------------------------------------------------------------------------
+# check_timeout, check_meta, bounded
+
+
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(), st.booleans(), st.none(), st.text()))
+def test_check_timeout_accepts_exactly_positive_finite_seconds(value):
+    ok = value is None or (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= threading.TIMEOUT_MAX
+    )
+    if ok:
+        assert check_timeout(value) == (None if value is None else float(value))
+    else:
+        with pytest.raises(ValueError, match="timeout_s must be a positive, finite number"):
+            check_timeout(value)
+
+
+def test_check_timeout_can_refuse_none():
+    with pytest.raises(ValueError, match=r"found None"):
+        check_timeout(None, none_ok=False)
+
+
+def test_check_meta_reads_a_real_meta_and_refuses_lookalikes():
+    meta = MemoryTransferQueue.KVBatchMeta(keys=["a"], tags=[{}], partition_id="p", fields=["x"])
+    view = check_meta(meta)
+    assert (view.keys, view.partition_id, view.fields) == (["a"], "p", ["x"])
+
+    @dataclasses.dataclass
+    class Half:
+        keys: list
+        tags: list
+
+    with pytest.raises(TypeError, match="lacks the fields"):
+        check_meta(Half(["a"], [{}]))
+    with pytest.raises(TypeError, match="must be a KVBatchMeta"):
+        check_meta(MemoryTransferQueue.KVBatchMeta)  # the class, not an instance
+    bad = dataclasses.replace(meta)
+    bad.fields = "x"
+    with pytest.raises(TypeError, match="fields must be a list of str"):
+        check_meta(bad)
+    bad = dataclasses.replace(meta)
+    bad.partition_id = 3
+    with pytest.raises(TypeError, match="partition_id must be a str"):
+        check_meta(bad)
+
+
+def test_bounded_returns_raises_and_gives_up():
+    assert bounded(lambda: 3, 1.0, "x") == 3
+    with pytest.raises(KeyError):
+        bounded(lambda: {}["k"], 1.0, "x")
+    release = threading.Event()
+    with pytest.raises(TimeoutError, match=r"transfer_queue slow did not return within timeout_s=0\.1s"):
+        bounded(lambda: release.wait(10), 0.1, "slow")
+    release.set()
+
+
+# ---------------------------------------------------------------------------------
+# put_whole: a put that fails after registering its keys is undone
+
+
+class _RegistersThenFails(MemoryTransferQueue):
+    """Registers the keys (as TransferQueue's controller does) and fails before the data arrives."""
+
+    def __init__(self, fails=1, delay_s=0.0):
+        super().__init__()
+        self.fails, self.delay_s, self.calls = fails, delay_s, 0
+
+    def kv_batch_put(self, keys, partition_id, fields=None, tags=None, data_parser=None):
+        self.calls += 1
+        if self.calls <= self.fails:
+            super().kv_batch_put(keys, partition_id, tags=[{} for _ in keys])
+            if self.delay_s:
+                time.sleep(self.delay_s)
+                return super().kv_batch_put(keys, partition_id, fields=fields, tags=tags)  # lands late
+            raise ConnectionError("storage unit lost")
+        return super().kv_batch_put(keys, partition_id, fields=fields, tags=tags, data_parser=data_parser)
+
+
+def _fields(n=2):
+    return to_tq_fields([{"x": torch.arange(i + 1)} for i in range(n)])
+
+
+def test_a_failed_put_is_cleared_and_says_so():
+    client = _RegistersThenFails()
+    with pytest.raises(ConnectionError) as info:
+        put_whole(client, ["a", "b"], "p", _fields(), [{}, {}], 1.0)
+    assert listed(client) == {}
+    assert any("the put was undone" in n for n in info.value.__notes__)
+    put_whole(client, ["a", "b"], "p", _fields(), [{}, {}], 1.0)
+    assert list(listed(client)) == ["a", "b"]
+
+
+def test_a_failed_cleanup_is_reported_with_the_keys_left():
+    class CannotClear(_RegistersThenFails):
+        def kv_clear(self, keys, partition_id):
+            raise ConnectionError("controller gone")
+
+    client = CannotClear()
+    with pytest.raises(ConnectionError, match="storage unit lost") as info:
+        put_whole(client, ["a"], "p", _fields(1), [{}], None)
+    notes = "".join(info.value.__notes__)
+    assert "undoing the put failed too" in notes and "'a'" in notes
+
+
+def test_a_put_abandoned_on_timeout_is_cleared_when_it_lands_and_a_retry_waits_for_it():
+    client = _RegistersThenFails(delay_s=0.6)
+    with pytest.raises(TimeoutError, match="nothing of this put is kept"):
+        put_whole(client, ["a", "b"], "p", _fields(), [{}, {}], 0.1)
+    with pytest.raises(TimeoutError, match="still running"):
+        put_whole(client, ["b"], "p", _fields(1), [{}], 0.1)  # an overlapping retry, too impatient
+    retry = to_tq_fields([{"x": torch.full((i + 1,), 7)} for i in range(2)])
+    put_whole(client, ["a", "b"], "p", retry, [{"r": 1}, {"r": 1}], 5.0)
+    time.sleep(0.2)
+    assert listed(client) == {"a": {"r": 1}, "b": {"r": 1}}
+    assert client.kv_batch_get(["b"], "p")["x"][0].tolist() == [7, 7]
+
+
+def test_other_keys_do_not_wait_for_an_abandoned_put():
+    client = _RegistersThenFails(delay_s=0.5)
+    with pytest.raises(TimeoutError):
+        put_whole(client, ["a"], "p", _fields(1), [{}], 0.1)
+    started = time.monotonic()
+    put_whole(client, ["z"], "p", _fields(1), [{}], 0.1)
+    assert time.monotonic() - started < 0.1 + 0.3
+    time.sleep(0.6)
+    assert list(listed(client)) == ["z"]
+
+
+def test_an_async_put_that_fails_is_cleared():
+    class AsyncFails(_RegistersThenFails):
+        async def async_kv_batch_put(self, keys, partition_id, fields=None, tags=None, data_parser=None):
+            return self.kv_batch_put(keys, partition_id, fields=fields, tags=tags)
+
+    client = AsyncFails()
+    w = writer(client)
+    with pytest.raises(ConnectionError):
+        asyncio.run(w.async_put(["a"], [sample()]))
+    assert listed(client) == {}
+    asyncio.run(w.async_put(["a"], [sample()]))
+    assert list(listed(client)) == ["a"]
+
+
+# ---------------------------------------------------------------------------------
+# Transportability
+
+
+class _Unpicklable:
+    def __reduce__(self):
+        raise TypeError("no")
+
+
+CARRY = [
+    ("cpu-tensor", torch.zeros(3), None),
+    ("bf16", torch.zeros(3, dtype=torch.bfloat16), None),
+    ("uint16", torch.zeros(3, dtype=torch.uint16), None),
+    ("non-contiguous", torch.zeros(4, 3).t(), None),
+    ("expanded", torch.zeros(1).expand(10), None),
+    ("requires-grad", torch.zeros(3, requires_grad=True), None),
+    ("str", "uid-1", None),
+    ("bigint", 2**70, None),
+    ("dict", {"a": [1, (2, 3)]}, None),
+    ("meta", torch.zeros(3, device="meta"), "meta tensor"),
+    ("sparse", torch.zeros(3, 3).to_sparse(), "serializing it fails"),
+    ("lock", threading.Lock(), "serializing it fails"),
+    ("unpicklable", _Unpicklable(), "serializing it fails"),
+    ("nested-unpicklable", [1, {"x": _Unpicklable()}], "serializing it fails"),
+]
+
+
+@pytest.mark.parametrize(("value", "problem"), [c[1:] for c in CARRY], ids=[c[0] for c in CARRY])
+def test_carry_problem(value, problem):
+    got = carry_problem(value)
+    assert (got is None) == (problem is None), got
+    if problem is not None:
+        assert problem in got
+
+
+def test_a_self_referential_value_is_reported_not_raised():
+    loop: list = []
+    loop.append(loop)
+    assert carry_problem(loop) is None  # pickle carries cycles
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert carry_problem(deep) is not None
+
+
+def test_transport_violations_name_sample_field_and_tag():
+    found = transport_violations(
+        [{"x": torch.zeros(1)}, {"x": torch.zeros(1, device="meta")}],
+        [{"t": 1}, {"t": threading.Lock()}],
+        first_sample=5,
+    )
+    assert [(v.sample, v.field, v.code) for v in found] == [(6, "x", "transport"), (6, "t", "transport")]
+    assert "tag 't'" in found[1].message
+    pickle.loads(pickle.dumps(found))  # violations stay light and picklable
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), st.lists, max_leaves=8))
+def test_plain_python_values_always_travel(value):
+    assert carry_problem(value) is None

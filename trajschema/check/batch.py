@@ -1,0 +1,246 @@
+"""The entry points of checking: one sample (fast path first) and whole batches.
+
+:func:`validate_sample` first runs the generated straight-line checker, which only says
+"clean" or "look closer"; :func:`check_batch` screens a TensorDict column by column
+(:mod:`._screen`) and a list sample by sample. Either way only the rows that need a
+closer look reach :func:`trajschema.check.sample.check_sample`, the one writer of records.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from trajschema.check.columns import BatchShapeError, BatchView, as_mapping, batch_view, is_tensordict
+from trajschema.check.plan import Plan
+from trajschema.check.sample import check_sample, tag_problems
+from trajschema.check.screen import suspicious_rows
+from trajschema.core import (
+    DEPTHS,
+    MAX_SIZE,
+    FixedDim,
+    SchemaError,
+    Violation,
+    describe_value,
+    kind_ok,
+    scalar_failures,
+    shown_value,
+    tensor_has_failures,
+)
+
+__all__ = [
+    "batch_of",
+    "check_args",
+    "check_batch",
+    "fast_bindings",
+    "one_sample",
+    "sample_violations",
+    "tags_length_violation",
+    "validate_sample",
+]
+
+
+def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[str, int] | None:
+    """Refuse a bad ``depth`` or ``dims=`` before looking at any data; return ``dims`` as plain ints.
+
+    Raises:
+        ValueError: an unknown depth; a dim the schema lacks, a size that is not an int
+            >= 0, or a size for a fixed dim other than its own.
+    """
+    if not isinstance(depth, str) or depth not in DEPTHS:  # str first: `in` would compare an array elementwise
+        raise ValueError(f"depth must be 'shapes' or 'values', found {shown_value(depth)}")
+    if dims is None:
+        return None
+    if not isinstance(dims, Mapping):
+        raise ValueError(f"dims= must be a mapping of dim name to size, found {describe_value(dims)}")
+    declared = plan.dims
+    for k, v in dims.items():
+        if k not in declared:
+            raise ValueError(
+                f"dims={{{k!r}: ...}}: schema {plan.name!r} has no dim {k!r} (its dims: {', '.join(declared)})"
+            )
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= v <= MAX_SIZE:
+            raise ValueError(f"dims[{k!r}] must be an int in 0..2**63-1 (a torch size), found {shown_value(v)}")
+        d = declared[k]
+        if isinstance(d, FixedDim) and v != d.size:
+            raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")
+    return {k: int(v) for k, v in dims.items()}  # numpy ints and the like become ints
+
+
+def one_sample(sample: Any, what: str = "sample") -> Mapping[str, Any]:
+    """``sample`` as a mapping, refusing what is not one sample; ``what`` names the argument in messages.
+
+    Raises:
+        TypeError: ``sample`` is not a mapping, or is a TensorDict with batch dims (a
+            batch, not one of its rows).
+    """
+    if type(sample) is dict:
+        return sample
+    if is_tensordict(sample) and sample.batch_dims:
+        raise TypeError(
+            f"{what} must be one sample, found a TensorDict with batch_size {list(sample.batch_size)} (a batch); "
+            "pass one row of it (batch[i]), or check the whole batch with validate_batch"
+        )
+    try:
+        return as_mapping(sample)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a mapping of field name to value (a dict or a TensorDict row), "
+            f"found {describe_value(sample)}"
+        ) from None
+
+
+def batch_of(batch: Any) -> BatchView:
+    """The :class:`BatchView` of ``batch``; a sample that is not a mapping is named by its index.
+
+    Raises:
+        TypeError: ``batch`` is neither a sequence of sample mappings nor a TensorDict
+            (``batch[i]`` names the first sample that is not a mapping).
+        BatchShapeError: a TensorDict without exactly one batch dim.
+    """
+    try:
+        return batch_view(batch)
+    except TypeError:
+        if is_tensordict(batch) or not isinstance(batch, Sequence) or isinstance(batch, (str, bytes, Mapping)):
+            raise TypeError(
+                "a batch must be a list of sample mappings or a TensorDict, found " + describe_value(batch)
+            ) from None
+        for i, sample in enumerate(batch):
+            if type(sample) is not dict and not is_tensordict(sample) and not isinstance(sample, Mapping):
+                raise TypeError(
+                    f"batch[{i}]: a sample must be a mapping of field name to value (a dict or a TensorDict row), "
+                    f"found {describe_value(sample)}"
+                ) from None
+        raise
+
+
+def fast_bindings(
+    plan: Plan, sample: Mapping[str, Any], tag: Any, dims: Mapping[str, int] | None, depth: str
+) -> dict[str, int] | None:
+    """The sample's dims when it is certainly clean; ``None`` means "look closer"."""
+    env = plan.fast(sample)
+    if env is None:
+        return None
+    if dims:
+        for k, n in dims.items():
+            if env.get(k) != n:
+                return None
+    if plan.extra == "forbid" and any(k not in plan.fields for k in sample):
+        return None
+    if tag is not None and tag_problems(plan, tag, env):
+        return None
+    if depth == "values":
+        for f in plan.valued:
+            v = sample.get(f.name)
+            if v is None:
+                continue
+            if f.is_tensor:
+                if tensor_has_failures(f, v):
+                    return None
+            elif kind_ok(f.kind, v) and scalar_failures(f, v):
+                return None
+    return env
+
+
+def sample_violations(
+    plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str
+) -> tuple[dict[str, int], list[Violation]]:
+    """(dims bound, violations) of one sample; raises only for bad arguments."""
+    dims = check_args(plan, dims, depth)
+    return check_sample(plan, one_sample(sample), tag=tag, dims=dims, depth=depth)
+
+
+def validate_sample(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str) -> dict[str, int]:
+    """Check one sample; return its dims or raise :class:`SchemaError` with every violation."""
+    dims = check_args(plan, dims, depth)
+    mapping = one_sample(sample)
+    fast = fast_bindings(plan, mapping, tag, dims, depth)
+    if fast is not None:
+        return fast
+    bound, found = check_sample(plan, mapping, tag=tag, dims=dims, depth=depth)
+    if found:
+        raise SchemaError(found, schema_name=plan.name, bindings={None: bound})
+    return bound
+
+
+def tags_length_violation(tags: Any, n: int) -> list[Violation]:
+    """A ``batch`` violation when ``tags`` is not one tag dict per sample."""
+    if tags is None:
+        return []
+    if isinstance(tags, Sequence) and not isinstance(tags, (str, bytes)) and len(tags) == n:
+        return []
+    is_list = isinstance(tags, Sequence) and not isinstance(tags, (str, bytes))
+    found = f"{len(tags)} tag dicts" if is_list else describe_value(tags)
+    msg = f"tags= needs one tag dict per sample: expected {n}, found {found}"
+    return [Violation(None, "<tags>", "batch", f"{n} tag dicts", found, msg)]
+
+
+def check_batch(
+    plan: Plan,
+    batch: Any,
+    *,
+    tags: Sequence[Any] | None,
+    dims: Mapping[str, int] | None,
+    depth: str,
+    bound_out: list[dict[str, int]] | None = None,
+) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
+    """Every violation of a batch, and the dims bound by each sample that has one.
+
+    For a list of samples, ``bound_out`` (if given) receives the dims each sample binds,
+    in order, so a caller needs no second pass to learn them.
+    """
+    dims = check_args(plan, dims, depth)
+    try:
+        view = batch_of(batch)
+    except BatchShapeError as exc:
+        size = list(batch.batch_size)  # only a TensorDict raises this
+        return [Violation(None, "<batch>", "batch", "batch_size [B]", f"batch_size {size}", str(exc))], {}
+    if bound_out is not None and view.is_table:
+        raise ValueError("bound_out is only collected for a list of samples")
+    found = tags_length_violation(tags, view.n)
+    tag_list = None if found else tags
+    get: Callable[[int], Mapping[str, Any]]
+    if view.is_table:
+        rows: Sequence[int] = suspicious_rows(plan, view, tags=tag_list, dims=dims, depth=depth)
+        get = _RowSource(view, rows)
+    else:
+        rows = range(view.n)
+        get = view.row
+    bindings: dict[int | None, dict[str, int]] = {}
+    opaque = view.opaque()
+    for i in rows:
+        row = get(i)
+        tag = tag_list[i] if tag_list is not None else None
+        fast = None if view.is_table else fast_bindings(plan, row, tag, dims, depth)
+        if fast is None:
+            bound, vs = check_sample(plan, row, tag=tag, dims=dims, depth=depth, index=i, opaque=opaque)
+        else:
+            bound, vs = fast, []
+        if bound_out is not None:
+            bound_out.append(bound)
+        if vs:
+            found.extend(vs)
+            bindings[i] = bound
+    return found, bindings
+
+
+class _RowSource:
+    """Rows of a TensorDict batch for the rows that need a closer look.
+
+    A few rows are cut out one at a time; many rows (a column-wide problem) unbind each
+    column once instead, which is far cheaper than indexing the TensorDict per row.
+    """
+
+    _UNBIND_ABOVE = 32
+
+    def __init__(self, view: BatchView, rows: Sequence[int]) -> None:
+        self.view = view
+        self.columns: dict[str, Sequence[Any]] | None = None
+        if len(rows) > self._UNBIND_ABOVE:
+            self.columns = {k: view.values_of(k) for k in view.keys()}
+
+    def __call__(self, i: int) -> Mapping[str, Any]:
+        if self.columns is not None:
+            return {k: v[i] for k, v in self.columns.items()}
+        return self.view.row(i)

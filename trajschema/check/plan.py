@@ -1,0 +1,132 @@
+"""The checking plan: everything about a schema that checks and padding need, derived once.
+
+A :class:`Plan` is built from the schema's declarations alone and cached on the schema
+object; it is never pickled (the schema drops it and rebuilds it on first use).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trajschema.check.binding import DimPlan
+from trajschema.check.fastpath import compile_fast_checker
+from trajschema.core import DerivedDim, Dim, Field, FixedDim, FreeDim, Tag
+
+__all__ = ["Axis", "Plan", "build_plan"]
+
+#: One axis of a tensor field: the dim it observes (``None`` for a literal size) and the literal.
+Axis = tuple[str | None, int]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Plan:
+    """A schema's declarations, arranged for checking.
+
+    Attributes:
+        name / dims / fields / tags / extra / padding_sizes: as declared.
+        tensors: each tensor field with its axes.
+        others: the non-tensor fields.
+        dim_plan: what :func:`trajschema.check.binding.bind` needs.
+        hidden: names of the dims made up for inline shape expressions (``"(a + b)"``).
+        valued: the fields with value checks.
+        length_tags: tags tied to a dim expression (``seq_len: {equals: seq}``).
+        uid_field: the field declared ``pad: uid`` (the GRPO group id), if any.
+        padding_default: what an absent ``is_padding`` tag means (its declared default).
+    """
+
+    name: str
+    dims: Mapping[str, Dim]
+    fields: Mapping[str, Field]
+    tags: Mapping[str, Tag]
+    extra: str
+    padding_sizes: Mapping[str, int]
+    tensors: tuple[tuple[Field, tuple[Axis, ...]], ...]
+    others: tuple[Field, ...]
+    dim_plan: DimPlan
+    hidden: frozenset[str]
+    valued: tuple[Field, ...]
+    length_tags: tuple[Tag, ...]
+    uid_field: str | None
+    padding_default: bool
+
+    @functools.cached_property
+    def fast(self) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
+        """The generated straight-line checker (see `trajschema.check.fastpath`), built on first use."""
+        return compile_fast_checker(self)
+
+    def public_dims(self, env: Mapping[str, Any]) -> dict[str, Any]:
+        """``env`` without the hidden dims, in declaration order."""
+        return {n: env[n] for n in self.dim_plan.dims if n in env and n not in self.hidden}
+
+
+def build_plan(
+    *,
+    name: str,
+    dims: Mapping[str, Dim],
+    fields: Mapping[str, Field],
+    tags: Mapping[str, Tag],
+    extra: str,
+    padding_sizes: Mapping[str, int],
+) -> Plan:
+    """Arrange a schema's declarations for checking."""
+    all_dims: dict[str, Any] = dict(dims)
+    hidden: set[str] = set()
+    tensors = []
+    for f in fields.values():
+        if f.is_tensor:
+            tensors.append((f, tuple(_axis(e, all_dims, hidden) for e in f.shape or ())))
+    pad_tag = tags.get("is_padding")
+    uid = [f.name for f in fields.values() if f.pad.rule == "uid"]
+    return Plan(
+        name=name,
+        dims=dims,
+        fields=fields,
+        tags=tags,
+        extra=extra,
+        padding_sizes=padding_sizes,
+        tensors=tuple(tensors),
+        others=tuple(f for f in fields.values() if not f.is_tensor),
+        dim_plan=DimPlan(
+            dims=all_dims,
+            derived=_dependency_order(all_dims),
+            fixed={n: d.size for n, d in all_dims.items() if isinstance(d, FixedDim)},
+            free=tuple(d for d in all_dims.values() if isinstance(d, FreeDim)),
+        ),
+        hidden=frozenset(hidden),
+        valued=tuple(f for f in fields.values() if f.has_value_checks),
+        length_tags=tuple(t for t in tags.values() if t.equals is not None),
+        uid_field=uid[0] if uid else None,
+        padding_default=bool(pad_tag.default) if pad_tag is not None and pad_tag.default is not None else False,
+    )
+
+
+def _axis(e: Any, dims: dict[str, Any], hidden: set[str]) -> Axis:
+    if e.is_int:
+        return (None, e.args[0])
+    name = e.args[0] if e.is_name else f"({e})"
+    if not e.is_name and name not in dims:
+        dims[name] = DerivedDim(name, e)
+        hidden.add(name)
+    return (name, -1)
+
+
+def _dependency_order(dims: Mapping[str, Any]) -> tuple[DerivedDim, ...]:
+    order: list[DerivedDim] = []
+    seen: set[str] = set()
+
+    def visit(n: str) -> None:
+        if n in seen:
+            return
+        seen.add(n)
+        d = dims[n]
+        if isinstance(d, DerivedDim):
+            for m in d.expr.names():
+                visit(m)
+            order.append(d)
+
+    for n in dims:
+        visit(n)
+    return tuple(order)

@@ -1,0 +1,304 @@
+"""The ``trajschema`` command line: the parser, dispatch to the subcommands, one-line errors and exit codes.
+
+The subcommands live in :mod:`trajschema.cli.schemas` (list, show, export, infer, diff)
+and :mod:`trajschema.cli.data` (check, plan, pad), which never import this module;
+``demo`` is registered here and imports its runner only when it runs.
+
+Exit status: 0 success, 1 a negative answer (invalid data, a breaking change, a schema
+file that does not load), 2 unusable input. Every error is one line on stderr,
+``trajschema <command>: error: <what>``, argparse's usage errors included; an unexpected
+exception says so in one line and re-raises with ``TRAJSCHEMA_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import errno
+import os
+import re
+import sys
+import warnings
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from trajschema.cli.data import FORMATTER, add_check, add_pad, add_plan, non_negative_int, positive_int, printable
+from trajschema.cli.demo import MAX_SEED
+from trajschema.cli.schemas import add_diff, add_export, add_infer, add_list, add_show
+from trajschema.core import VERSION as __version__
+from trajschema.core import SchemaError, SchemaMatchError, SchemaNotFoundError
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+    from rich.console import Console
+
+__all__ = ["DEBUG_VAR", "build_parser", "main"]
+
+#: Set to 1 to see the traceback of an unexpected error instead of its one-line summary.
+DEBUG_VAR = "TRAJSCHEMA_DEBUG"
+
+#: Errors of bad input: reported in one line with exit status 2. Anything else is a bug.
+_EXPECTED: tuple[type[BaseException], ...] = (ValueError, TypeError, OSError, SchemaNotFoundError, ImportError)
+
+#: How a write to stdout fails when the stream cannot take it (EPIPE is a reader that left).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EIO, errno.EBADF, errno.EFBIG, errno.EDQUOT})
+
+#: The status of a process killed by SIGPIPE (128 + 13), as shells report it.
+_EXIT_BROKEN_PIPE = 141
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line (``trajschema check: error: ...``) with exit status 2.
+
+    Options must be spelled out: argparse would otherwise take ``--dp-siz`` (or ``--d``)
+    for ``--dp-size``, so a typo would pass, and a script using a prefix would break as
+    soon as a second option shares it.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        # argparse swallows write errors here, so `--help > /dev/full` would exit 0 with
+        # nothing written; let them reach main(), which reports them like any other output.
+        if message:
+            (file or sys.stderr).write(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``trajschema`` and all its subcommands (the CLI reference is generated from it)."""
+    parser = _Parser(
+        prog="trajschema",
+        description=(
+            "Typed schemas, validation and padding for reinforcement-learning trajectories of\n"
+            "large language models. Run `trajschema COMMAND --help` for a command's options and\n"
+            "an example."
+        ),
+        epilog=(
+            "Exit status: 0 success; 1 a negative answer (invalid samples, a breaking schema\n"
+            "change, a schema file that does not load); 2 unusable input or a usage error. Errors\n"
+            f"are one line on stderr; set {DEBUG_VAR}=1 for the traceback of an unexpected one.\n\n"
+            "Example:\n"
+            "  trajschema check rollout.pt --schema auto"
+        ),
+        formatter_class=FORMATTER,
+    )
+    parser.add_argument("--version", action="version", version=f"trajschema {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", required=True)
+    for add in (add_list, add_show, add_check, add_plan, add_pad, add_infer, add_export, add_diff, _add_demo):
+        add(sub)
+    for command_parser in sub.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)
+    return parser
+
+
+def _add_demo(sub: Any) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the end-to-end demo on a local Ray + TransferQueue",
+        description=(
+            "Run one PPO/GRPO step's data path on an embedded local Ray + TransferQueue: generate a\n"
+            "realistic multi-trajectory rollout (PROMPTS GRPO groups of 1 to 2 x ROLLOUT_N - 1\n"
+            "trajectories each), write it through the validating writer, pad it to the multiple the\n"
+            "step needs, read it back, check every sample, compute metrics with and without the\n"
+            "padding filter, stop everything and print a report. The arguments are checked before\n"
+            "anything starts."
+        ),
+        epilog="Exit status: 0 when every step succeeds, 1 when one fails.\n\nExample:\n  trajschema demo --prompts 45",
+        formatter_class=FORMATTER,
+    )
+    p.add_argument("--schema", default="vlm_mrope_moe", metavar="NAME", help="the schema (default: vlm_mrope_moe)")
+    p.add_argument("--prompts", type=positive_int, default=45, help="GRPO groups in the rollout (default 45)")
+    p.add_argument(
+        "--rollout-n", type=positive_int, default=8, help="the rollout's n: trajectories per prompt (default 8)"
+    )
+    p.add_argument("--dp-size", type=positive_int, default=2, metavar="N", help="data-parallel ranks (default 2)")
+    p.add_argument(
+        "--mini-batch-size",
+        type=positive_int,
+        default=15,
+        metavar="M",
+        help="the actor's ppo_mini_batch_size, in prompts (default 15)",
+    )
+    p.add_argument("--seed", type=_seed, default=0, help="random seed of the samples, 0 to 2**32-1 (default 0)")
+    p.set_defaults(run=_run_demo)
+
+
+def _seed(text: str) -> int:
+    seed = non_negative_int(text)
+    if seed > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32-1, found {text}")
+    return seed
+
+
+def _run_demo(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.cli.demo import check_arguments, run_demo
+
+    # Bad sizes and an unknown schema fail here, before anything is built or Ray starts.
+    check_arguments(
+        schema=args.schema,
+        prompts=args.prompts,
+        rollout_n=args.rollout_n,
+        dp_size=args.dp_size,
+        mini_batch_size=args.mini_batch_size,
+        seed=args.seed,
+    )
+    report = run_demo(
+        schema=args.schema,
+        prompts=args.prompts,
+        rollout_n=args.rollout_n,
+        dp_size=args.dp_size,
+        mini_batch_size=args.mini_batch_size,
+        seed=args.seed,
+        console=console,
+        progress=console.is_terminal,
+    )
+    return 0 if report.ok else 1
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # Newer rich exits with status 1 here; report it as any other write to a closed pipe.
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    tty = sys.stdout.isatty()
+    # Off a terminal (a pipe, a file, a test) no colour or control codes, and no width
+    # limit: a table row stays one line however long, so it can be grepped.
+    return _Console(
+        markup=False,
+        highlight=False,
+        emoji=False,
+        force_terminal=tty,
+        color_system="auto" if tty else None,
+        width=None if tty else 4000,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
+    with warnings.catch_warnings():
+        # Said on first use of nested tensors in every run; not news to a command-line user.
+        warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
+        warnings.showwarning = _show_warning
+        return _run(argv)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    _fail("trajschema", f"{category.__name__}: {one_line(str(message))}", label="warning")
+
+
+def _run(argv: list[str] | None) -> int:
+    command = "trajschema"
+    if sys.stdout is None:  # started with stdout closed (`trajschema list >&-`)
+        _fail(command, "standard output is closed; nothing could be written")
+        return 2
+    try:
+        try:
+            args = _parse(build_parser(), argv)
+        except SystemExit as exc:  # argparse: --help, --version and usage errors (already printed)
+            status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+        else:
+            command = args.command_parser.prog
+            status = int(args.run(args, _console()))
+        sys.stdout.flush()  # a closed pipe shows here at the latest, not in the interpreter's exit
+        return status
+    except BrokenPipeError:  # `trajschema ... | head`: the reader left; say nothing more
+        _discard_stdout()
+        return _EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        _fail(command, "interrupted")
+        return 130
+    except OSError as exc:
+        # Files the commands read or write fail with their own message (and file name); an
+        # error number alone is the output stream failing: a full disk, a closed descriptor.
+        output = exc.filename is None and exc.errno in _OUTPUT_ERRNOS
+        _fail(command, f"cannot write the output: {exc.strerror}" if output else error_line(exc))
+        if output:
+            _discard_stdout()  # or the interpreter's own flush at exit fails again, with a traceback
+        return 2
+    except _EXPECTED as exc:
+        _fail(command, error_line(exc))
+        return 2
+    except Exception as exc:
+        if os.environ.get(DEBUG_VAR, "") not in ("", "0"):
+            raise
+        _fail(command, f"unexpected {type(exc).__name__}: {error_line(exc)} (set {DEBUG_VAR}=1 for the traceback)")
+        return 2
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _check_option_names(parser, argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # blame the subcommand, whose usage the user is typing
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Refuse a misspelled ``--option`` of a subcommand with a suggestion, before argparse parses.
+
+    Left to argparse, ``plan --dp-siz 2`` would first fail for the missing ``--dp-size``,
+    and the typo would only show up in a second run.
+    """
+    # argparse has no public way to list a subcommand's options: read its tables.
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = next((a for a in argv if a in sub.choices), None)
+    if command is None:
+        return
+    command_parser = sub.choices[command]
+    known = list(command_parser._option_string_actions)
+    for token in argv[argv.index(command) + 1 :]:
+        if token == "--":
+            break
+        name = token.partition("=")[0]
+        if name.startswith("--") and name not in known:
+            longer = [k for k in known if k.startswith(name)]  # a prefix, as argparse would have taken it
+            close = longer if len(longer) == 1 else difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            command_parser.error(f"unrecognized arguments: {name}" + (f"; did you mean {close[0]}?" if close else ""))
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line: colour codes dropped, its lines joined with ``; ``, other control characters escaped."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return printable("; ".join(line.strip() for line in text.splitlines() if line.strip()))
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line an error is reported as (a :class:`SchemaError` by its count and first violation)."""
+    if isinstance(exc, SchemaError) and not isinstance(exc, SchemaMatchError) and exc.violations:
+        n = len(exc.violations)
+        where = f" of schema {exc.schema_name!r}" if exc.schema_name else ""
+        return f"{n} violation{'s' if n != 1 else ''}{where}; first: {exc.violations[0]}"
+    return one_line(str(exc)) or type(exc).__name__
+
+
+def _fail(command: str, message: str, *, label: str = "error") -> None:
+    try:
+        sys.stderr.write(f"{command}: {label}: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr is closed too (or None): nothing left to tell
+        pass
+
+
+def _discard_stdout() -> None:
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that flush from
+    # raising a second BrokenPipeError (the recipe of the `signal` module's documentation).
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (an in-process caller's stream)
+        pass

@@ -1,0 +1,190 @@
+"""The two error families: a bad schema, and bad data (with every violation)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from trajschema.core.types import ViolationCode
+
+__all__ = ["SchemaDefinitionError", "SchemaError", "SchemaMatchError", "SchemaNotFoundError", "Violation"]
+
+# Long reports are capped so that a batch with thousands of bad samples still prints
+# a readable error; `.violations` always keeps all of them.
+_MAX_ROWS = 40
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    """One way a sample (or its tag dict) breaks a schema.
+
+    Holds only strings and ints, never tensors, so it pickles cheaply across Ray and
+    process boundaries.
+
+    Attributes:
+        sample: index of the sample in a batch; ``None`` for a single sample.
+        field: the field (or tag) at fault.
+        code: stable machine-readable reason: ``missing``, ``kind``, ``dtype``, ``rank``,
+            ``shape``, ``dim_mismatch``, ``dim_range``, ``value``, ``tag``, ``extra``,
+            ``batch`` (the batch as a whole, e.g. tag dicts of the wrong length),
+            ``key`` (a TransferQueue key that repeats or already exists),
+            ``padding`` (a break of the is_padding contract) or ``transport`` (a
+            field or tag value TransferQueue cannot send and read back, e.g. a
+            ``meta`` tensor or an object pickle refuses).
+        expected: what the schema asks for, as text.
+        actual: what was found, as text (shapes and dtypes, never tensor contents).
+        message: one line naming where, what was expected and what was found.
+    """
+
+    sample: int | None
+    field: str
+    code: ViolationCode
+    expected: str
+    actual: str
+    message: str
+
+    def __post_init__(self) -> None:
+        # A report must render whatever a sample held: a field named by an int, say.
+        for name in ("field", "expected", "actual", "message"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                object.__setattr__(self, name, repr(value))
+
+    def __str__(self) -> str:
+        where = f"sample {self.sample}, " if self.sample is not None else ""
+        return f"{where}{self.field}: {self.message}"
+
+
+class SchemaDefinitionError(ValueError):
+    """A schema file (or schema mapping) is malformed.
+
+    The message names the file, the key path inside it and what is wrong, e.g.
+    ``schemas/mine.yaml: fields.loss_mask.pad: unknown pad rule 'eso'; did you mean 'eos'?``.
+
+    Attributes:
+        source: the file (or ``<mapping>``) the problem is in.
+        path: dotted key path inside it (``""`` for the whole file).
+        problem: what is wrong.
+    """
+
+    __module__ = "trajschema"
+
+    def __init__(self, source: str, path: str, problem: str) -> None:
+        self.source = source
+        self.path = path
+        self.problem = problem
+        where = f"{source}: {path}" if path else source
+        super().__init__(f"{where}: {problem}")
+
+    def __reduce__(self):  # keep it picklable despite the custom __init__
+        return (type(self), (self.source, self.path, self.problem))
+
+
+class SchemaNotFoundError(LookupError):
+    """No schema with that name, path or architecture is known.
+
+    The message lists the names that are known and a close match when there is one.
+    """
+
+    __module__ = "trajschema"
+
+
+class SchemaError(ValueError):
+    """Data breaks a schema; carries every violation, not only the first.
+
+    Attributes:
+        violations: all violations found, in sample then declaration order.
+        bindings: for each sample index (``None`` for a single sample) the dim sizes the
+            sample bound, e.g. ``{3: {"prompt": 5, "response": 4, "seq": 9}}``.
+        schema_name: the schema checked against.
+    """
+
+    __module__ = "trajschema"
+
+    def __init__(
+        self,
+        violations: Sequence[Violation],
+        *,
+        schema_name: str = "",
+        bindings: Mapping[int | None, Mapping[str, int]] | None = None,
+    ) -> None:
+        self.violations = list(violations)
+        self.schema_name = schema_name
+        self.bindings = {k: dict(v) for k, v in (bindings or {}).items()}
+        super().__init__(self._render())
+
+    def __reduce__(self):
+        return (
+            _rebuild_schema_error,
+            (self.violations, self.schema_name, self.bindings),
+        )
+
+    def _render(self) -> str:
+        vs = self.violations
+        samples = {v.sample for v in vs}
+        where = f"schema {self.schema_name!r}" if self.schema_name else "schema"
+        n_samples = sum(1 for s in samples if s is not None)
+        in_what = f" in {n_samples} sample{'s' if n_samples != 1 else ''}" if n_samples else ""
+        head = f"{len(vs)} violation{'s' if len(vs) != 1 else ''} of {where}{in_what}:"
+        rows = [("sample", "field", "code", "expected", "actual")]
+        for v in vs[:_MAX_ROWS]:
+            rows.append(("-" if v.sample is None else str(v.sample), v.field, v.code, v.expected, v.actual))
+        widths = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
+        lines = [head]
+        for r in rows:
+            cells = [_clip(c, w).ljust(w) for c, w in zip(r[:4], widths, strict=True)]
+            lines.append("  " + "  ".join(cells) + "  " + _clip(r[4], 64))
+        if len(vs) > _MAX_ROWS:
+            lines.append(f"  ... and {len(vs) - _MAX_ROWS} more (see .violations)")
+        shown = list(dict.fromkeys(v.sample for v in vs[:_MAX_ROWS]))
+        bound = [(s, self.bindings[s]) for s in shown if self.bindings.get(s)]
+        if bound:
+            lines.append("dims bound:")
+            for s, b in bound[:8]:
+                label = "sample" if s is None else f"sample {s}"
+                lines.append(f"  {label}: " + ", ".join(f"{k}={n}" for k, n in b.items()))
+            if len(bound) > 8:
+                lines.append(f"  ... and {len(bound) - 8} more samples")
+        lines.append("first problem: " + str(vs[0]) if vs else "")
+        return "\n".join(lines).rstrip()
+
+
+class SchemaMatchError(SchemaError, SchemaNotFoundError):
+    """No schema, or more than one equally good schema, fits a sample (:func:`trajschema.schema_for_sample`).
+
+    Both a :class:`SchemaError` (the data does not pick out one schema) and a
+    :class:`SchemaNotFoundError` (the lookup failed).
+
+    Attributes:
+        violations: when none fits, every violation of the closest candidate (the one
+            with the fewest); empty for a tie.
+        schema_name: the closest candidate (``""`` for a tie).
+        tied: the names of the equally good schemas (empty when none fits).
+    """
+
+    __module__ = "trajschema"
+
+    def __init__(
+        self, message: str, violations: Sequence[Violation] = (), *, schema_name: str = "", tied: Sequence[str] = ()
+    ) -> None:
+        self.violations = list(violations)
+        self.schema_name = schema_name
+        self.bindings = {}
+        self.tied = list(tied)
+        self.message = message
+        ValueError.__init__(self, message)
+
+    def __reduce__(self):
+        return (_rebuild_match_error, (self.message, self.violations, self.schema_name, self.tied))
+
+
+def _rebuild_match_error(message, violations, schema_name, tied):
+    return SchemaMatchError(message, violations, schema_name=schema_name, tied=tied)
+
+
+def _rebuild_schema_error(violations, schema_name, bindings):
+    return SchemaError(violations, schema_name=schema_name, bindings=bindings)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,68 @@
+"""Type aliases of the public API: what a batch is, check depths and violation codes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from tensordict import TensorDictBase
+
+__all__ = ["DEPTHS", "MAX_SIZE", "Batch", "Depth", "Sample", "SchemaLike", "TagDict", "ViolationCode"]
+
+#: The largest size a torch tensor can have (sizes are int64).
+MAX_SIZE = 2**63 - 1
+
+Depth = Literal["shapes", "values"]
+"""How deep a check goes: ``"shapes"`` reads no tensor values; ``"values"`` also checks
+``values``/``min``/``max``/``finite``."""
+DEPTHS: tuple[Depth, ...] = ("shapes", "values")
+
+ViolationCode = Literal[
+    "missing",
+    "kind",
+    "dtype",
+    "rank",
+    "shape",
+    "dim_mismatch",
+    "dim_range",
+    "value",
+    "tag",
+    "extra",
+    "batch",
+    "key",
+    "padding",
+    "transport",
+]
+"""The stable machine-readable reason of a `Violation` (see its `code`)."""
+
+#: One sample: a mapping of field name to value (a dict, or one row of a TensorDict).
+Sample = Mapping[str, Any]
+#: The tag dict stored beside a sample in TransferQueue.
+TagDict = Mapping[str, Any]
+Batch = Sequence[Sample] | TensorDictBase
+"""A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue returns it
+(jagged, strided or dense tensor columns; non-tensor columns)."""
+
+
+class SchemaLike(Protocol):
+    """What the rooms below the front door read of a `trajschema.Schema`, so that they need not import it.
+
+    Compatibility compares two of them and the display rows describe one; the
+    `Schema` class itself (in `trajschema._schema`) sits above both and satisfies this.
+    """
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def fields(self) -> Mapping[str, Any]: ...
+    @property
+    def dims(self) -> Mapping[str, Any]: ...
+    @property
+    def tags(self) -> Mapping[str, Any]: ...
+    @property
+    def padding_sizes(self) -> Mapping[str, int]: ...
+    @property
+    def extra(self) -> str: ...
+    @property
+    def lineage(self) -> tuple[str, ...]: ...
+    def _compiled(self) -> Any: ...

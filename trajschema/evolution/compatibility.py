@@ -1,0 +1,531 @@
+"""Schema compatibility: what changed between two schemas, and whether the change breaks samples.
+
+``old.compatibility(new, mode)`` lists every difference that matters to validation, each
+as a :class:`Change` saying whether samples (with their tag dicts) that one schema
+accepts can fail under the other. The rules are set comparisons, made exactly by
+:mod:`trajschema.evolution.rules`; see ``docs/compatibility.md`` for the rule table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from trajschema.core import DerivedDim, Field, FixedDim, Tag, describe_value, dtype_name, number_label, shown_value
+from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
+from trajschema.evolution.rules import (
+    axis_key,
+    axis_poly,
+    binding_risk,
+    direct_key,
+    expansions,
+    kind_within,
+    kind_witness,
+    poly,
+    reachable,
+    size_witness,
+    value_set,
+    value_witness,
+)
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
+
+__all__ = ["CHANGE_KINDS", "COMPAT_MODES", "Change", "compatibility"]
+
+#: What a :class:`Change` can be about.
+CHANGE_KINDS = (
+    "field_added",
+    "field_removed",
+    "required_changed",
+    "kind_changed",
+    "dtype_narrowed",
+    "dtype_widened",
+    "dtype_changed",
+    "shape_changed",
+    "dim_added",
+    "dim_removed",
+    "dim_changed",
+    "dim_bounds_changed",
+    "values_changed",
+    "pad_changed",
+    "tag_added",
+    "tag_removed",
+    "tag_changed",
+    "extra_changed",
+    "padding_default_changed",
+)
+
+#: ``backward``: samples valid under the old schema stay valid under the new one;
+#: ``forward``: samples valid under the new one are valid under the old one; ``full``: both.
+COMPAT_MODES = ("backward", "forward", "full")
+
+
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """One difference between two schemas and whether it breaks samples.
+
+    Attributes:
+        path: where, as a key path of the schema file: ``fields.loss_mask.dtype``,
+            ``dims.rope_rows``, ``tags.is_padding``, ``extra``, ``padding.prompt``.
+        kind: one of :data:`CHANGE_KINDS`.
+        breaking: whether it breaks the mode asked for (``full``: either direction).
+        message: one line: old -> new, and why it breaks or not.
+        backward_breaking: a sample valid under the old schema can fail under the new one
+            (or compatibility cannot be proved).
+        forward_breaking: a sample valid under the new schema can fail under the old one.
+    """
+
+    path: str
+    kind: str
+    breaking: bool
+    message: str
+    backward_breaking: bool = False
+    forward_breaking: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in CHANGE_KINDS:
+            raise ValueError(f"Change kind must be one of {', '.join(CHANGE_KINDS)}, found {self.kind!r}")
+
+    def __str__(self) -> str:
+        return f"{'BREAKING' if self.breaking else 'ok'} {self.kind} {self.path}: {self.message}"
+
+
+@dataclasses.dataclass
+class _Diff:
+    """A change being worked out: ``why_b`` / ``why_f`` say how it breaks backward / forward (``None``: it does not).
+
+    ``bind_b`` / ``bind_f`` mark changes to what fields observe, whose effect on dim
+    binding :func:`~trajschema.evolution.rules.binding_risk` decides for the whole schema.
+    """
+
+    path: str
+    kind: str
+    change: str
+    why_b: str | None = None
+    why_f: str | None = None
+    note: str = ""
+    bind_b: bool = False
+    bind_f: bool = False
+
+    def message(self, mode: str = "full") -> str:
+        """The change and why it breaks; a break of the other direction only is said to be one.
+
+        In ``backward`` mode a change that only breaks forward is ``ok``: its message says
+        so first ("compatible backward; breaks forward only: ..."), so that an ``ok`` line
+        never reads as a failure.
+        """
+        b, f = self.why_b, self.why_f
+        if b and f:
+            tail = f"samples valid under one can fail under the other: {b}" + ("" if f == b else f"; {f}")
+        elif b:
+            tail = f"old samples can fail under new: {b}"
+            tail = f"compatible forward; breaks backward only: {tail}" if mode == "forward" else tail
+        elif f:
+            tail = f"new samples can fail under old: {f}"
+            tail = f"compatible backward; breaks forward only: {tail}" if mode == "backward" else tail
+        else:
+            tail = self.note or "samples valid under either stay valid under the other"
+        return f"{self.change}; {tail}"
+
+
+def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Change]:
+    """Every difference between ``old`` and ``new`` that matters to validation, as :class:`Change` records.
+
+    ``backward``: every (sample, tag dict) valid under ``old`` stays valid under ``new``;
+    ``forward``: every one valid under ``new`` is valid under ``old``; ``full``: both.
+    Validity is :meth:`~trajschema.Schema.violations` at ``depth="values"`` (the
+    strictest), without ``dims=``. A change is breaking when a sample valid under one
+    side can fail under the other, or when compatibility cannot be proved (the message
+    says "cannot prove"). Each change also says both directions (``backward_breaking``,
+    ``forward_breaking``). Changes of ``description`` and ``architectures`` are not
+    reported; identical schemas give ``[]``.
+
+    Order: dims, fields (in the declaration order of ``old``, then those only ``new``
+    declares; per field: presence, kind, dtype, shape, values, pad), tags, extra, padding.
+
+    Examples:
+        >>> import trajschema as ts
+        >>> old = ts.load_schema("vlm_mrope")
+        >>> new = ts.schema_from_dict({"name": "mrope3", "extends": ["vlm_mrope"], "dims": {"rope_rows": 3}})
+        >>> [str(c) for c in old.compatibility(new)]  # doctest: +ELLIPSIS
+        ['BREAKING dim_bounds_changed dims.rope_rows: rope_rows: 4 -> 3; samples valid under one ...']
+
+    Raises:
+        ValueError: ``mode`` is not one of :data:`COMPAT_MODES`.
+        TypeError: ``old`` or ``new`` is not a :class:`~trajschema.Schema`.
+    """
+    if not isinstance(mode, str) or mode not in COMPAT_MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, COMPAT_MODES))}, found {shown_value(mode)}")
+    for side, s in (("old", old), ("new", new)):
+        # Duck-typed: importing _schema here would close an import circle (_schema imports this lazily).
+        if not callable(getattr(s, "_compiled", None)) or not hasattr(s, "padding_sizes"):
+            raise TypeError(f"compatibility: {side} must be a trajschema Schema, found {describe_value(s)}")
+    c = _Ctx(old, new)
+    dims = list(_dims(c))
+    rest = [*_fields(c), *_tags(c), *_extra(c), *_padding(c)]
+    _bind(c, dims, rest)
+    return [_to_change(d, mode) for d in (*dims, *rest)]
+
+
+def _to_change(d: _Diff, mode: str) -> Change:
+    b, f = d.why_b is not None, d.why_f is not None
+    breaking = b if mode == "backward" else f if mode == "forward" else b or f
+    # One line whatever the schema says: an expression may be written across lines in YAML.
+    return Change(d.path, d.kind, breaking, " ".join(d.message(mode).split()), b, f)
+
+
+class _Ctx:
+    """Both schemas, with what the rules need of each: checking plans, expanded dims, dims in use."""
+
+    def __init__(self, old: Schema, new: Schema) -> None:
+        self.old, self.new = old, new
+        self.plan_old: Plan = old._compiled()
+        self.plan_new: Plan = new._compiled()
+        self.exp_old = expansions(self.plan_old.dim_plan.dims)
+        self.exp_new = expansions(self.plan_new.dim_plan.dims)
+        self.used_old, self.used_new = _used(self.plan_old), _used(self.plan_new)
+        self.axes_old = {f.name: axes for f, axes in self.plan_old.tensors}
+        self.axes_new = {f.name: axes for f, axes in self.plan_new.tensors}
+
+
+def _used(plan: Plan) -> set[str]:
+    """Dims some field's shape or some tag's ``equals`` depends on: only these are ever checked."""
+    roots = [n for _, axes in plan.tensors for n, _ in axes if n is not None]
+    roots += [n for t in plan.tags.values() if t.equals is not None for n in t.equals.names()]
+    return reachable(plan.dim_plan.dims, roots)
+
+
+def _bind(c: _Ctx, dims: list[_Diff], rest: list[_Diff]) -> None:
+    """Mark changes to what fields observe as breaking where binding the dims may differ."""
+    everything = dims + rest
+    order = _Diff("dims", "dim_changed", "dims: the same sizes, bound in another order (of dims or fields)")
+    for backward, src, tgt in ((True, c.plan_old, c.plan_new), (False, c.plan_new, c.plan_old)):
+        risk = binding_risk(src, tgt)
+        if risk is None:
+            continue
+        why = f"cannot prove: validation may bind dims differently ({risk})"
+        hit = [d for d in everything if (d.bind_b if backward else d.bind_f)] or [order]
+        for d in hit:
+            if backward:
+                d.why_b = d.why_b or why
+            else:
+                d.why_f = d.why_f or why
+    if order.why_b or order.why_f:  # nothing else changed what fields observe: the order did
+        dims.append(order)
+
+
+# -- dims ---------------------------------------------------------------------------------
+
+
+def _dim_text(d: Any) -> str:
+    if isinstance(d, FixedDim):
+        return str(d.size)
+    if isinstance(d, DerivedDim):
+        return str(d.expr)
+    parts = [f"min: {d.min}"] if d.min else []
+    parts += [f"max: {d.max}"] if d.max is not None else []
+    parts += [f"multiple_of: {d.multiple_of}"] if d.multiple_of is not None else []
+    return "{" + ", ".join(parts) + "}"
+
+
+def _same_dim(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and dataclasses.replace(a, description="") == dataclasses.replace(b, description="")
+
+
+def _dims(c: _Ctx) -> Iterator[_Diff]:
+    old, new = c.old.dims, c.new.dims
+    alone = "a dim alone accepts or refuses nothing; the fields and tags using it carry any break"
+    for n in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(n), new.get(n)
+        if a is None:
+            yield _Diff(f"dims.{n}", "dim_added", f"{n}: added ({_dim_text(b)})", note=alone)
+        elif b is None:
+            yield _Diff(f"dims.{n}", "dim_removed", f"{n}: removed (was {_dim_text(a)})", note=alone)
+        elif not _same_dim(a, b) and (d := _dim_pair(c, n, a, b)) is not None:
+            yield d
+
+
+def _dim_pair(c: _Ctx, n: str, a: Any, b: Any) -> _Diff | None:
+    d = _Diff(f"dims.{n}", "dim_bounds_changed", f"{n}: {_dim_text(a)} -> {_dim_text(b)}")
+    unused = f"no field or tag of {{}} uses {n}, so no size of it is checked there"
+    if isinstance(a, DerivedDim) or isinstance(b, DerivedDim):
+        d.kind = "dim_changed"
+        d.bind_b = d.bind_f = True  # derived dims are computed or solved while binding
+        if isinstance(a, DerivedDim) and isinstance(b, DerivedDim):
+            if direct_key(a.expr) == direct_key(b.expr):
+                return None  # the same expression, spelled another way
+            if (p := c.exp_old[n]) is not None and p == c.exp_new[n]:
+                d.note = "the same sizes once derived dims are expanded"
+                return d
+        why = "cannot prove: the sizes it stands for differ"
+        d.why_b = why if n in c.used_new else None
+        d.why_f = why if n in c.used_old else None
+        d.note = unused.format("either schema")
+        return d
+    wb = size_witness(a, b) if n in c.used_new else None
+    wf = size_witness(b, a) if n in c.used_old else None
+    d.why_b = None if wb is None else f"old allows {n}={wb}, new does not"
+    d.why_f = None if wf is None else f"new allows {n}={wf}, old does not"
+    same = size_witness(a, b) is None and size_witness(b, a) is None
+    d.note = "the same sizes" if same else unused.format("the schema that would refuse a size")
+    if type(a) is not type(b):  # a fixed dim is bound without any field; a free one only by fields
+        d.bind_b = n in c.used_new
+        d.bind_f = n in c.used_old
+    return d
+
+
+# -- fields ---------------------------------------------------------------------------------
+
+
+def _field_text(f: Field) -> str:
+    return f.describe() + ("" if f.required else " (optional)")
+
+
+def _fields(c: _Ctx) -> Iterator[_Diff]:
+    old, new = c.old.fields, c.new.fields
+    for n in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(n), new.get(n)
+        if a is None:
+            assert b is not None
+            yield _field_added(c, b)
+        elif b is None:
+            yield _field_removed(c, a)
+        else:
+            yield from _field_pair(c, a, b)
+
+
+def _field_added(c: _Ctx, f: Field) -> _Diff:
+    d = _Diff(f"fields.{f.name}", "field_added", f"{f.name}: added ({_field_text(f)})", bind_f=f.is_tensor)
+    if f.required:
+        d.why_b = "old samples may lack it, and new requires it"
+    if c.old.extra == "forbid":
+        d.why_f = "new samples may carry it, and old forbids undeclared fields (extra: forbid)"
+    if not f.required and c.old.extra == "allow":
+        d.note = f"new checks it only when present (assumes old samples carry no undeclared field {f.name!r})"
+    return d
+
+
+def _field_removed(c: _Ctx, f: Field) -> _Diff:
+    d = _Diff(f"fields.{f.name}", "field_removed", f"{f.name}: removed (was {_field_text(f)})", bind_b=f.is_tensor)
+    if c.new.extra == "forbid":
+        d.why_b = "old samples may carry it, and new forbids undeclared fields (extra: forbid)"
+    if f.required:
+        d.why_f = "new samples may lack it, and old requires it"
+    if not f.required and c.new.extra == "allow":
+        d.note = f"old checks it only when present (assumes new samples carry no undeclared field {f.name!r})"
+    return d
+
+
+def _field_pair(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
+    path = f"fields.{a.name}"
+    if a.required != b.required:
+        d = _Diff(f"{path}.required", "required_changed", f"{a.name}: required {a.required} -> {b.required}")
+        if b.required:
+            d.why_b = "old samples may lack it"
+        else:
+            d.why_f = "new samples may lack it"
+        yield d
+    if a.kind != b.kind:
+        yield _kind_change(a, b)
+    elif a.is_tensor:
+        yield from _dtype_change(a, b)
+        yield from _shape_change(c, a, b)
+        common = [d for d in a.dtypes if d in b.dtypes]
+        yield from _values_change(a, b, common, common)
+    else:
+        yield from _values_change(a, b, [a.kind], [a.kind])
+    if repr(a.pad) != repr(b.pad) or a.pad != b.pad:
+        note = "pad rules decide what padding samples hold, not what validation accepts"
+        yield _Diff(f"{path}.pad", "pad_changed", f"{a.name}: pad {a.pad} -> {b.pad}", note=note)
+
+
+def _kind_why(src: Field, tgt: Field, s: str, t: str) -> str | None:
+    """How a value of field ``src`` (schema ``s``) can fail field ``tgt`` (schema ``t``) of another kind."""
+    if src.kind == "tensor":
+        if tgt.kind != "any":
+            return f"{s} samples hold a tensor there, {t} wants {tgt.kind}"
+        return None if tgt.values is None else f"cannot prove: {t} checks the values of tensors {s} holds there"
+    if tgt.kind == "tensor":
+        return f"{s} samples hold {src.kind} values there, {t} wants a tensor"
+    if not kind_within(src.kind, tgt.kind):
+        return f"{s} allows {kind_witness(src.kind, tgt.kind)!r}, {t} wants {tgt.kind}"
+    w = value_witness(_vset(src, src.kind), _vset(tgt, src.kind))
+    return None if w is None else f"{s} allows {_show(w)}, {t} does not (at depth='values')"
+
+
+def _kind_change(a: Field, b: Field) -> _Diff:
+    tensor = a.is_tensor or b.is_tensor  # what the field observes of the dims changes
+    return _Diff(
+        f"fields.{a.name}.kind",
+        "kind_changed",
+        f"{a.name}: {a.describe()} -> {b.describe()}",
+        why_b=_kind_why(a, b, "old", "new"),
+        why_f=_kind_why(b, a, "new", "old"),
+        bind_b=tensor,
+        bind_f=tensor,
+    )
+
+
+def _dtype_change(a: Field, b: Field) -> Iterator[_Diff]:
+    if a.dtypes == b.dtypes:
+        return
+    change = f"{a.name}: dtype {'|'.join(map(dtype_name, a.dtypes))} -> {'|'.join(map(dtype_name, b.dtypes))}"
+    d = _Diff(f"fields.{a.name}.dtype", "dtype_changed", change)
+    only_old = [dtype_name(x) for x in a.dtypes if x not in b.dtypes]
+    only_new = [dtype_name(x) for x in b.dtypes if x not in a.dtypes]
+    if only_old:
+        d.why_b = f"old allows {', '.join(only_old)}, new does not"
+    if only_new:
+        d.why_f = f"new allows {', '.join(only_new)}, old does not"
+    if not only_old and not only_new:
+        d.note = "the same dtypes in another order (padding uses the first listed)"
+    elif not only_old:
+        d.kind = "dtype_widened"
+    elif not only_new:
+        d.kind = "dtype_narrowed"
+    yield d
+
+
+def _shape_change(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
+    ax_a, ax_b = c.axes_old[a.name], c.axes_new[b.name]
+    shown = f"[{', '.join(map(str, a.shape or ()))}] -> [{', '.join(map(str, b.shape or ()))}]"
+    d = _Diff(f"fields.{a.name}.shape", "shape_changed", f"{a.name}: shape {shown}")
+    if len(ax_a) != len(ax_b):
+        d.why_b = d.why_f = f"{len(ax_a)} axes -> {len(ax_b)} axes"
+        yield d
+        return
+    same_sizes = True
+    for (na, la), (nb, lb) in zip(ax_a, ax_b, strict=True):
+        if axis_key(c.plan_old, na, la) == axis_key(c.plan_new, nb, lb):
+            continue
+        d.bind_b = d.bind_f = True
+        pa = axis_poly(c.plan_old, c.exp_old, na, la)
+        same_sizes = same_sizes and pa is not None and pa == axis_poly(c.plan_new, c.exp_new, nb, lb)
+    if not same_sizes:
+        d.why_b = d.why_f = "cannot prove: an axis stands for other sizes once derived dims are expanded"
+    elif d.bind_b:
+        d.note = "the same sizes once derived dims are expanded"
+    if d.bind_b:
+        yield d
+
+
+# -- values ---------------------------------------------------------------------------------
+
+
+def _vset(f: Field, domain: Any) -> Any:
+    return value_set(f.values, f.min, f.max, f.finite, domain)
+
+
+def _checks_text(f: Field) -> str:
+    parts = []
+    if f.values is not None:
+        shown = [number_label(v) for v in f.values[:8]]
+        more = f", ... ({len(f.values)} values)" if len(f.values) > 8 else ""
+        parts.append(f"values [{', '.join(shown)}{more}]")
+    parts += [f"min {number_label(f.min)}"] if f.min is not None else []
+    parts += [f"max {number_label(f.max)}"] if f.max is not None else []
+    parts += ["finite"] if f.finite else []
+    return ", ".join(parts) or "no value checks"
+
+
+def _show(w: Any) -> str:
+    return "a non-number such as 'x'" if w == "x" else number_label(w)
+
+
+def _value_why(src: Field, tgt: Field, domains: Sequence[Any], s: str, t: str) -> str | None:
+    for dom in domains:
+        w = value_witness(_vset(src, dom), _vset(tgt, dom))
+        if w is not None:
+            where = f" in {dtype_name(dom)}" if not isinstance(dom, str) else ""
+            return f"{s} allows {_show(w)}{where}, {t} does not"
+    return None
+
+
+def _values_change(a: Field, b: Field, back: Sequence[Any], fwd: Sequence[Any]) -> Iterator[_Diff]:
+    if (a.values, a.min, a.max, a.finite) == (b.values, b.min, b.max, b.finite):
+        return
+    d = _Diff(f"fields.{a.name}.values", "values_changed", f"{a.name}: {_checks_text(a)} -> {_checks_text(b)}")
+    d.why_b = _value_why(a, b, back, "old", "new")
+    d.why_f = _value_why(b, a, fwd, "new", "old")
+    if d.why_b or d.why_f:
+        d.change += " (value checks run at depth='values' only)"
+    else:
+        d.note = "the same values pass" if back else "no dtype in common, so no value is checked by both"
+    yield d
+
+
+# -- tags, extra, padding -----------------------------------------------------------------
+
+
+def _tags(c: _Ctx) -> Iterator[_Diff]:
+    old, new = c.old.tags, c.new.tags
+    for n in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(n), new.get(n)
+        if a is None:
+            note = f"new checks a tag only when present (assumes old tag dicts carry no undeclared {n!r})"
+            yield _Diff(f"tags.{n}", "tag_added", f"{n}: added ({_tag_text(b)})", note=note)
+        elif b is None:
+            note = f"new does not check undeclared tags (assumes new tag dicts carry no undeclared {n!r})"
+            yield _Diff(f"tags.{n}", "tag_removed", f"{n}: removed (was {_tag_text(a)})", note=note)
+        elif (d := _tag_pair(c, a, b)) is not None:
+            yield d
+
+
+def _tag_text(t: Tag | None) -> str:
+    assert t is not None
+    parts = [f"kind: {t.kind}"] if t.kind else []
+    parts += [f"equals: {t.equals}"] if t.equals is not None else []
+    parts += [f"default: {t.default!r}"] if t.default is not None else []
+    return "{" + ", ".join(parts) + "}"
+
+
+def _tag_pair(c: _Ctx, a: Tag, b: Tag) -> _Diff | None:
+    ka, kb = a.kind or "any", b.kind or "any"
+    same_eq = (a.equals is None) == (b.equals is None) and (
+        a.equals is None or b.equals is None or direct_key(a.equals) == direct_key(b.equals)
+    )
+    if ka == kb and same_eq and repr(a.default) == repr(b.default):
+        return None
+    d = _Diff(f"tags.{a.name}", "tag_changed", f"{a.name}: {_tag_text(a)} -> {_tag_text(b)}")
+    why_b = [] if kind_within(ka, kb) else [f"old allows {kind_witness(ka, kb)!r}, new wants {kb}"]
+    why_f = [] if kind_within(kb, ka) else [f"new allows {kind_witness(kb, ka)!r}, old wants {ka}"]
+    if a.equals is None and b.equals is not None:
+        why_b.append(f"new checks it against {b.equals}, old does not")
+    elif b.equals is None and a.equals is not None:
+        why_f.append(f"old checks it against {a.equals}, new does not")
+    elif not same_eq and a.equals is not None and b.equals is not None:
+        pa = poly(a.equals, c.exp_old)
+        if pa is not None and pa == poly(b.equals, c.exp_new):
+            d.bind_b = d.bind_f = True
+            d.note = "the same sizes once derived dims are expanded"
+        else:
+            why = f"cannot prove: {a.equals} and {b.equals} stand for other sizes"
+            why_b.append(why)
+            why_f.append(why)
+    d.why_b, d.why_f = "; ".join(why_b) or None, "; ".join(why_f) or None
+    if ka == kb and same_eq:
+        d.note = "validation does not check tag defaults"
+    return d
+
+
+def _extra(c: _Ctx) -> Iterator[_Diff]:
+    a, b = c.old.extra, c.new.extra
+    if a != b:
+        d = _Diff("extra", "extra_changed", f"extra: {a} -> {b}")
+        if b == "forbid":
+            d.why_b = "old samples may carry undeclared fields, which new forbids"
+        else:
+            d.why_f = "new samples may carry undeclared fields, which old forbids"
+        yield d
+
+
+def _padding(c: _Ctx) -> Iterator[_Diff]:
+    old, new = c.old.padding_sizes, c.new.padding_sizes
+    note = "padding sizes decide the size of padding samples, not what validation accepts"
+    for n in [*old, *(n for n in new if n not in old)]:
+        a, b = old.get(n), new.get(n)
+        if a != b:
+            shown = f"{n}: {'none' if a is None else a} -> {'none' if b is None else b}"
+            yield _Diff(f"padding.{n}", "padding_default_changed", shown, note=note)

@@ -1,0 +1,120 @@
+"""A schema as rows of display strings: what ``trajschema show`` and the generated docs pages print.
+
+One place decides how a field, dim or tag reads to a person, so the command line and the
+documentation site cannot describe the same schema differently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from trajschema.core import DerivedDim, Field, FixedDim, Tag, dtype_name
+from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
+
+__all__ = ["DimRow", "FieldRow", "TagRow", "dim_rows", "extends", "field_rows", "tag_rows", "value_checks"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldRow:
+    """One field: ``shape`` reads ``"[rope_rows, seq]"`` (empty for non-tensors); ``dtype`` the dtypes or the kind."""
+
+    name: str
+    shape: str
+    dtype: str
+    required: str
+    pad: str
+    checks: str
+    description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DimRow:
+    """One dim: ``kind`` is ``fixed``, ``free`` or ``derived``; ``padding_default`` is empty when there is none."""
+
+    name: str
+    kind: str
+    definition: str
+    padding_default: str
+    description: str
+
+
+@dataclasses.dataclass(frozen=True)
+class TagRow:
+    """One declared tag; empty strings where the tag declares nothing."""
+
+    name: str
+    kind: str
+    default: str
+    equals: str
+    description: str
+
+
+def value_checks(f: Field) -> str:
+    """``"values [0, 1]; min 0; finite"``, or ``""`` for a field without value checks."""
+    parts = []
+    if f.values is not None:
+        parts.append("values [" + ", ".join(repr(v) for v in f.values) + "]")
+    if f.min is not None:
+        parts.append(f"min {f.min!r}")
+    if f.max is not None:
+        parts.append(f"max {f.max!r}")
+    if f.finite:
+        parts.append("finite")
+    return "; ".join(parts)
+
+
+def _field_row(f: Field) -> FieldRow:
+    if f.is_tensor:
+        shape = "[" + ", ".join(str(e) for e in f.shape or ()) + "]"
+        dtype = " | ".join(dtype_name(d) for d in f.dtypes)
+    else:
+        shape, dtype = "", f.kind
+    return FieldRow(
+        name=f.name,
+        shape=shape,
+        dtype=dtype,
+        required="yes" if f.required else "no",
+        pad=str(f.pad),
+        checks=value_checks(f),
+        description=f.description,
+    )
+
+
+def field_rows(schema: Schema) -> list[FieldRow]:
+    """The schema's fields in declaration order (inherited ones included)."""
+    return [_field_row(f) for f in schema.fields.values()]
+
+
+def dim_rows(schema: Schema) -> list[DimRow]:
+    """The schema's dims with their bounds or definition and the padding default of free dims."""
+    rows = []
+    for d in schema.dims.values():
+        if isinstance(d, FixedDim):
+            kind = "fixed"
+        elif isinstance(d, DerivedDim):
+            kind = "derived"
+        else:
+            kind = "free"
+        default = schema.padding_sizes.get(d.name)
+        rows.append(DimRow(d.name, kind, d.describe(), "" if default is None else str(default), d.description))
+    return rows
+
+
+def _tag_row(t: Tag) -> TagRow:
+    return TagRow(
+        name=t.name,
+        kind=t.kind or "",
+        default="" if t.default is None else repr(t.default),
+        equals="" if t.equals is None else str(t.equals),
+        description=t.description,
+    )
+
+
+def tag_rows(schema: Schema) -> list[TagRow]:
+    """The schema's declared tags."""
+    return [_tag_row(t) for t in schema.tags.values()]
+
+
+def extends(schema: Schema) -> list[str]:
+    """The schemas this one inherits from, nearest first, in resolution (C3) order."""
+    return list(schema.lineage[1:])

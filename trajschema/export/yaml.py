@@ -1,0 +1,185 @@
+"""Writing a schema back out as a YAML document that the loader accepts and compiles to an equal schema.
+
+Duck-typed over the schema (this module sits below :mod:`trajschema._schema`, which
+delegates ``Schema.to_yaml`` here): it reads ``name``, ``description``, ``architectures``,
+``lineage``, ``dims``, ``fields``, ``tags``, ``padding_sizes`` and ``extra``. A schema
+with ancestors is written with ``extends:`` (its resolution order, which C3 reproduces)
+and every entry restated, so it reloads with the same lineage and the same declarations.
+
+A drafted schema (from :func:`trajschema.infer_schema`) carries the declarations it was
+compiled from as ``_draft`` and the guesses behind them as ``_comments`` (``"fields.uid"``
+-> text); both are plain data outside ``Schema.__eq__``/``__hash__``, and the comments are
+written as YAML comments on their entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
+
+__all__ = ["dim_entry", "field_entry", "schema_sections", "schema_to_yaml", "tag_entry"]
+
+_SECTIONS = ("dims", "fields", "tags", "padding")
+
+
+def _expr_entry(e: Expr) -> int | str:
+    return int(e.args[0]) if e.is_int else str(e)
+
+
+def dim_entry(d: Any) -> Any:
+    """One dim as the loader reads it: ``4``, ``"prompt + response"`` or ``{min: 1, ...}``.
+
+    Examples:
+        >>> from trajschema.core.dims import FreeDim
+        >>> dim_entry(FreeDim("prompt", min=1))
+        {'min': 1}
+    """
+    desc = {"description": d.description} if d.description else {}
+    if isinstance(d, FixedDim):
+        return {"size": d.size, **desc} if desc else d.size
+    if isinstance(d, DerivedDim):
+        return {"expr": str(d.expr), **desc} if desc else str(d.expr)
+    out: dict[str, Any] = {}
+    if d.min:
+        out["min"] = d.min
+    if d.max is not None:
+        out["max"] = d.max
+    if d.multiple_of is not None:
+        out["multiple_of"] = d.multiple_of
+    return {**out, **desc}
+
+
+def field_entry(f: Field) -> dict[str, Any]:
+    """One field as the loader reads it (keys in the order the packaged files use).
+
+    Examples:
+        >>> field_entry(ts.load_schema("text").fields["input_ids"])
+        {'shape': ['seq'], 'dtype': 'int64', 'pad': 'eos'}
+    """
+    out: dict[str, Any] = {}
+    if f.is_tensor:
+        out["shape"] = [_expr_entry(e) for e in f.shape or ()]
+        names = [dtype_name(d) for d in f.dtypes]
+        out["dtype"] = names[0] if len(names) == 1 else names
+    else:
+        out["kind"] = f.kind
+    if f.values is not None:
+        out["values"] = list(f.values)
+    if f.min is not None:
+        out["min"] = f.min
+    if f.max is not None:
+        out["max"] = f.max
+    if f.finite:
+        out["finite"] = True
+    out["pad"] = f.pad.value if f.pad.rule == "fill" else f.pad.rule
+    if not f.required:
+        out["required"] = False
+    if f.description:
+        out["description"] = f.description
+    return out
+
+
+def tag_entry(t: Tag) -> dict[str, Any]:
+    """One tag as the loader reads it.
+
+    Examples:
+        >>> tag_entry(ts.load_schema("text").tags["seq_len"])
+        {'kind': 'int', 'equals': 'seq'}
+    """
+    out: dict[str, Any] = {}
+    if t.kind is not None:
+        out["kind"] = t.kind
+    if t.default is not None:
+        out["default"] = t.default
+    if t.equals is not None:
+        out["equals"] = _expr_entry(t.equals)
+    if t.description:
+        out["description"] = t.description
+    return out
+
+
+def schema_sections(schema: Any) -> dict[str, Any]:
+    """Every declaration of ``schema`` restated, as the mapping a schema file holds.
+
+    Examples:
+        >>> doc = schema_sections(ts.load_schema("vlm_mrope_moe"))
+        >>> doc["extends"], doc["dims"]["seq"]
+        (['vlm_mrope', 'moe_routed', 'text'], 'prompt + response')
+    """
+    doc: dict[str, Any] = {"name": schema.name}
+    if schema.description:
+        doc["description"] = schema.description
+    if schema.architectures:
+        doc["architectures"] = list(schema.architectures)
+    if len(schema.lineage) > 1:
+        doc["extends"] = list(schema.lineage[1:])
+    doc["dims"] = {n: dim_entry(d) for n, d in schema.dims.items()}
+    doc["fields"] = {n: field_entry(f) for n, f in schema.fields.items()}
+    doc["tags"] = {n: tag_entry(t) for n, t in schema.tags.items()}
+    doc["padding"] = dict(schema.padding_sizes)
+    doc["extra"] = schema.extra
+    return doc
+
+
+def _flow(value: Any) -> str:
+    """``value`` as one line of flow-style YAML."""
+    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1, allow_unicode=True)
+    if yaml.safe_load(text) != value:
+        # PyYAML writes some characters raw that its reader then folds (NEL, U+2028/9 line
+        # breaks): escape everything outside ASCII instead.
+        text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1)
+    text = text.strip()
+    return text.removesuffix("...").strip() if not isinstance(value, (dict, list)) else text
+
+
+def _line(indent: str, key: str, value: Any, comment: str | None) -> str:
+    pair = _flow({key: value})[1:-1]  # "{key: value}" without the braces: the key quoted as YAML needs
+    return f"{indent}{pair}" + (f"  # {_one_line(comment)}" if comment else "")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def render(doc: Mapping[str, Any], comments: Mapping[str, str] | None = None) -> str:
+    """A schema mapping as YAML text: one line per entry, ``comments`` (``"fields.uid"`` -> text) beside them.
+
+    Examples:
+        >>> print(render({"name": "x", "dims": {"d0": {}}}, {"dims.d0": "a guess"}), end="")
+        name: x
+        dims:
+          d0: {}  # a guess
+    """
+    comments = comments or {}
+    lines = [f"# {_one_line(comments[''])}"] if comments.get("") else []
+    for key, value in doc.items():
+        if key in _SECTIONS:
+            if not value:
+                continue
+            lines.append(f"{key}:" + (f"  # {_one_line(comments[key])}" if comments.get(key) else ""))
+            lines.extend(_line("  ", str(n), v, comments.get(f"{key}.{n}")) for n, v in value.items())
+        else:
+            lines.append(_line("", key, value, comments.get(key)))
+    return "\n".join(lines) + "\n"
+
+
+def schema_to_yaml(schema: Any) -> str:
+    """``schema`` as a YAML document that :func:`trajschema.load_schema` compiles to an equal schema.
+
+    A drafted schema writes the declarations it was compiled from (for a draft with
+    ``base=``, only what differs from the base) and its guesses as comments; any other
+    schema restates every entry.
+
+    Examples:
+        >>> text = ts.load_schema("text").to_yaml()
+        >>> ts.schema_from_dict(__import__("yaml").safe_load(text)) == ts.load_schema("text")
+        True
+    """
+    draft = getattr(schema, "_draft", None)
+    doc = draft if isinstance(draft, Mapping) else schema_sections(schema)
+    comments = getattr(schema, "_comments", None)
+    return render(doc, comments if isinstance(comments, Mapping) else None)

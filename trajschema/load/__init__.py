@@ -1,0 +1,30 @@
+"""Schema files: the strict YAML reader, the syntax and file limits, compiling a file into a Schema,
+the search path, choosing a schema for a sample, and drafting one from samples.
+
+Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
+front lists what the other rooms take from this one.
+"""
+
+from trajschema.load.infer import infer_schema
+from trajschema.load.search import (
+    load_schema,
+    packaged_dir,
+    schema_for_architecture,
+    schema_from_dict,
+    schema_names,
+    schema_search_path,
+    search_path_files,
+)
+from trajschema.load.select import schema_for_sample
+
+__all__ = [
+    "infer_schema",
+    "load_schema",
+    "packaged_dir",
+    "schema_for_architecture",
+    "schema_for_sample",
+    "schema_from_dict",
+    "schema_names",
+    "schema_search_path",
+    "search_path_files",
+]

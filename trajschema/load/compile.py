@@ -1,0 +1,712 @@
+"""Compiling merged declarations into a Schema: dims, expressions, fields, pad rules and fills, tags, padding sizes."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
+
+import torch
+
+from trajschema._schema import Schema
+from trajschema.core import (
+    KINDS,
+    PAD_RULES,
+    DerivedDim,
+    Expr,
+    ExprError,
+    Field,
+    FixedDim,
+    FreeDim,
+    PadRule,
+    SchemaDefinitionError,
+    Tag,
+    dtype_name,
+    fits_dtype,
+    number_label,
+    parse_expr,
+    value_failures,
+    values_label,
+)
+from trajschema.load.filetext import (
+    _DTYPE_HINTS,
+    _DTYPES,
+    _MAX_DIM_CHAIN,
+    _MAX_EXPR_CHARS,
+    _MAX_EXPR_DEPTH,
+    _MAX_SIZE,
+    _MAX_SIZE_TEXT,
+    _is_number,
+    _num,
+    _raise,
+    _show,
+    _string_hint,
+)
+from trajschema.load.syntax import _DerivedDimDecl, _DimDecl, _FieldDecl, _FixedDimDecl, _SchemaDecl, _TagDecl
+
+# ---------------------------------------------------------------------------
+# Pad fills and dtypes
+
+
+def fill_fits_dtype(value: Any, dtype: torch.dtype) -> bool:
+    """Whether a pad fill is exactly a value of ``dtype``, so padding stores what the schema says.
+
+    * a boolean fills only ``bool``: YAML 1.1 reads ``on``/``off``/``yes``/``no`` as
+      booleans, so ``pad: off`` on an int64 field is a slip, not a way to write 0;
+    * ``bool`` holds ``true``, ``false`` and the numbers equal to them, 0 and 1;
+    * integer dtypes hold the integers (``int``, or a ``float`` with an integral value)
+      of their range;
+    * floating dtypes hold NaN, ±inf and the finite numbers they represent exactly — no
+      rounding (``0.1`` is not a float32; ``0.5`` is), no overflow (``1e40`` is not a
+      float32), no underflow; an ``int`` only when exact (``2**24 + 1`` is not a float32).
+
+    Exactness is the value engine's (:func:`trajschema.core.values.fits_dtype`); the boolean
+    rules are the loader's own. Non-numbers are simply ``False``.
+
+    Examples:
+        >>> fill_fits_dtype(300, torch.int8), fill_fits_dtype(0.5, torch.float16), fill_fits_dtype(0.1, torch.float32)
+        (False, True, False)
+        >>> fill_fits_dtype(True, torch.int64), fill_fits_dtype(1, torch.bool), fill_fits_dtype(2, torch.bool)
+        (False, True, False)
+    """
+    if isinstance(value, bool):
+        return dtype == torch.bool
+    if not isinstance(value, (int, float)) or dtype.is_complex:
+        return False
+    return fits_dtype(value, dtype)
+
+
+def _misfit(value: Any, dtype: torch.dtype) -> str:
+    """Why ``fill_fits_dtype(value, dtype)`` is false, for a message."""
+    name = dtype_name(dtype)
+    if isinstance(value, bool):
+        return f"a boolean fills only a bool tensor; write {int(value)} for the number"
+    if dtype == torch.bool:
+        return "bool holds only true and false, which equal 1 and 0"
+    if not dtype.is_floating_point:
+        if isinstance(value, float) and not value.is_integer():
+            return "it is not an integer"
+        ints = torch.iinfo(dtype)
+        return f"{name} holds {ints.min}..{ints.max}"
+    largest = torch.finfo(dtype).max
+    if abs(value) > largest:
+        return f"beyond {name}'s largest value {largest!r}"
+    if isinstance(value, float):  # float64 -> dtype is a plain cast: it never raises
+        nearest = torch.tensor(value, dtype=torch.float64).to(dtype).item()
+        return f"not exactly a {name} value (the nearest is {nearest!r})"
+    return f"not exactly a {name} value"
+
+
+# ---------------------------------------------------------------------------
+# Compiling merged declarations: dims, expressions
+
+
+class _Blame:
+    """Which file to name for a problem that entries of several files make together.
+
+    Every merged entry keeps the file that declared it. A check that reads several entries
+    (a padding size against its dim's bounds, a shape over dims, a cycle of derived dims)
+    names the most basic schema whose lineage holds all of them: there they first met, so
+    that is where the fix belongs. Along one line of inheritance that is the newest of
+    them (the child that redeclared a dim, not the packaged parent whose padding size the
+    new bounds refuse), named at its own entry. Entries of parents extended side by side
+    meet in the schema that extends them together, named at the entry checked, which it
+    can redeclare to choose.
+    """
+
+    def __init__(self, mro: list[str], sources: list[str], ancestors: Mapping[str, set[str]], merged) -> None:
+        self.mro = mro
+        self.file = dict(zip(mro, sources, strict=True))
+        self.owner = dict(zip(sources, mro, strict=True))
+        self.ancestors = ancestors
+        self.merged = merged
+
+    def source(self, entry: tuple[str, str]) -> str:
+        return self.merged[entry[0]][entry[1]][1]
+
+    def _owner(self, entry: tuple[str, str]) -> str:
+        return self.owner[self.source(entry)]
+
+    def culprit(self, entries: Sequence[tuple[str, str]]) -> tuple[str, tuple[str, str] | None]:
+        """The schema where ``entries`` first meet, and the first of them it declares itself (if any)."""
+        owners = {self._owner(e) for e in entries}
+        # A schema comes before its ancestors in C3 order, so the last that holds them all is the most basic.
+        joiner = next(n for n in reversed(self.mro) if owners <= {n, *self.ancestors[n]})
+        return joiner, next((e for e in entries if self._owner(e) == joiner), None)
+
+    def fail(self, checked: tuple[str, str], path: str, involved: Sequence[tuple[str, str]], problem: str) -> NoReturn:
+        """Raise ``problem`` (found at ``path``, inside the entry ``checked``) where the entries first meet."""
+        entries = [checked, *involved]
+        joiner, own = self.culprit(entries)
+        src, checked_key = self.source(checked), f"{checked[0]}.{checked[1]}"
+        if own == checked:
+            _raise(src, path, problem)
+        if own is not None:
+            key = f"{own[0]}.{own[1]}"
+            _raise(
+                self.file[joiner],
+                key,
+                f"this declaration breaks {path}, which {self._owner(checked)!r} declares ({src}): {problem}; "
+                f"change {key} here, or redeclare {checked_key} here too",
+            )
+        _raise(
+            self.file[joiner],
+            path,
+            f"{problem}: {_combined(self, entries)}, which {joiner!r} extends together; "
+            f"declare {checked_key} in {joiner!r} to choose",
+        )
+
+    def dims_of(self, names: Sequence[str], dims: Mapping[str, Any], padding: bool = False) -> list[tuple[str, str]]:
+        """The dim entries ``names`` rest on (through derived dims), with their padding sizes when asked."""
+        entries = [("dims", n) for n in _depends(names, dims)]
+        if padding:
+            entries += [("padding", n) for _, n in entries if n in self.merged["padding"]]
+        return entries
+
+
+def _combined(blame: _Blame, entries: Sequence[tuple[str, str]]) -> str:
+    """``'l' declares dims.response and 'r' padding.response``: who declares what, a few at most."""
+    by_owner: dict[str, list[str]] = {}
+    for e in dict.fromkeys(entries):
+        by_owner.setdefault(blame._owner(e), []).append(f"{e[0]}.{e[1]}")
+    parts = [
+        f"{owner!r} declares {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for owner, keys in by_owner.items()
+    ]
+    return " and ".join(parts[:4]) + (" ..." if len(parts) > 4 else "")
+
+
+def _depends(names: Sequence[str], dims: Mapping[str, Any]) -> list[str]:
+    """``names`` and every dim they depend on through derived dims, in first-seen order."""
+    seen: dict[str, None] = {}
+    todo = list(reversed(names))
+    while todo:  # iterative; the dim graph may still hold a cycle when this runs
+        n = todo.pop()
+        if n in seen or n not in dims:
+            continue
+        seen[n] = None
+        if isinstance(dims[n], DerivedDim):
+            todo.extend(reversed(dims[n].expr.names()))
+    return list(seen)
+
+
+def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, merged, extra: str) -> Schema:
+    """The Schema of merged entries.
+
+    ``sources[i]`` is the file of ``mro[i]`` (the one loaded is ``sources[0]``), and
+    ``ancestors[n]`` the names schema ``n`` extends, directly or not.
+    """
+    blame = _Blame(mro, sources, ancestors, merged)
+    dims = _compile_dims(merged["dims"], blame)
+    fields = {name: _compile_field(name, f, src, dims) for name, (f, src) in merged["fields"].items()}
+    tags = {name: _compile_tag(name, t, src, dims) for name, (t, src) in merged["tags"].items()}
+    padding = {name: _compile_padding(name, size, src, dims, blame) for name, (size, src) in merged["padding"].items()}
+    _check_never_negative(dims, fields, blame)
+    _check_padding_defaults(dims, fields, padding, blame)
+    return Schema(
+        name=decl.name,
+        description=decl.description,
+        architectures=decl.architectures,
+        lineage=mro,
+        dims=dims,
+        fields=fields,
+        tags=tags,
+        padding_sizes=padding,
+        extra=extra,
+        source=sources[0],
+    )
+
+
+def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame) -> dict[str, Any]:
+    dims: dict[str, Any] = {}
+    for name, (d, src) in decls.items():
+        path = f"dims.{name}"
+        if isinstance(d, _FixedDimDecl):
+            dims[name] = FixedDim(name, d.size, description=d.description)
+        elif isinstance(d, _DerivedDimDecl):
+            dims[name] = DerivedDim(name, _expr(d.expr, src, path), description=d.description)
+        else:
+            if d.max is not None and d.max < d.min:
+                _raise(src, path, f"max {d.max} is below min {d.min}")
+            m = d.multiple_of
+            if m is not None and d.max is not None and -(-d.min // m) * m > d.max:
+                _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {m}")
+            dims[name] = FreeDim(name, d.min, d.max, m, description=d.description)
+    for d in dims.values():
+        if isinstance(d, DerivedDim):
+            _check_names(d.expr, dims, decls[d.name][1], f"dims.{d.name}")
+    _check_dim_graph(dims, blame)
+    return dims
+
+
+def _expr(text: Any, source: str, path: str) -> Expr:
+    """Parse a dim expression, refusing what would overflow torch sizes or the recursion limit."""
+    if isinstance(text, str) and len(text) > _MAX_EXPR_CHARS:
+        _raise(source, path, f"a dim expression of {len(text)} characters; the limit is {_MAX_EXPR_CHARS}")
+    try:
+        expr = parse_expr(text)
+    except ExprError as exc:
+        _raise(source, path, str(exc))
+    stack = [(expr, 1)]
+    while stack:  # iterative: Expr's own methods recurse
+        e, depth = stack.pop()
+        if depth > _MAX_EXPR_DEPTH:
+            _raise(source, path, f"dim expression {str(expr)!r} nests more than {_MAX_EXPR_DEPTH} levels deep")
+        if e.is_int and e.args[0] > _MAX_SIZE:
+            _raise(source, path, f"the integer {_num(e.args[0])} is larger than {_MAX_SIZE_TEXT}")
+        if not e.is_int and not e.is_name:
+            stack.extend((a, depth + 1) for a in e.args)
+    if not expr.names():
+        value = expr.evaluate({})
+        if not 0 <= value <= _MAX_SIZE:
+            _raise(source, path, f"dim expression {str(expr)!r} is always {_num(value)}, not a size")
+    return expr
+
+
+def _unknown(what: str, found: str, known) -> str:
+    close = difflib.get_close_matches(str(found), list(known), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown {what} {found!r}{hint} (known: {', '.join(map(str, known))})"
+
+
+def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) -> None:
+    for n in expr.names():
+        if n not in dims:
+            _raise(source, path, _unknown("dim", n, list(dims)) + "; declare it under dims:")
+
+
+def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
+    """No cycles among derived dims, and no chain longer than ``_MAX_DIM_CHAIN`` (iteratively)."""
+
+    def deps(n: str) -> tuple[str, ...]:
+        d = dims[n]
+        return d.expr.names() if isinstance(d, DerivedDim) else ()
+
+    height: dict[str, int] = {}
+    for root in dims:
+        if root in height:
+            continue
+        trail, on_trail, todo = [root], {root}, [iter(deps(root))]
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                n = trail.pop()
+                on_trail.discard(n)
+                todo.pop()
+                height[n] = 1 + max((height[m] for m in deps(n)), default=0) if deps(n) else 0
+                if height[n] > _MAX_DIM_CHAIN:
+                    chain = [("dims", m) for m in _depends([n], dims) if isinstance(dims[m], DerivedDim)]
+                    blame.fail(chain[0], f"dims.{n}", chain[1:], f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
+            elif nxt in on_trail:
+                _cycle(trail[trail.index(nxt) :], blame)
+            elif nxt not in height:
+                trail.append(nxt)
+                on_trail.add(nxt)
+                todo.append(iter(deps(nxt)))
+
+
+def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
+    """A cycle of derived dims, named where its declarations first meet and read from there."""
+    joiner, own = blame.culprit([("dims", n) for n in loop])
+    first = own[1] if own is not None else loop[0]
+    at = loop.index(first)
+    loop = loop[at:] + loop[:at]
+    text = f"dims depend on each other in a cycle: {' -> '.join([*loop, first])}"
+    src = blame.file[joiner]
+    others = [f"{n} as {blame.owner[s]!r} declares it" for n in loop if (s := blame.source(("dims", n))) != src]
+    if own is None:
+        _raise(
+            src,
+            f"dims.{first}",
+            f"{text} ({', '.join(others)}), which {joiner!r} extends together; redeclare one of them in {joiner!r}",
+        )
+    _raise(src, f"dims.{first}", text + (f" ({', '.join(others)})" if others else ""))
+
+
+# ---------------------------------------------------------------------------
+# Compiling fields: type (kind, shape, dtypes), pad rule, value checks, the fill vs the checks
+
+
+def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
+    path = f"fields.{name}"
+    if f.pad is None:
+        _raise(
+            src,
+            f"{path}.pad",
+            f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
+        )
+    kind, shape, dtypes = _field_type(name, f, src, path, dims)
+    pad = _compile_pad(f.pad, kind, shape, dtypes, src, f"{path}.pad")
+    values = _compile_values(f.values, kind, dtypes, src, f"{path}.values")
+    lo, hi = _compile_bounds(f, kind, dtypes, src, path)
+    if f.finite and kind not in ("tensor", "float"):
+        _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
+    _check_fill(pad, values, lo, hi, f.finite, src, f"{path}.pad")
+    return Field(
+        name=name,
+        kind=kind,
+        shape=shape,
+        dtypes=dtypes,
+        required=f.required,
+        pad=pad,
+        values=values,
+        min=lo,
+        max=hi,
+        finite=f.finite,
+        description=f.description,
+    )
+
+
+def _field_type(name: str, f: _FieldDecl, src: str, path: str, dims) -> tuple[str, Any, tuple[torch.dtype, ...]]:
+    if f.kind is not None and f.kind != "tensor":
+        if f.kind not in KINDS:
+            _raise(src, f"{path}.kind", _unknown("kind", f.kind, ("tensor", *KINDS)))
+        if f.shape is not None or f.dtype is not None:
+            _raise(src, path, f"a {f.kind!r} field has no shape or dtype; drop them or drop kind")
+        return f.kind, None, ()
+    if f.shape is None or f.dtype is None:
+        missing = "shape" if f.shape is None else "dtype"
+        _raise(
+            src,
+            path,
+            f"a tensor field needs both shape and dtype ({missing} is missing), or a kind: one of {', '.join(KINDS)}",
+        )
+    shape = tuple(_expr(e, src, f"{path}.shape[{i}]") for i, e in enumerate(f.shape))
+    for i, e in enumerate(shape):
+        _check_names(e, dims, src, f"{path}.shape[{i}]")
+    return "tensor", shape, _compile_dtypes(f.dtype, src, f"{path}.dtype")
+
+
+def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[torch.dtype, ...]:
+    names = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    if not names:
+        _raise(src, path, "an empty dtype list allows nothing")
+    dtypes: list[torch.dtype] = []
+    for i, n in enumerate(names):
+        at = f"{path}[{i}]" if isinstance(raw, (list, tuple)) else path
+        d = _compile_dtype(n, src, at)
+        if d in dtypes:
+            _raise(src, path, f"dtype {dtype_name(d)} is listed twice")
+        dtypes.append(d)
+    return tuple(dtypes)
+
+
+def _compile_dtype(name: Any, source: str, path: str) -> torch.dtype:
+    if not isinstance(name, str):
+        _raise(source, path, f"expected a torch dtype name, found {_show(name)}")
+    name = name.removeprefix("torch.")
+    if name in _DTYPES:
+        return _DTYPES[name]
+    if name in _DTYPE_HINTS:
+        _raise(source, path, f"ambiguous dtype {name!r}; did you mean {_DTYPE_HINTS[name]}?")
+    raise SchemaDefinitionError(source, path, _unknown("dtype", name, list(_DTYPES)))
+
+
+_RULE_KINDS = {
+    "eos": ("tensor", "int"),
+    "positions": ("tensor",),
+    "uid": ("str",),
+    "index": ("int", "any"),
+    "empty": ("mapping", "any"),
+    "copy": ("tensor", *KINDS),
+}
+
+
+def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str) -> PadRule:
+    if isinstance(pad, str):
+        if pad not in PAD_RULES:
+            _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
+        if kind not in _RULE_KINDS[pad]:
+            _raise(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
+        if pad in ("eos", "positions") and torch.bool in dtypes:
+            _raise(src, path, f"pad rule {pad!r} fills integers, which a bool tensor cannot hold")
+        if pad == "positions" and not shape:
+            _raise(src, path, "pad rule 'positions' counts along the last dim; a 0-d field has none")
+        return PadRule(pad)
+    if not _is_number(pad):
+        _raise(src, path, f"expected a number or a pad rule ({', '.join(PAD_RULES)}), found {_show(pad)}")
+    if kind == "tensor":
+        for d in dtypes:
+            if not fill_fits_dtype(pad, d):
+                _raise(src, path, f"fill {_num(pad)} does not fit dtype {dtype_name(d)}: {_misfit(pad, d)}")
+        if isinstance(pad, int) and not -(2**63) <= pad <= _MAX_SIZE:  # only float dtypes get here
+            _raise(
+                src,
+                path,
+                f"fill {_num(pad)} is an integer beyond int64, which torch cannot take as a scalar; "
+                f"write it as a float ({float(pad)!r})",
+            )
+    elif kind in ("str", "mapping"):
+        _raise(
+            src,
+            path,
+            f"a {kind!r} field cannot be filled with the number {_num(pad)}; "
+            f"use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}",
+        )
+    elif kind == "int" and not (isinstance(pad, int) and not isinstance(pad, bool)):
+        _raise(src, path, f"an 'int' field needs an integer fill, found {_num(pad)}")
+    elif kind == "float" and isinstance(pad, bool):
+        _raise(src, path, f"a 'float' field needs a number fill, found {_num(pad)}")
+    elif kind == "bool" and not isinstance(pad, bool):
+        _raise(src, path, f"a 'bool' field needs true or false, found {_num(pad)}")
+    return PadRule("fill", pad)
+
+
+def _value_misfit(v: Any, kind: str, dtypes: tuple[torch.dtype, ...]) -> str | None:
+    """Why an entry of ``values`` is refused: no value of the field equals it, or it is a boolean
+    in a field that holds none (YAML 1.1 reads ``yes``/``no``/``on``/``off`` as booleans)."""
+    holds_bools = kind in ("bool", "any") or torch.bool in dtypes
+    if isinstance(v, bool) and not holds_bools:
+        return f"it is a boolean, but the field holds none; write {int(v)} for the number"
+    if kind == "int" and not (isinstance(v, int) or v.is_integer()):
+        return "no value of an 'int' field equals it"
+    if kind == "bool" and v not in (0, 1):
+        return "a 'bool' field holds only true and false"
+    as_number = int(v) if isinstance(v, bool) else v  # the value checks compare by ==: true == 1
+    if dtypes and not any(fill_fits_dtype(as_number, d) for d in dtypes):
+        return "; ".join(f"no {dtype_name(d)} value equals it ({_misfit(as_number, d)})" for d in dtypes)
+    return None
+
+
+def _compile_values(values: list[Any] | None, kind: str, dtypes, src: str, path: str) -> tuple[Any, ...] | None:
+    if values is None:
+        return None
+    if kind in ("str", "mapping"):
+        _raise(src, path, f"values lists numbers; it does not apply to a {kind!r} field")
+    if not values:
+        _raise(src, path, "an empty values list allows nothing")
+    seen: set[Any] = set()
+    for i, v in enumerate(values):
+        at = f"{path}[{i}]"
+        if not _is_number(v):
+            _raise(src, at, f"expected a number, found {_show(v)}{_string_hint(v)}")
+        if isinstance(v, float) and math.isnan(v):
+            _raise(src, at, "nan equals nothing, not even itself; drop it")
+        if v in seen:  # hashing agrees with ==: true == 1 == 1.0
+            _raise(src, at, f"{_num(v)} is listed twice (as Python compares: true == 1, 0.0 == 0)")
+        seen.add(v)
+        problem = _value_misfit(v, kind, dtypes)
+        if problem:
+            _raise(src, at, f"{_num(v)} can never match: {problem}")
+    return tuple(values)
+
+
+def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tuple[Any, Any]:
+    out = []
+    for key in ("min", "max"):
+        v = getattr(f, key)
+        at = f"{path}.{key}"
+        if v is not None and kind not in ("tensor", "int", "float"):
+            _raise(src, at, f"{key} applies to tensors, int and float, not {kind!r}")
+        if v is not None and (isinstance(v, bool) or not _is_number(v)):
+            _raise(src, at, f"expected a number, found {_show(v)}{_string_hint(v)}")
+        if isinstance(v, float) and not math.isfinite(v):
+            _raise(src, at, f"{key} must be finite, found {v!r}; leave {key} out for no bound")
+        out.append(v)
+    lo, hi = out
+    if lo is not None and hi is not None and lo > hi:
+        _raise(src, path, f"min {_num(lo)} is above max {_num(hi)}; no value passes")
+    ranges = [_dtype_range(d) for d in dtypes]
+    if ranges and lo is not None and all(lo > top for _, top in ranges):
+        _raise(src, f"{path}.min", f"min {_num(lo)} is above every value of {_names(dtypes)}; no element passes")
+    if ranges and hi is not None and all(hi < bottom for bottom, _ in ranges):
+        _raise(src, f"{path}.max", f"max {_num(hi)} is below every value of {_names(dtypes)}; no element passes")
+    return lo, hi
+
+
+def _dtype_range(d: torch.dtype) -> tuple[float, float]:
+    if d == torch.bool:
+        return 0, 1
+    if d.is_floating_point:
+        return -math.inf, math.inf
+    info = torch.iinfo(d)
+    return info.min, info.max
+
+
+def _names(dtypes: tuple[torch.dtype, ...]) -> str:
+    return " and ".join(dtype_name(d) for d in dtypes)
+
+
+def _check_fill(pad: PadRule, values, lo, hi, finite: bool, src: str, path: str) -> None:
+    """The fill must itself pass the field's value checks, as Python's arithmetic compares."""
+    if pad.rule == "empty" and values is not None:
+        _raise(src, path, "pad rule 'empty' fills an empty mapping, which no number in values equals")
+    if pad.rule not in ("fill", "positions", "index"):
+        return  # eos is the caller's; copy copies real data; uid fills strings (no values on str)
+    if pad.rule == "index" and (values is not None or hi is not None):
+        _raise(
+            src,
+            path,
+            f"pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which "
+            f"{'values' if values is not None else f'max {_num(hi)}'} cannot keep to; drop it or pad with a number",
+        )
+    # positions (and index) fill 0, 1, 2, ...: how far depends on the sizes, but 0 always comes.
+    v = pad.value if pad.rule == "fill" else 0
+    failed = value_failures(v, values=values, lo=lo, hi=hi, finite=finite)
+    # The engine's labels, in the words of the schema file (which key says so).
+    in_file = {f">= {number_label(lo)}": f">= min {_num(lo)}", f"<= {number_label(hi)}": f"<= max {_num(hi)}"}
+    if values is not None:
+        in_file[f"one of {values_label(values)}"] = f"in values {'[' + ', '.join(map(_num, values)) + ']'}"
+    broken = in_file.get(failed[0], failed[0]) if failed else None
+    if broken and pad.rule != "fill":
+        _raise(
+            src, path, f"pad rule {pad.rule!r} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be {broken})"
+        )
+    if broken:
+        _raise(src, path, f"fill {_num(v)} must itself pass the field's value checks (be {broken})")
+
+
+# ---------------------------------------------------------------------------
+# Compiling tags and padding sizes
+
+
+def _tag_default_misfit(v: Any, kind: str | None) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, (bool, int, float, str)):
+        return f"a tag default is a number, a boolean or a string, found {_show(v)}"
+    fits = {
+        "int": isinstance(v, int) and not isinstance(v, bool),
+        "float": isinstance(v, (int, float)) and not isinstance(v, bool),
+        "bool": isinstance(v, bool),
+        "str": isinstance(v, str),
+        "mapping": False,
+    }.get(kind or "any", True)
+    return None if fits else f"the tag is {kind!r} but its default is {_show(v)}"
+
+
+def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
+    path = f"tags.{name}"
+    if t.kind is not None and t.kind not in KINDS:
+        _raise(src, f"{path}.kind", _unknown("kind", t.kind, KINDS))
+    eq = None
+    if t.equals is not None:
+        eq = _expr(t.equals, src, f"{path}.equals")
+        _check_names(eq, dims, src, f"{path}.equals")
+        if t.kind not in (None, "int", "any"):
+            _raise(src, f"{path}.kind", f"a tag with equals holds a dim size, an int, not {t.kind!r}")
+        if t.default is not None:
+            _raise(src, f"{path}.default", "a tag with equals takes its value from the dims; drop default")
+    problem = _tag_default_misfit(t.default, t.kind)
+    if problem:
+        _raise(src, f"{path}.default", problem)
+    if name == "is_padding" and (
+        t.kind not in (None, "bool", "any") or eq is not None or t.default not in (None, False)
+    ):
+        _raise(
+            src,
+            path,
+            "padding samples carry is_padding: true and real ones may omit it, so this tag is "
+            "{kind: bool, default: false}",
+        )
+    return Tag(name, t.kind or ("int" if eq is not None else None), t.default, eq, t.description)
+
+
+def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame) -> None:
+    """No derived dim or shape axis is negative for every size the dims allow (interval arithmetic)."""
+    span: dict[str, tuple[float, float]] = {}
+    for d in dims.values():
+        if isinstance(d, FixedDim):
+            span[d.name] = (d.size, d.size)
+        elif isinstance(d, FreeDim):
+            step = d.multiple_of or 1
+            span[d.name] = (-(-d.min // step) * step, math.inf if d.max is None else d.max // step * step)
+    todo = [d for d in dims.values() if isinstance(d, DerivedDim)]
+    while todo:  # derived dims of derived dims: the graph is acyclic, so each pass makes progress
+        ready = [d for d in todo if all(n in span for n in d.expr.names())]
+        for d in ready:
+            lo, hi = _interval(d.expr, span)
+            _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
+            span[d.name] = (max(lo, 0), hi)  # a valid sample's derived dim is a size
+        todo = [d for d in todo if d not in ready]
+    for name, f in fields.items():
+        for i, e in enumerate(f.shape or ()):
+            _refuse_negative(e, _interval(e, span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
+
+
+def _refuse_negative(e: Expr, hi: float, blame: _Blame, checked: tuple[str, str], path: str, dims) -> None:
+    if hi < 0:
+        problem = f"{e} is at most {_num(hi)} for every size the dims allow; a size cannot be negative"
+        blame.fail(checked, path, blame.dims_of(e.names(), dims), problem)
+
+
+def _interval(e: Expr, span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
+    """The smallest and largest value of ``e`` over the box ``span`` (depth is bounded by _expr)."""
+    if e.is_int:
+        return e.args[0], e.args[0]
+    if e.is_name:
+        return span.get(e.args[0], (-math.inf, math.inf))
+    if e.op == "neg":
+        lo, hi = _interval(e.args[0], span)
+        return -hi, -lo
+    (alo, ahi), (blo, bhi) = _interval(e.args[0], span), _interval(e.args[1], span)
+    if e.op == "+":
+        return alo + blo, ahi + bhi
+    if e.op == "-":
+        return alo - bhi, ahi - blo
+    products = [0 if x == 0 or y == 0 else x * y for x in (alo, ahi) for y in (blo, bhi)]  # 0 * inf is 0 here
+    return min(products), max(products)
+
+
+def _padding_env(dims: Mapping[str, Any], padding: Mapping[str, int], blame: _Blame) -> dict[str, int]:
+    """The sizes padding uses by default: fixed dims, ``padding:`` sizes, and the derived dims they give."""
+    env = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
+    env.update(padding)
+    derived = [d for d in dims.values() if isinstance(d, DerivedDim)]
+    while ready := [d for d in derived if all(n in env for n in d.expr.names())]:  # a pass per level
+        for d in ready:
+            env[d.name] = _padding_size_of(d.expr, env, blame, ("dims", d.name), f"dims.{d.name}", (dims, padding))
+        derived = [d for d in derived if d not in ready]
+    return env  # derived dims of free dims without a padding size stay unknown
+
+
+def _padding_size_of(e: Expr, env: Mapping[str, int], blame: _Blame, checked, path: str, known) -> int:
+    """``e`` at the padding sizes; ``known`` is ``(dims, padding sizes)``."""
+    v = e.evaluate(env)
+    if v is not None and not 0 <= v <= _MAX_SIZE:
+        dims, padding = known
+        sizes = ", ".join(f"{n}={k}" for n, k in padding.items()) or "none"
+        problem = f"{e} is {_num(v)} with the padding sizes ({sizes}); padding needs a size >= 0 and <= 2**63 - 1"
+        blame.fail(checked, path, blame.dims_of(e.names(), dims, padding=True), problem)
+    return v
+
+
+def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[str, int], blame: _Blame) -> None:
+    """Padding with the schema's own sizes must work: every axis a size, positions that fit."""
+    env = _padding_env(dims, padding, blame)
+    for f in fields.values():
+        for i, e in enumerate(f.shape or ()):
+            _padding_size_of(e, env, blame, ("fields", f.name), f"fields.{f.name}.shape[{i}]", (dims, padding))
+        if f.pad.rule != "positions" or not f.shape:
+            continue
+        n = f.shape[-1].evaluate(env)
+        last_dim = dims.get(f.shape[-1].args[0]) if f.shape[-1].is_name else None
+        if n is None and isinstance(last_dim, FreeDim):  # no padding size: at least the smallest size
+            n = -(-last_dim.min // (last_dim.multiple_of or 1)) * (last_dim.multiple_of or 1)
+        if not n:
+            continue
+        last = n - 1
+        broken = next((f"{last} does not fit {dtype_name(d)}" for d in f.dtypes if not fill_fits_dtype(last, d)), None)
+        if f.max is not None and not last <= f.max:
+            broken = broken or f"{last} breaks max {_num(f.max)}"
+        missing = next((k for k in range(min(n, len(f.values) + 1)) if k not in f.values), None) if f.values else None
+        if missing is not None:
+            broken = broken or f"{missing} is not in values"
+        if broken:
+            problem = f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}"
+            involved = blame.dims_of(f.shape[-1].names(), dims, padding=True)
+            blame.fail(("fields", f.name), f"fields.{f.name}.pad", involved, problem)
+
+
+def _compile_padding(name: str, size: int, src: str, dims, blame: _Blame) -> int:
+    path = f"padding.{name}"
+    if name not in dims:
+        _raise(src, path, _unknown("dim", name, list(dims)))
+    d = dims[name]
+    if not isinstance(d, FreeDim):
+        _raise(src, path, f"only free dims take a padding size; {name!r} is {type(d).__name__}")
+    if not d.allows(size):  # a child that redeclared the dim with new bounds is named, not the padding's file
+        blame.fail(
+            ("padding", name), path, [("dims", name)], f"padding size {size} breaks the dim's bounds ({d.describe()})"
+        )
+    return size

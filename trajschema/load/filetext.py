@@ -1,0 +1,110 @@
+"""Limits and wording shared by the schema-file reader and compiler: what a message may quote, and how."""
+
+from __future__ import annotations
+
+import math
+import re
+import reprlib
+from collections.abc import Mapping
+from typing import Any, NoReturn
+
+from trajschema.core import DTYPES_BY_NAME, MAX_SIZE, SchemaDefinitionError
+
+#: Environment variable: extra schema directories (``os.pathsep``-separated),
+#: searched before the packaged ones so a project can add or override families.
+
+# Limits. A real schema file is a few KiB, nests 5 levels (fields.x.shape[0]) and holds
+# a few hundred values; these are far above that and far below what hurts.
+_MAX_FILE_BYTES = 1 << 20
+_MAX_DEPTH = 16
+_MAX_NODES = 100_000
+_MAX_INT_CHARS = 100  # int("1" * 10**6) is quadratic; Python refuses > 4300 digits anyway
+_MAX_EXTENDS_DEPTH = 64
+_MAX_DIM_CHAIN = 32  # derived dims of derived dims ...: resolved recursively at run time
+_MAX_EXPR_CHARS = 200  # the expression parser is recursive-descent
+_MAX_EXPR_DEPTH = 32
+#: torch sizes are int64.
+_MAX_SIZE = MAX_SIZE
+_MAX_SIZE_TEXT = "2**63 - 1, the largest size torch can hold"
+
+_DTYPES = DTYPES_BY_NAME
+# torch's own aliases are traps: torch.int is int32 and torch.float is float32.
+_DTYPE_HINTS = {
+    "int": "int64 (torch.int is int32; say int32 if that is meant)",
+    "long": "int64",
+    "float": "float32 (or float64)",
+    "double": "float64",
+    "half": "float16",
+    "short": "int16",
+    "bfloat": "bfloat16",
+    "uint16": "int32 (uint16 tensors are not supported by most torch ops)",
+}
+# What the expression parser reads as a name (str.isidentifier also admits non-ASCII).
+_DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _raise(source: str, path: str, problem: str) -> NoReturn:
+    raise SchemaDefinitionError(source, path, problem)
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+# ---------------------------------------------------------------------------
+# Showing values in messages (bounded: a message never grows with the input)
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+_KIND_WORDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
+_KIND_WORDS.update({tuple: "a list", dict: "a mapping", bytes: "binary data", set: "a set"})
+
+
+def _num(v: Any) -> str:
+    """A number as a message shows it: YAML's ``true``/``false``, huge ints abridged."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int) and v.bit_length() > 200:  # repr() refuses > 4300 digits
+        return f"<an integer of {int(v.bit_length() * math.log10(2)) + 1} digits>"
+    return repr(v)
+
+
+def _word(v: Any) -> str:
+    """What YAML calls the type of ``v``: ``an integer``, ``a string``, ``null``, ..."""
+    if v is None:
+        return "null"
+    word = next((w for t, w in _KIND_WORDS.items() if type(v) is t), None)
+    return word or ("a mapping" if isinstance(v, Mapping) else type(v).__name__)
+
+
+def _text(v: Any) -> str:
+    """``v`` itself, abridged: ``3``, ``true``, ``'maybe'``, ``[1, 2, ...]``."""
+    if v is None:
+        return "null"
+    if isinstance(v, (bool, int, float)):
+        return _num(v)
+    try:
+        return _REPR.repr(v)
+    except Exception:  # a huge int inside a list, an odd object: say what it is
+        return f"<{type(v).__name__}>"
+
+
+def _show(v: Any) -> str:
+    """``an integer 3``, ``a string 'maybe'``, ``a list [1, 2]``, ``null``."""
+    return "null" if v is None else f"{_word(v)} {_text(v)}"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (bool, int, float))
+
+
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _string_hint(v: Any) -> str:
+    """YAML 1.1 reads ``1e5`` and ``1.0e5`` as strings (a float needs a dot and a signed exponent)."""
+    if isinstance(v, str) and _EXPONENT_FLOAT.fullmatch(v.strip()):
+        return f" (YAML reads {v!r} as a string: write a float with a dot and a signed exponent, e.g. 1.0e+5)"
+    return ""

@@ -1,0 +1,443 @@
+"""Finding, parsing, composing (``extends``) and compiling schema files.
+
+Schema files are strict: anything malformed fails at load time with a
+:class:`SchemaDefinitionError` naming the file, the key path and the problem — never a
+Python or torch error, and never later at first use. Reading a file goes through four
+gates, each of which refuses what the next one could not survive:
+
+1. bytes: a regular file of at most ``_MAX_FILE_BYTES``, UTF-8;
+2. YAML (:class:`_SchemaYAMLLoader`): no key given twice, no merge keys, string keys
+   only, at most ``_MAX_DEPTH`` levels of nesting;
+3. the parsed tree (:func:`_check_tree`): no structure that contains itself (an alias
+   inside its own anchor) and at most ``_MAX_NODES`` values once aliases are expanded;
+4. declarations (pydantic models and the ``_compile_*`` functions): every key, type,
+   range, dim, dtype and pad fill.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple, NoReturn
+
+from trajschema._schema import Schema
+from trajschema.core import SchemaNotFoundError
+from trajschema.load.compile import _compile
+from trajschema.load.filetext import _MAX_EXTENDS_DEPTH, _raise
+from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
+from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
+
+__all__ = [
+    "load_schema",
+    "schema_for_architecture",
+    "schema_from_dict",
+    "schema_names",
+    "schema_search_path",
+]
+
+#: Environment variable: extra schema directories (``os.pathsep``-separated),
+#: searched before the packaged ones so a project can add or override families.
+ENV_VAR = "TRAJSCHEMA_PATH"
+
+# ---------------------------------------------------------------------------
+# Search path
+
+
+def packaged_dir() -> Path:
+    # In a wheel the schemas sit inside the package; in a source checkout or an
+    # editable install they are the repository's top-level `schemas/`.
+    package = Path(__file__).resolve().parent.parent  # trajschema/, above this room
+    inside = package / "schemas"
+    if inside.is_dir():
+        return inside
+    return package.parent / "schemas"
+
+
+def schema_search_path() -> list[Path]:
+    """The directories searched for schema names: ``TRAJSCHEMA_PATH`` entries, then the packaged ones."""
+    extra = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    return [*extra, packaged_dir()]
+
+
+class _Found(NamedTuple):
+    """A schema file on the search path: where it is, and why it cannot be read (``None`` if it can be)."""
+
+    path: Path
+    problem: str | None
+
+
+class _Search(NamedTuple):
+    """What the search path holds: the first file of each name, and the directories that cannot be listed."""
+
+    files: dict[str, _Found]
+    unlisted: list[tuple[Path, str]]
+
+    def unlisted_note(self) -> str:
+        return "".join(f"; {d} {why}" for d, why in self.unlisted)
+
+
+_SUFFIXES = (".yaml", ".yml")
+
+
+def _directory_problem(d: Path) -> str | None:
+    """Why the search directory ``d`` cannot be listed: ``None`` when it can, ``NOTHING`` when it is missing.
+
+    A missing directory is skipped quietly, as a shell skips a missing ``PATH`` entry; a
+    dangling or looping symbolic link, a file or a directory without permission is not.
+    """
+    try:
+        mode = os.stat(d).st_mode
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return _os_problem(exc, d) if os.path.islink(d) else NOTHING
+    except OSError as exc:
+        return _os_problem(exc, d)
+    except ValueError:  # a NUL byte in the name
+        return NOTHING
+    return None if stat.S_ISDIR(mode) else f"is not a directory ({ENV_VAR} lists directories of schema files)"
+
+
+def _scan(d: Path, name: str | None) -> tuple[list[tuple[str, _Found]], str | None]:
+    """The schema files of ``d`` by name (only ``name``'s, when given), and why ``d`` cannot be listed."""
+    problem = _directory_problem(d)
+    if problem == NOTHING:
+        return [], None
+    entries: list[str] = []
+    if problem is None:
+        try:
+            with os.scandir(d) as listing:
+                entries = sorted(e.name for e in listing)
+        except OSError as exc:
+            problem = f"cannot be listed: {exc.strerror or exc}"
+    if problem is not None and name is not None:
+        # A directory one may search but not list (or one that vanished): a known name can still be looked up.
+        entries = [f"{name}{suffix}" for suffix in _SUFFIXES]
+    found = []
+    for entry in entries:
+        p = d / entry
+        if p.suffix not in _SUFFIXES or (name is not None and p.stem != name) or not os.path.lexists(p):
+            continue  # not a schema file's name, or nothing there (or nothing one may see)
+        why = file_problem(p)
+        if why not in (NOTHING, IS_A_DIRECTORY):  # a directory named x.yaml is not a schema
+            found.append((p.stem, _Found(p, why)))
+    return found, problem
+
+
+def search_path_files(dirs: list[Path], name: str | None = None) -> _Search:
+    """Every schema file on ``dirs`` (or only ``name``'s), the first of each name winning.
+
+    A file that cannot be read (a dangling or looping symbolic link, a FIFO, a device)
+    still takes its name: it is what the user put there, so it is reported, not skipped
+    for a file of the same name further down the path.
+    """
+    files: dict[str, _Found] = {}
+    unlisted: list[tuple[Path, str]] = []
+    for d in dirs:
+        found, problem = _scan(d, name)
+        if problem is not None:
+            unlisted.append((d, problem))
+        for stem, hit in found:
+            files.setdefault(stem, hit)
+    return _Search(files, unlisted)
+
+
+def _readable(hit: _Found) -> Path:
+    """The resolved path of a found file, or its problem as a SchemaDefinitionError naming the file."""
+    if hit.problem is not None:
+        _raise(str(hit.path), "", hit.problem)
+    return hit.path.resolve()
+
+
+def schema_names() -> list[str]:
+    """Names of all schemas on the search path (``TRAJSCHEMA_PATH`` and packaged), sorted.
+
+    A file that cannot be read or does not load is listed too (`trajschema list` shows why).
+
+    Examples:
+        >>> "text" in ts.schema_names()
+        True
+    """
+    return sorted(search_path_files(schema_search_path()).files)
+
+
+def _not_found(name: str, known: list[str], what: str = "schema", note: str = "") -> SchemaNotFoundError:
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return SchemaNotFoundError(
+        f"no {what} {name!r}{hint} known: {', '.join(known) or '(none)'} "
+        f"(searched {', '.join(str(d) for d in schema_search_path())}{note}; "
+        f"add directories with {ENV_VAR})"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Public loaders
+
+
+def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
+    """Load a packaged schema by name, or a schema file by path.
+
+    Examples:
+        >>> ts.load_schema("vlm_mrope").dims["rope_rows"].size
+        4
+
+    Args:
+        name_or_path: a name from :func:`schema_names`, or a path to a ``.yaml`` file
+            (its ``extends`` are looked up beside it first, then on the search path).
+
+    Raises:
+        SchemaNotFoundError: no such name or file.
+        SchemaDefinitionError: the file (or a parent) is malformed or cannot be read (a
+            dangling or looping symbolic link, a FIFO, a device, no permission), naming
+            the file. A file of that name that cannot be read is not skipped for one
+            further down the search path: it is the one asked for.
+        TypeError: ``name_or_path`` is neither a string nor a path.
+    """
+    text = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
+    if not isinstance(text, str):
+        raise TypeError(f"name_or_path must be a schema name or a path, found {type(name_or_path).__name__}")
+    is_path = isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text
+    if is_path:
+        path = Path(text)
+        problem = file_problem(path)  # a FIFO or a device is never opened: reading it could block forever
+        if problem == NOTHING:
+            raise SchemaNotFoundError(f"no schema file at {text!r}")
+        return _load_file(_readable(_Found(path, problem)))
+    hit = search_path_files(schema_search_path(), name=text).files.get(text)
+    if hit is None:
+        search = search_path_files(schema_search_path())
+        raise _not_found(text, sorted(search.files), note=search.unlisted_note())
+    return _load_file(_readable(hit))
+
+
+def schema_for_architecture(architecture: str) -> Schema:
+    """The schema whose ``architectures:`` lists a Hugging Face architecture name.
+
+    Examples:
+        >>> ts.schema_for_architecture("Qwen2VLForConditionalGeneration").name
+        'vlm_mrope'
+
+    Raises:
+        SchemaNotFoundError: no schema (or more than one) declares it.
+        SchemaDefinitionError: a file on the search path is malformed or cannot be read,
+            or a search path entry cannot be listed: any of them might claim the
+            architecture, so the answer would not be sure (the message names it).
+        TypeError: ``architecture`` is not a string.
+    """
+    if not isinstance(architecture, str):
+        raise TypeError(f"architecture must be a str, found {type(architecture).__name__}")
+    search = search_path_files(schema_search_path())
+    for d, why in search.unlisted:  # it may hold a schema that claims the architecture
+        _raise(str(d), "", f"{why}; schema_for_architecture reads every schema file on the search path")
+    hits: list[str] = []
+    known: list[str] = []
+    for name, hit in search.files.items():
+        path = _readable(hit)
+        archs = _decl(_read_yaml(path), str(path)).architectures
+        known.extend(archs)
+        if architecture in archs:
+            hits.append(name)
+    if len(hits) > 1:
+        raise SchemaNotFoundError(f"architecture {architecture!r} is claimed by several schemas: {', '.join(hits)}")
+    if not hits:
+        raise _not_found(architecture, sorted(set(known)), what="schema for architecture")
+    return load_schema(hits[0])
+
+
+def schema_from_dict(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Schema:
+    """Compile a schema from an already-parsed mapping (same keys as a YAML file).
+
+    ``extends`` names are looked up in ``base_dir`` first, then on the search path.
+    """
+    chain = _Chain(base_dir=Path(base_dir) if base_dir else None)
+    return chain.compile(data, "<mapping>", None)
+
+
+# ---------------------------------------------------------------------------
+# Reading and composing
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+# path -> (schema, the search path it was resolved on, (file, mtime) of every file used).
+# Schemas are immutable, so a hit is shared; editing the file or any parent reloads it.
+_CACHE: dict[Path, tuple[Schema, tuple[Path, ...], tuple[tuple[Path, float | None], ...]]] = {}
+
+
+def _load_file(path: Path) -> Schema:
+    search = tuple(schema_search_path())
+    hit = _CACHE.get(path)
+    if hit is not None and hit[1] == search and all(_mtime(p) == m for p, m in hit[2]):
+        return hit[0]
+    chain = _Chain(base_dir=path.parent)
+    stamp = _mtime(path)
+    schema = chain.compile(_read_yaml(path), str(path), path)
+    used = ((path, stamp), *((Path(src), _mtime(Path(src))) for _, src in chain.decls.values()))
+    _CACHE[path] = (schema, search, used)
+    return schema
+
+
+class _Chain:
+    """Resolves ``extends`` (C3 order) for one load, detecting cycles.
+
+    Schemas are known by name, and a parent is found by its file name, so a parent's
+    ``name:`` must be its file name; a schema is identified by its file too, so a file
+    that reaches itself under another name is a cycle, and two files of one name a clash.
+    """
+
+    def __init__(self, base_dir: Path | None) -> None:
+        self.base_dir = base_dir
+        self.decls: dict[str, tuple[_SchemaDecl, str]] = {}
+        self.loading: list[tuple[str, Path | None]] = []
+        self.mro: dict[str, list[str]] = {}
+
+    def _find(self, name: str, child_source: str, child_dir: Path | None) -> Path:
+        dirs = ([child_dir] if child_dir else []) + schema_search_path()
+        hit = search_path_files(dirs, name=name).files.get(name)
+        if hit is None:
+            search = search_path_files(dirs)
+            close = difflib.get_close_matches(name, sorted(search.files), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            _raise(child_source, "extends", f"unknown parent schema {name!r}{hint}{search.unlisted_note()}")
+        return _readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
+
+    def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
+        path = self._find(name, child_source, child_dir)
+        for i, (n, p) in enumerate(self.loading):
+            if p == path or n == name:
+                self._cycle(i, name, path, child_source)
+        if name in self.decls:
+            if self.decls[name][1] != str(path):  # found beside another child: another file
+                _raise(child_source, "extends", f"two schemas are named {name!r}: {self.decls[name][1]} and {path}")
+            return self.decls[name]
+        decl = _decl(_read_yaml(path), str(path))
+        if decl.name != name:
+            _raise(
+                str(path),
+                "name",
+                f"this file is found as {name!r} (its file name) but declares name {decl.name!r}; "
+                "a parent's name must be its file name",
+            )
+        self.decls[name] = (decl, str(path))
+        self._linearize(decl, str(path), path)
+        return decl, str(path)
+
+    def _cycle(self, i: int, name: str, path: Path, child_source: str) -> NoReturn:
+        n, p = self.loading[i]
+        cycle = " -> ".join([*(m for m, _ in self.loading[i:]), name])
+        if p == path:
+            note = "" if n == name else f" ({path.name}, found as {name!r}, is the file of {n!r})"
+            _raise(child_source, "extends", f"cycle in extends: {cycle}{note}")
+        where = f"{p}" if p else "the mapping being compiled"
+        _raise(child_source, "extends", f"two schemas are named {name!r}: {where} and {path}, which it extends")
+
+    def _linearize(self, decl: _SchemaDecl, source: str, path: Path | None) -> list[str]:
+        if decl.name in self.mro:
+            return self.mro[decl.name]
+        if len(self.loading) >= _MAX_EXTENDS_DEPTH:
+            _raise(source, "extends", f"extends chains more than {_MAX_EXTENDS_DEPTH} schemas deep")
+        here = path.parent if path else self.base_dir
+        self.loading.append((decl.name, path))
+        try:
+            parents = [self._parent(p, source, here) for p in decl.extends]
+            seqs = [self._linearize(p, s, Path(s)) for p, s in parents]
+            mro = [decl.name, *_c3_merge([*seqs, list(decl.extends)], source)]
+        finally:
+            self.loading.pop()
+        self.mro[decl.name] = mro
+        return mro
+
+    def compile(self, data: Any, source: str, path: Path | None) -> Schema:
+        decl = _decl(data, source)
+        mro = self._linearize(decl, source, path)
+        by_name = {decl.name: (decl, source), **{n: self.decls[n] for n in mro[1:]}}
+        ancestors = {n: set(self.mro[n][1:]) for n in mro}
+        merged: dict[str, dict[str, tuple[Any, str]]] = {}
+        for section in ("dims", "fields", "tags", "padding"):
+            merged[section] = _merge_section(section, mro, by_name, ancestors)
+        _drop_outdated_padding(merged, [by_name[n][1] for n in mro])
+        extra = next((e for n in mro if (e := by_name[n][0].extra)), "allow")
+        return _compile(decl, mro, [by_name[n][1] for n in mro], ancestors, merged, extra)
+
+
+def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:
+    out: list[str] = []
+    seqs = [list(s) for s in seqs if s]
+    while seqs:
+        for seq in seqs:
+            head = seq[0]
+            if not any(head in s[1:] for s in seqs):
+                break
+        else:
+            _raise(source, "extends", "parents cannot be ordered consistently (no C3 linearization)")
+        out.append(head)
+        seqs = [[x for x in s if x != head] for s in seqs]
+        seqs = [s for s in seqs if s]
+    return out
+
+
+def _drop_outdated_padding(merged: dict[str, dict[str, tuple[Any, str]]], sources: list[str]) -> None:
+    """A padding size belongs to the free dim it sizes: a schema that redeclares an inherited
+    free dim as fixed or derived replaces it whole, inherited padding size included (a size
+    declared as new as the dim, or newer, still has to be a free dim's)."""
+    rank = {src: i for i, src in reversed(list(enumerate(sources)))}
+    for name, (_, src) in list(merged["padding"].items()):
+        dim = merged["dims"].get(name)
+        if dim is not None and not isinstance(dim[0], _FreeDimDecl) and rank[dim[1]] < rank[src]:
+            del merged["padding"][name]
+
+
+_WHAT = {"dims": "dim", "fields": "field", "tags": "tag", "padding": "padding size"}
+
+
+def _merge_section(section, mro, by_name, ancestors) -> dict[str, tuple[Any, str]]:
+    """For each key, the declaration of the first schema in C3 order that declares it.
+
+    Two unrelated parents that both declare a key themselves, differently, conflict
+    unless the child declares it.
+    """
+    child = mro[0]
+    keys: dict[str, None] = {}
+    for n in reversed(mro):  # base keys first, so declaration order reads naturally
+        keys.update(dict.fromkeys(getattr(by_name[n][0], section)))
+    out: dict[str, tuple[Any, str]] = {}
+    for key in keys:
+        declarers = [n for n in mro if key in getattr(by_name[n][0], section)]
+        if declarers[0] != child:
+            # Keep only the most derived declarers: drop any that another declarer extends.
+            leaves = [d for d in declarers if not any(d in ancestors[o] for o in declarers if o != d)]
+            if len({repr(getattr(by_name[d][0], section)[key]) for d in leaves}) > 1:
+                _conflict(section, key, leaves, mro, by_name, ancestors)
+        owner = declarers[0]
+        out[key] = (getattr(by_name[owner][0], section)[key], by_name[owner][1])
+    return out
+
+
+def _conflict(section: str, key: str, leaves: list[str], mro, by_name, ancestors) -> NoReturn:
+    """Two ancestors that declare ``key`` differently, named in the schema whose ``extends`` brings them together.
+
+    That is the most basic schema in C3 order with two disagreeing leaves among its
+    ancestors (a descendant comes before its ancestors, so no schema under it joins them):
+    the schema being loaded when it extends them itself, an intermediate parent when the
+    conflict came in with it (loading that parent fails the same way).
+    """
+    for joiner in reversed(mro):
+        under = [d for d in leaves if d in ancestors[joiner]]
+        if len({repr(getattr(by_name[d][0], section)[key]) for d in under}) > 1:
+            break
+    else:  # unreachable: the schema being loaded has every leaf among its ancestors
+        joiner, under = mro[0], leaves
+    decl, source = by_name[joiner]
+    kin = "parents" if all(d in decl.extends for d in under) else "ancestors"
+    _raise(
+        source,
+        f"{section}.{key}",
+        f"{kin} {' and '.join(under)} declare {_WHAT[section]} {key!r} differently; declare it in {joiner!r} to choose",
+    )

@@ -1,0 +1,163 @@
+"""Realistic samples for tests, examples and benchmarks.
+
+:func:`verl_sample` builds one rollout sample the way verl's TransferQueue trainer
+writes it — token ids with the response following the prompt, text (and mrope) position
+ids, 0/1 masks, negative log-probs, int16 routed experts — for any schema that uses the
+packaged field names. It is written by hand from verl's layout, *not* derived from the
+schema's pad rules, so that checking its output against a schema is a real test.
+
+Importing this module needs only torch (it is not imported by ``import trajschema``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajschema._schema import Schema
+
+__all__ = [
+    "LAYOUTS",
+    "ExpectedViolation",
+    "MemoryTransferQueue",
+    "assert_padding_invariant",
+    "assert_valid",
+    "batches",
+    "invalid_samples",
+    "samples",
+    "tags",
+    "tq_batch",
+    "verl_sample",
+]
+
+if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ imports them on first use
+    from trajschema.testing.assertions import assert_padding_invariant, assert_valid
+    from trajschema.testing.strategies import LAYOUTS, ExpectedViolation, batches, invalid_samples, samples, tags
+    from trajschema.tq import MemoryTransferQueue
+
+#: The toolkit's other names, each imported from its own module on first use (the
+#: strategies need hypothesis, which importing this module must not import).
+_LAZY = {
+    "assert_valid": "testing.assertions",
+    "assert_padding_invariant": "testing.assertions",
+    "MemoryTransferQueue": "tq.memory",
+    "samples": "testing.strategies",
+    "tags": "testing.strategies",
+    "batches": "testing.strategies",
+    "invalid_samples": "testing.strategies",
+    "ExpectedViolation": "testing.strategies",
+    "LAYOUTS": "testing.strategies",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trajschema.testing' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"trajschema.{module}"), name)
+
+
+def verl_sample(
+    schema: Schema | str,
+    prompt_len: int,
+    response_len: int,
+    *,
+    uid: str = "q0",
+    layers: int = 4,
+    topk: int = 2,
+    teacher_topk: int = 3,
+    vocab: int = 32000,
+    optional: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One realistic sample with ``prompt_len`` + ``response_len`` tokens.
+
+    Examples:
+        >>> from trajschema.testing import verl_sample
+        >>> s = verl_sample("vlm_mrope_moe", 5, 3, layers=48, topk=8)
+        >>> tuple(s["position_ids"].shape), s["routed_experts"].dtype
+        ((4, 8), torch.int16)
+
+    Args:
+        schema: the schema (or its name) whose fields to fill.
+        prompt_len: prompt tokens.
+        response_len: response tokens.
+        uid: the GRPO group id.
+        layers: MoE layers (used when the schema has ``routed_experts``).
+        topk: experts per token (likewise).
+        teacher_topk: distillation top-k (when the schema has ``teacher_ids``).
+        vocab: token ids are drawn from ``[3, vocab)``.
+        optional: also fill the optional fields (attention mask, log-probs, scores, session id).
+        seed: for the random token ids.
+    """
+    if isinstance(schema, str):
+        from trajschema.load import load_schema
+
+        schema = load_schema(schema)
+    g = torch.Generator().manual_seed(seed)
+    p, r = prompt_len, response_len
+    s = p + r
+    prompts = torch.randint(3, vocab, (p,), generator=g)
+    responses = torch.randint(3, vocab, (r,), generator=g)
+    text_pos = torch.arange(s)
+    sample: dict[str, Any] = {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses]),
+        "response_mask": torch.ones(r, dtype=torch.int64),
+        "loss_mask": torch.ones(r, dtype=torch.int64),
+        "num_turns": 1,
+        "uid": uid,
+    }
+    pos_field = schema.fields.get("position_ids")
+    pos_shape = pos_field.shape or () if pos_field is not None else ()
+    rows = pos_shape[0].evaluate(_fixed(schema)) if len(pos_shape) == 2 else None
+    if rows is None:
+        sample["position_ids"] = text_pos
+    else:
+        # Row 0 text positions, then t/h/w rows; an image block shares one t position.
+        vision = text_pos.clone()
+        vision[1 : min(5, s)] = 1
+        mrope = torch.stack([text_pos, *([vision] * 3)])
+        sample["position_ids"] = mrope[-rows:].clone()
+    if "multi_modal_inputs" in schema.fields:
+        if schema.fields["multi_modal_inputs"].required:
+            sample["multi_modal_inputs"] = {"image_grid_thw": torch.tensor([[1, 2, 2]])}
+        elif optional:
+            sample["multi_modal_inputs"] = {}
+    if "routed_experts" in schema.fields:
+        sample["routed_experts"] = torch.randint(0, 64, (s, layers, topk), generator=g, dtype=torch.int16)
+    if "teacher_ids" in schema.fields:
+        sample["teacher_ids"] = torch.randint(3, vocab, (s, teacher_topk), generator=g)
+        sample["teacher_logprobs"] = -torch.rand((s, teacher_topk), generator=g) * 5
+    if optional:
+        sample["attention_mask"] = torch.ones(s, dtype=torch.int64)
+        sample["rollout_log_probs"] = -torch.rand(r, generator=g) * 3
+        sample["rm_scores"] = torch.zeros(r)
+        if r:
+            sample["rm_scores"][-1] = 1.0
+        sample["session_id"] = 0
+    return sample
+
+
+def _fixed(schema: Schema) -> dict[str, int]:
+    return {n: d.size for n, d in schema.dims.items() if hasattr(d, "size")}
+
+
+def tq_batch(samples: list[dict[str, Any]]):
+    """A TensorDict laid out as TransferQueue's ``kv_batch_get`` returns ``samples``.
+
+    Tensor fields become jagged nested tensors (even when every sample has the same
+    shape), strided nested tensors where the shapes cannot form a jagged one (e.g. some
+    samples with 3 rope rows and some with 4); other fields become ``NonTensorStack``.
+    The layout is pinned against a real TransferQueue round trip by the integration tests.
+    """
+    from tensordict import TensorDict
+
+    from trajschema.tq import tq_layout
+
+    # TransferQueue itself returns nothing for no keys; an empty batch is handier in tests.
+    return tq_layout(samples) if samples else TensorDict({}, batch_size=[0])

@@ -1,0 +1,231 @@
+"""Reading a verl 0.9.1 trainer config: the batch multiple it needs and the padding length its layout needs.
+
+The config is whatever verl's trainer holds (an OmegaConf ``DictConfig``), a plain nested
+dict of the same keys, or attribute objects (verl's config dataclasses). Nothing here
+imports verl or OmegaConf.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import reprlib
+from collections.abc import Mapping
+from typing import Any
+
+from trajschema.core import MAX_SIZE
+
+__all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
+
+_MISSING = object()  # lookup's "no default"
+_ABSENT = object()  # a default that no config value can be
+
+#: The roles whose workers see padding rows, and where verl keeps their configs.
+_ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 60
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+
+
+class VerlConfigError(ValueError):
+    """A verl config lacks a key trajschema reads, or holds a value of the wrong type there.
+
+    The message names the dotted key at fault (``config.critic`` when ``critic: 5`` stands
+    where verl reads ``config.critic.ppo_mini_batch_size``), what verl needs there and
+    what was found.
+    """
+
+    __module__ = "trajschema.verl"
+
+
+def _found(value: Any) -> str:
+    """``value`` for a message, with its type: ``an int 5``, ``a str 'x'``, ``a bool True``, ``None``."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a repr that raises (an OmegaConf node, a hostile object): its type alone
+        return f"a {name}"
+    return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name} {text}"
+
+
+def _is_section(node: Any) -> bool:
+    """Whether ``node`` can hold config keys: a mapping (a ``DictConfig``, verl's config
+    dataclasses) or an attribute object, not a scalar or a sequence."""
+    if isinstance(node, Mapping):
+        return True
+    if node is None or isinstance(node, (str, bytes, bytearray, numbers.Number)):
+        return False
+    return not hasattr(type(node), "__iter__")  # lists, tuples, ListConfigs, tensors, arrays hold no keys
+
+
+def _where(parts: list[str]) -> str:
+    return ".".join(["config", *parts])
+
+
+def lookup(config: Any, path: str, default: Any = _MISSING) -> Any:
+    """The value at the dotted ``path`` of ``config``.
+
+    A missing key gives ``default`` (or an error when there is none). A section that is
+    not a mapping is an error whatever the default: ``critic: 5`` is not a config without
+    a critic, and reading past it would report a key missing where the fix is the type.
+    """
+    parts = path.split(".")
+    node = config
+    for depth, part in enumerate(parts):
+        if not _is_section(node):
+            raise VerlConfigError(
+                f"{_where(parts[:depth])} must be a mapping (verl reads config.{path}), found {_found(node)}"
+            )
+        try:
+            node = node.get(part, _MISSING) if isinstance(node, Mapping) else getattr(node, part, _MISSING)
+        except Exception as exc:  # an OmegaConf interpolation that does not resolve, a raising property
+            where = _where(parts[: depth + 1])
+            raise VerlConfigError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
+        if node is _MISSING:
+            if default is not _MISSING:
+                return default
+            raise VerlConfigError(f"{_where(parts[: depth + 1])} is missing; verl's trainer reads config.{path}")
+    return node
+
+
+def _int(config: Any, path: str, *, minimum: int, default: Any = _MISSING) -> int:
+    value = lookup(config, path, default)
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise VerlConfigError(f"config.{path} must be an int >= {minimum}, found {_found(value)}")
+    return int(value)
+
+
+def _positive(name: str, value: object, minimum: int = 1) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, found {value!r}")
+    return int(value)
+
+
+def uses_critic(config: Any) -> bool:
+    """verl's ``need_critic``: ``critic.enable`` when set, else whether the estimator is GAE."""
+    enable = lookup(config, "critic.enable", None)
+    if enable is not None:
+        if not isinstance(enable, bool):
+            raise VerlConfigError(f"config.critic.enable must be true, false or null, found {_found(enable)}")
+        return enable
+    estimator = lookup(config, "algorithm.adv_estimator")
+    if not isinstance(estimator, str):
+        raise VerlConfigError(f"config.algorithm.adv_estimator must be a str, found {_found(estimator)}")
+    return estimator == "gae"  # verl's AdvantageEstimator is a str enum: its members compare equal too
+
+
+def required_batch_multiple(config: Any, dp_size: int, *, global_steps: int) -> int:
+    """The size a batch must be a multiple of, read from verl's config as verl's trainer reads it.
+
+    ``PPOTrainer._get_required_batch_multiple`` of verl 0.9.1, for a config object it
+    cannot read itself too (a plain nested dict): the lcm of ``dp_size``, the critic's
+    ``ppo_mini_batch_size * rollout.n`` when verl uses a critic (``critic.enable`` when
+    set, else ``algorithm.adv_estimator == "gae"``) and the actor's
+    ``ppo_mini_batch_size * rollout.n`` once ``trainer.critic_warmup <= global_steps``.
+
+    Examples:
+        >>> from trajschema.verl import required_batch_multiple
+        >>> config = {"critic": {"enable": False}, "trainer": {"critic_warmup": 0},
+        ...           "actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"ppo_mini_batch_size": 15}}}
+        >>> required_batch_multiple(config, 2, global_steps=1)
+        120
+
+    Raises:
+        VerlConfigError: a key verl reads is missing or holds a value of the wrong type
+            (the message names the key).
+        ValueError: ``dp_size`` is not a positive int or ``global_steps`` not an int >= 0.
+    """
+    multiple = _positive("dp_size", dp_size)
+    steps = _positive("global_steps", global_steps, minimum=0)
+    if uses_critic(config):
+        n = _int(config, "actor_rollout_ref.rollout.n", minimum=1)
+        multiple = math.lcm(multiple, _int(config, "critic.ppo_mini_batch_size", minimum=1) * n)
+    if _int(config, "trainer.critic_warmup", minimum=0) <= steps:
+        n = _int(config, "actor_rollout_ref.rollout.n", minimum=1)
+        multiple = math.lcm(multiple, _int(config, "actor_rollout_ref.actor.ppo_mini_batch_size", minimum=1) * n)
+    return multiple
+
+
+def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
+    """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``.
+
+    Raises:
+        ValueError: that total is longer than a torch tensor can be (``2**63 - 1``).
+    """
+    total = -(-min_len // multiple) * multiple
+    if total > MAX_SIZE:
+        raise ValueError(
+            f"a padding row of at least {min_len} tokens whose length is a multiple of {multiple} has {total} "
+            f"tokens, more than a torch tensor holds (2**63 - 1)"
+        )
+    return {"prompt": total - 1, "response": 1}
+
+
+def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> dict[str, int]:
+    """The ``prompt``/``response`` sizes of padding rows for a tensor x context parallel layout.
+
+    Packed context parallelism splits every row into ``2 * cp_size`` chunks that tensor
+    parallelism splits again, so each row's length must be a multiple of
+    ``2 * tp_size * cp_size``. A padding row has 1 response token and as many prompt
+    tokens as make its length the smallest such multiple that is at least ``min_len``
+    (verl's fixed 128 covers ``tp_size * cp_size`` up to 64 only). Pass the result as
+    ``dims=`` wherever padding is made.
+
+    Examples:
+        >>> from trajschema.verl import padding_dims
+        >>> padding_dims()
+        {'prompt': 127, 'response': 1}
+        >>> padding_dims(tp_size=8, cp_size=16)
+        {'prompt': 255, 'response': 1}
+
+    Raises:
+        ValueError: an argument is not a positive int (``min_len`` must be >= 2: one
+            prompt and one response token).
+    """
+    tp = _positive("tp_size", tp_size)
+    cp = _positive("cp_size", cp_size)
+    return padding_dims_for(2 * tp * cp, _positive("min_len", min_len, minimum=2))
+
+
+def _role_layout(config: Any, role: str) -> int | None:
+    """``tp * cp`` of one role's workers (``None`` when the config has no such role)."""
+    section = lookup(config, role, _ABSENT)
+    if section is _ABSENT:
+        return None
+    if not _is_section(section):  # verl reads the role's engine config under it
+        raise VerlConfigError(f"config.{role} must be a mapping (a worker's config), found {_found(section)}")
+    strategy = lookup(config, f"{role}.strategy", "fsdp")
+    if not isinstance(strategy, str):
+        raise VerlConfigError(f"config.{role}.strategy must be a str (fsdp, megatron, ...), found {_found(strategy)}")
+    if strategy == "megatron":
+        tp = _int(config, f"{role}.megatron.tensor_model_parallel_size", minimum=1, default=1)
+        cp = _int(config, f"{role}.megatron.context_parallel_size", minimum=1, default=1)
+        return tp * cp
+    # FSDP and the other engines: Ulysses sequence parallelism splits the sequence. verl's
+    # FSDP critic keeps its engine at critic.fsdp (its role-level size is deprecated and never
+    # used); the actor and ref keep theirs at fsdp_config, which a role-level size > 1 overrides.
+    if role == "critic":
+        return _int(config, f"{role}.fsdp.ulysses_sequence_parallel_size", minimum=1, default=1)
+    top = _int(config, f"{role}.ulysses_sequence_parallel_size", minimum=1, default=1)
+    engine = _int(config, f"{role}.fsdp_config.ulysses_sequence_parallel_size", minimum=1, default=1)
+    return top if top > 1 else engine
+
+
+def layout_multiple(config: Any) -> int:
+    """What every row's length must be a multiple of for the trainer's workers: lcm of ``2 * tp * cp`` per role."""
+    multiple = 2
+    for role in _ROLES:
+        if role == "critic" and not uses_critic(config):
+            continue
+        size = _role_layout(config, role)
+        if size is not None:
+            multiple = math.lcm(multiple, 2 * size)
+            if multiple > MAX_SIZE:  # no row can be that long: say so here, not deep inside padding
+                raise VerlConfigError(
+                    f"the parallel layouts up to config.{role} ({size} ranks split its rows) make every row a "
+                    f"multiple of {multiple} tokens, more than a torch tensor holds (2**63 - 1)"
+                )
+    return multiple

@@ -1,0 +1,329 @@
+"""Switching a running verl 0.9.1 trainer to trajschema's padding, batch multiple, advantages and metrics.
+
+:func:`install` replaces five attributes of ``verl.trainer.ppo.v1.trainer_base`` (the
+module's ``upsample_batch_to_divisible_size`` and four ``PPOTrainer`` methods) with
+wrappers that call verl's own code on the real rows; :func:`uninstall` puts the very
+same objects back. verl is imported only by :func:`install`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from trajschema.check import column_shapes
+from trajschema.contract import is_padding
+from trajschema.tq import bounded, to_tq_fields
+from trajschema.verl.config import layout_multiple, lookup, padding_dims_for, required_batch_multiple
+from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
+
+__all__ = ["SUPPORTED_VERL_VERSIONS", "VERL_SIGNATURES", "install", "installed", "uninstall"]
+
+SUPPORTED_VERL_VERSIONS = ("0.9.1",)
+
+#: The verl attributes install() replaces, with the parameters (annotations aside) it was written against.
+VERL_SIGNATURES: dict[str, str] = {
+    "upsample_batch_to_divisible_size": "(batch, batch_multiple, eos_token_id)",
+    "PPOTrainer._get_required_batch_multiple": "(self, dp_size)",
+    "PPOTrainer._balance_batch": "(self, batch, metrics, logging_prefix='global_seqlen', keep_minibatch=False)",
+    "PPOTrainer._compute_advantage": "(self, batch, metrics)",
+    "PPOTrainer._compute_metrics": "(self, batch, metrics, timing_raw, global_steps, epoch)",
+}
+
+#: What verl's ``_compute_advantage`` may write per token; padding rows get exact zeros.
+_ADVANTAGE_OUTPUTS = ("advantages", "returns", "token_level_rewards", "rollout_is_weights")
+_SEQ_MEAN_MODES = ("seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-token-mean")
+_PADDING_MIN_LEN = 128  # verl's SYNTHETIC_PADDING_SEQ_LEN
+_TIMEOUT_S = 60.0
+
+_lock = threading.Lock()
+_originals: list[tuple[Any, str, Any]] | None = None
+#: The trainer whose ``_balance_batch`` is running, for the padding length of its layout.
+_trainer: contextvars.ContextVar[Any] = contextvars.ContextVar("trajschema_verl_trainer", default=None)
+
+
+def _trainer_module() -> Any:
+    try:
+        import verl
+    except ImportError as exc:
+        raise ImportError("trajschema.verl.install() needs verl 0.9.1 installed") from exc
+    version = getattr(verl, "__version__", "unknown")
+    if version not in SUPPORTED_VERL_VERSIONS:
+        raise RuntimeError(
+            f"trajschema.verl.install() supports verl {', '.join(SUPPORTED_VERL_VERSIONS)}; this is verl "
+            f"{version}, so nothing was patched"
+        )
+    return importlib.import_module("verl.trainer.ppo.v1.trainer_base")
+
+
+def _targets(tb: Any) -> list[tuple[Any, str]]:
+    return [(tb, "upsample_batch_to_divisible_size")] + [
+        (tb.PPOTrainer, name.split(".")[1]) for name in VERL_SIGNATURES if name.startswith("PPOTrainer.")
+    ]
+
+
+def _check_signatures(tb: Any) -> None:
+    for (owner, name), (label, want) in zip(_targets(tb), VERL_SIGNATURES.items(), strict=True):
+        found = parameters(vars(owner)[name])
+        if found != want:
+            raise RuntimeError(
+                f"verl's {label} has the signature {found}, not the {want} trajschema.verl was written "
+                "against; nothing was patched"
+            )
+
+
+def parameters(fn: Callable[..., Any]) -> str:
+    """``fn``'s signature without annotations, e.g. ``(self, dp_size)``."""
+    sig = inspect.signature(fn)
+    plain = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    return str(sig.replace(parameters=plain, return_annotation=inspect.Signature.empty))
+
+
+def install(*, dims: Mapping[str, int] | None = None) -> None:
+    """Switch verl 0.9.1's trainer to trajschema: padding, batch multiple, advantages and metrics.
+
+    Call it once in the driver, before ``trainer.fit()``. It replaces, on
+    ``verl.trainer.ppo.v1.trainer_base`` (so for the sync and both async trainers):
+
+    - ``upsample_batch_to_divisible_size`` (called by ``_balance_batch``) with the
+      schema-driven :func:`upsample_batch_to_divisible_size`; with ``dims=None`` the
+      padding length follows the trainer's parallel layout (:func:`padding_dims` of
+      the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic);
+    - ``PPOTrainer._get_required_batch_multiple`` with :func:`required_batch_multiple`;
+    - ``PPOTrainer._compute_advantage`` with verl's own run on the real rows only, and
+      exact zeros written for the padding rows (so no estimator sees padding: GPG's
+      batch-size scale and OPO's NaN for the padding group cannot reach real rows);
+    - ``PPOTrainer._compute_metrics`` with verl's own run on the real rows only (the
+      TransferQueue batch is filtered before the ``DataProto`` is built), then timing
+      and throughput recomputed exactly as verl computes them on the padded batch, and
+      ``padding/samples``, ``padding/tokens``, ``padding/share`` and
+      ``padding/seq_mean_loss_scale`` added.
+
+    Calling it again re-installs with the new ``dims``.
+
+    Raises:
+        TypeError: ``dims`` is not a mapping.
+        ValueError: ``dims`` holds a size that is not an int >= 0.
+        ImportError: verl is not installed.
+        RuntimeError: this verl is not a supported version, or a function to replace
+            has another signature; nothing is patched then.
+    """
+    global _originals
+    tb = _trainer_module()
+    fixed = _checked_dims(dims)
+    with _lock:
+        if _originals is not None:  # re-installing: start from verl's own functions
+            _restore(_originals)
+            _originals = None
+        _check_signatures(tb)
+        originals = [(owner, name, vars(owner)[name]) for owner, name in _targets(tb)]
+        by_name = {name: obj for _, name, obj in originals}
+        replacements = {
+            "upsample_batch_to_divisible_size": _upsample_for(fixed),
+            "_get_required_batch_multiple": _get_required_batch_multiple,
+            "_balance_batch": _balance_batch_for(by_name["_balance_batch"]),
+            "_compute_advantage": _compute_advantage_for(by_name["_compute_advantage"], tb),
+            "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb),
+        }
+        for owner, name, _ in originals:
+            setattr(owner, name, replacements[name])
+        _originals = originals
+
+
+def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
+    if dims is None:
+        return None
+    if not isinstance(dims, Mapping):
+        raise TypeError(f"dims must be a mapping of dim name to size, found {type(dims).__name__}")
+    for name, size in dims.items():
+        if not isinstance(name, str) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError(f"dims must map dim names to sizes >= 0, found {name!r}: {size!r}")
+    return dict(dims)
+
+
+def uninstall() -> bool:
+    """Put back every attribute :func:`install` replaced (the very same objects). ``False`` if none was."""
+    global _originals
+    with _lock:
+        if _originals is None:
+            return False
+        _restore(_originals)
+        _originals = None
+        return True
+
+
+def installed() -> bool:
+    """Whether :func:`install` is in effect."""
+    return _originals is not None
+
+
+def _restore(originals: list[tuple[Any, str, Any]]) -> None:
+    for owner, name, obj in originals:
+        setattr(owner, name, obj)
+
+
+# -- the replacements -------------------------------------------------------------------
+
+
+def _upsample_for(dims: dict[str, int] | None) -> Callable[..., Any]:
+    def upsample_batch_to_divisible_size_(batch: Any, batch_multiple: int, eos_token_id: int) -> Any:
+        pad_dims = dims
+        trainer = _trainer.get()
+        if pad_dims is None and trainer is not None:
+            pad_dims = padding_dims_for(layout_multiple(trainer.config), _PADDING_MIN_LEN)
+        return upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, dims=pad_dims)
+
+    upsample_batch_to_divisible_size_.__name__ = "upsample_batch_to_divisible_size"
+    return upsample_batch_to_divisible_size_
+
+
+def _get_required_batch_multiple(self: Any, dp_size: int) -> int:
+    return required_batch_multiple(self.config, dp_size, global_steps=self.global_steps)
+
+
+def _balance_batch_for(original: Callable[..., Any]) -> Callable[..., Any]:
+    def _balance_batch(self: Any, batch: Any, metrics: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _trainer.set(self)
+        try:
+            return original(self, batch, metrics, *args, **kwargs)
+        finally:
+            _trainer.reset(token)
+
+    return _balance_batch
+
+
+def _split(batch: Any) -> tuple[list[str], list[str]]:
+    mask = non_padding_mask(batch.tags)
+    real = [k for k, m in zip(batch.keys, mask, strict=True) if m]
+    if not real:
+        raise ValueError(
+            f"the batch has no real sample ({len(batch.keys)} samples, all padding): there is nothing to train on"
+        )
+    return real, [k for k, m in zip(batch.keys, mask, strict=True) if not m]
+
+
+def _compute_advantage_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
+    def _compute_advantage(self: Any, batch: Any, metrics: dict[str, Any]) -> Any:
+        real, pad = _split(batch)
+        if not pad:
+            return original(self, batch, metrics)
+        out = original(self, batch.select_keys(real), metrics)
+        stored = out.fields if out.fields is not None else _stored_fields(tb.tq, batch.partition_id, real[0])
+        written = [f for f in _ADVANTAGE_OUTPUTS if f in stored]
+        if written:
+            _write_zeros(tb.tq, batch.partition_id, real[0], pad, written)
+        tags = dict(zip(out.keys, out.tags, strict=True))
+        return type(batch)(
+            keys=list(batch.keys),
+            tags=[tags.get(k, t) for k, t in zip(batch.keys, batch.tags, strict=True)],
+            partition_id=batch.partition_id,
+            fields=out.fields,
+            extra_info=out.extra_info,
+        )
+
+    return _compute_advantage
+
+
+def _stored_fields(tq: Any, partition: str, key: str) -> list[str]:
+    got = bounded(lambda: tq.kv_batch_get(keys=[key], partition_id=partition), _TIMEOUT_S, "kv_batch_get")
+    return list(got.keys())
+
+
+def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: list[str]) -> None:
+    """Exact zeros for ``names`` on the padding rows, shaped per token like each row's ``response_mask``."""
+    like = bounded(
+        lambda: tq.kv_batch_get(keys=[real_key], partition_id=partition, select_fields=names),
+        _TIMEOUT_S,
+        "kv_batch_get",
+    )
+    masks = bounded(
+        lambda: tq.kv_batch_get(keys=pad, partition_id=partition, select_fields=["response_mask"]),
+        _TIMEOUT_S,
+        "kv_batch_get",
+    )
+    shapes = column_shapes(masks["response_mask"], len(pad))
+    lengths = [int(n) for n in shapes[:, 0].tolist()] if shapes is not None else [1] * len(pad)
+    rows = []
+    for n in lengths:
+        row = {}
+        for name in names:
+            ref = like[name][0]
+            row[name] = torch.zeros((n, *ref.shape[1:]), dtype=ref.dtype, device=ref.device)
+        rows.append(row)
+    fields = to_tq_fields(rows)
+    bounded(lambda: tq.kv_batch_put(keys=pad, partition_id=partition, fields=fields), _TIMEOUT_S, "kv_batch_put")
+
+
+def _compute_metrics_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
+    def _compute_metrics(
+        self: Any, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: Any, epoch: Any
+    ):
+        real, pad = _split(batch)
+        if not pad:
+            original(self, batch, metrics, timing_raw, global_steps, epoch)
+        else:
+            original(self, batch.select_keys(real), metrics, timing_raw, global_steps, epoch)
+            metrics.update(_padded_timing(self, tb, batch, timing_raw))
+        metrics.update(_padding_metrics(self.config, batch))
+
+    return _compute_metrics
+
+
+def _padded_timing(trainer: Any, tb: Any, batch: Any, timing_raw: Any) -> dict[str, Any]:
+    """verl's timing and throughput metrics of the whole padded batch, as its ``_compute_metrics`` computes them."""
+    got = bounded(
+        lambda: tb.tq.kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["prompts", "responses"]
+        ),
+        _TIMEOUT_S,
+        "kv_batch_get",
+    )
+    n = len(batch.keys)
+    prompt_length = _lengths(got["prompts"], n)
+    response_length = _lengths(got["responses"], n)
+    lengths = tb.TensorDict(
+        {"prompt_length": prompt_length.float(), "response_length": response_length.float()}, batch_size=[n]
+    )
+    data = tb.DataProto(batch=lengths, meta_info={"global_token_num": (prompt_length + response_length).tolist()})
+    found = dict(tb.compute_timing_metrics(batch=data, timing_raw=timing_raw))
+    found.update(
+        tb.compute_throughout_metrics(batch=data, timing_raw=timing_raw, n_gpus=trainer._get_n_gpus_for_throughput())
+    )
+    return found
+
+
+def _lengths(col: Any, n: int) -> torch.Tensor:
+    shapes = column_shapes(col, n)
+    if shapes is None or shapes.shape[1] < 1:
+        raise ValueError(f"expected a per-token tensor column, found {type(col).__name__}")
+    return shapes[:, 0]
+
+
+def _padding_metrics(config: Any, batch: Any) -> dict[str, float]:
+    tags = list(batch.tags)
+    padding = [t for t in tags if is_padding(t)]
+    total = len(tags)
+    mode = lookup(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean")
+    real = total - len(padding)
+    return {
+        "padding/samples": float(len(padding)),
+        # NaN, not an undercount, when a padding tag lacks its length (not padding trajschema made).
+        "padding/tokens": _padding_tokens(padding),
+        "padding/share": len(padding) / total if total else 0.0,
+        # verl's seq-mean modes divide by the padded mini-batch size in its workers, where
+        # install() cannot reach (see docs/verl.md): their loss is scaled by real / total.
+        "padding/seq_mean_loss_scale": real / total if total and mode in _SEQ_MEAN_MODES else 1.0,
+    }
+
+
+def _padding_tokens(padding: list[Any]) -> float:
+    lengths = [t.get("seq_len") for t in padding]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+        return float("nan")
+    return float(sum(lengths))
