@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 import trajschema as ts
-from trajschema.runtime.checked import checked, checks, set_check_mode
+from trajschema.runtime.decorator import checked, checks, set_check_mode
 from trajschema.testing import tq_batch
 
 #: Samples in the batch of the TensorDict row (whatever ``--batch`` says).

@@ -165,6 +165,24 @@ def test_each_room_says_what_it_is_and_what_it_offers():
         assert names and len(set(names)) == len(names), f"{room}/__init__.py: __all__ is empty or repeats"
 
 
+def test_no_room_offers_a_name_its_modules_have():
+    """``from trajschema.runtime import checked`` must not find a function where a module is meant, or the reverse."""
+    clashes = []
+    for room in {room_of(m) for m in modules()}:
+        init = PACKAGE / room / "__init__.py"
+        if not init.exists():
+            continue
+        tree = ast.parse(init.read_text())
+        offered = set()
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                offered.update(a.asname or a.name for a in node.names)
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                offered.add(node.name)
+        clashes += [f"{room}.{p.stem}" for p in (PACKAGE / room).glob("*.py") if p.stem in offered]
+    assert clashes == []
+
+
 def test_other_rooms_import_a_room_through_its_front():
     """Another room takes a name from ``trajschema.check``, never from ``trajschema.check.batch``."""
     bad = []

@@ -18,8 +18,8 @@ import torch
 from tensordict import NonTensorData, TensorDict
 
 import trajschema as ts
+from trajschema.cli import app as _cli
 from trajschema.cli import data as _cli_data
-from trajschema.cli import main as _cli
 from trajschema.cli.app import build_parser, main
 from trajschema.testing import tq_batch, verl_sample
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import trajschema as ts
-from trajschema.evolution.compatibility import CHANGE_KINDS, COMPAT_MODES, Change, compatibility
+from trajschema.evolution.changes import CHANGE_KINDS, COMPAT_MODES, Change, compatibility
 from trajschema.evolution.rules import expansions
 from trajschema.testing import verl_sample
 

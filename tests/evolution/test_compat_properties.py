@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import trajschema as ts
-from trajschema.evolution.compatibility import CHANGE_KINDS
+from trajschema.evolution.changes import CHANGE_KINDS
 from trajschema.testing import samples
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

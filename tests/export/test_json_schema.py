@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import trajschema as ts
-from trajschema.export.json_schema import sample_to_json
+from trajschema.export.jsonschema import sample_to_json
 from trajschema.testing import tq_batch, verl_sample
 
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from tensordict import NonTensorStack, TensorDict
 
 import trajschema as ts
-from trajschema.runtime import checked as _checked
-from trajschema.runtime.checked import MODES, check_mode, checked, checks, set_check_mode
+from trajschema.runtime import decorator as _checked
+from trajschema.runtime.decorator import MODES, check_mode, checked, checks, set_check_mode
 from trajschema.testing import tq_batch, verl_sample
 
 TEXT = ts.load_schema("text")
@@ -63,7 +63,7 @@ def _clean_mode(monkeypatch):
     set_check_mode(None)
 
 
-@pytest.fixture(params=["trajschema.runtime.checked", "trajschema"])
+@pytest.fixture(params=["trajschema.runtime.decorator", "trajschema"])
 def api(request):
     """The API from its module, and as the package exports it (skipped until it does)."""
     if request.param == "trajschema":
@@ -988,7 +988,7 @@ def test_the_environment_default_is_reread_by_set_check_mode_none(monkeypatch):
 ENV_SCRIPT = textwrap.dedent(
     """
     import json, sys, trajschema as ts
-    from trajschema.runtime.checked import checked, check_mode, checks, set_check_mode
+    from trajschema.runtime.decorator import checked, check_mode, checks, set_check_mode
     out = {}
     @checked("text", arg="sample")
     def step(sample):

@@ -4,6 +4,6 @@ Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.tes
 front lists what the other rooms take from this one.
 """
 
-from trajschema.evolution.compatibility import Change, compatibility
+from trajschema.evolution.changes import Change, compatibility
 
 __all__ = ["Change", "compatibility"]

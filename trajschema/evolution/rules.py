@@ -3,7 +3,7 @@
 Each rule answers one question exactly, for what validation (``depth="values"``) really
 accepts: "is every X that ``a`` allows also allowed by ``b``?". The answer is a
 *witness* — something ``a`` allows and ``b`` refuses — or ``None`` when there is none.
-`trajschema.evolution.compatibility` turns the answers into `Change` records.
+`trajschema.evolution.changes` turns the answers into `Change` records.
 
 * sizes: a fixed or free dim allows an arithmetic progression of sizes;
 * values: a field's ``values``/``min``/``max``/``finite`` over the values its kind or one

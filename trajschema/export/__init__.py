@@ -6,7 +6,7 @@ front lists what the other rooms take from this one.
 """
 
 from trajschema.export.jaxtyping import JAXTYPING_DTYPE, all_annotations, field_annotation
-from trajschema.export.json_schema import json_schema
+from trajschema.export.jsonschema import json_schema
 from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
 from trajschema.export.yaml import dim_entry, field_entry, schema_sections, schema_to_yaml, tag_entry
 

@@ -4,6 +4,6 @@ Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.tes
 front lists what the other rooms take from this one.
 """
 
-from trajschema.runtime.checked import check_mode, checked, checks, set_check_mode
+from trajschema.runtime.decorator import check_mode, checked, checks, set_check_mode
 
 __all__ = ["check_mode", "checked", "checks", "set_check_mode"]

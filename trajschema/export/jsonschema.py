@@ -317,7 +317,7 @@ def sample_to_json(sample: Any, *, values: bool = False) -> dict[str, Any]:
     ``"-Infinity"``; mappings, lists and tuples are rendered item by item.
 
     Examples:
-        >>> from trajschema.export.json_schema import sample_to_json
+        >>> from trajschema.export.jsonschema import sample_to_json
         >>> sample_to_json({"input_ids": torch.tensor([5, 6]), "score": float("nan"), "uid": "q0"})
         {'input_ids': {'shape': [2], 'dtype': 'int64'}, 'score': 'NaN', 'uid': 'q0'}
         >>> sample_to_json({"mask": torch.tensor([True, False])}, values=True)
