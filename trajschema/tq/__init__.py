@@ -8,12 +8,15 @@ front lists what the other rooms take from this one.
 `KVBatchMeta` when TransferQueue is installed, which `import trajschema` must not do.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajschema.tq.calls import bounded, check_meta, check_timeout
 from trajschema.tq.layout import to_tq_fields, tq_layout
 from trajschema.tq.local import TransferQueueStartError, import_tq, start_local_transfer_queue
 from trajschema.tq.writer import TransferQueueWriter, check_eos_token_id, one_row
+
+if TYPE_CHECKING:  # for type checkers and the docs' static reader; loaded on first use below
+    from trajschema.tq.memory import MemoryTransferQueue
 
 __all__ = [
     "MemoryTransferQueue",
