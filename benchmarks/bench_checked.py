@@ -36,6 +36,9 @@ import trajschema as ts
 from trajschema.runtime.decorator import checked, checks, set_check_mode
 from trajschema.testing import tq_batch
 
+from harness import Row, measure, render
+from workload import bad_variants, make_sample
+
 #: Samples in the batch of the TensorDict row (whatever ``--batch`` says).
 BATCH = 256
 #: The bound on what ``"never"`` may add to a call (ns).
@@ -109,7 +112,6 @@ def checked_rows(
     say: Callable[[str], None] = print,
 ) -> list[Any]:
     """The part-6 rows: ``@checked`` in each mode against an undecorated call (and a direct check)."""
-    from bench_core import Row, bad_variants, make_sample, measure
 
     gen = torch.Generator().manual_seed(seed + 6)  # its own data: the other parts' draws stay the same
     layers, topk = sample["routed_experts"].shape[1:]
@@ -174,8 +176,6 @@ def checked_rows(
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-
-    from bench_core import make_sample, render
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="0.02 s blocks, 3 repeats")

@@ -36,9 +36,11 @@ import tensordict
 import torch
 from tensordict import NonTensorData, NonTensorStack, TensorDict
 
+from harness import Row, measure, render
+from workload import quiet_transfer_queue, same_value, tq_pack_function
+
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_core import Row, _quiet_transfer_queue, _same_value, measure, render, tq_pack_function
 
 # ---------------------------------------------------------------------------
 # The recipes. Each takes a column and returns what ``col.tolist()`` returns; each has a
@@ -141,7 +143,7 @@ def _cases() -> dict[str, Callable[[], Any]]:
         tq_pack_column = tq_pack_function()
 
         def pack(values: list[Any]) -> Any:
-            with _quiet_transfer_queue():  # the fallbacks to strided / NonTensorStack log warnings
+            with quiet_transfer_queue():  # the fallbacks to strided / NonTensorStack log warnings
                 return tq_pack_column(values)
 
     grid = torch.tensor([[1, 2, 2]])
@@ -239,10 +241,10 @@ def _matches(got: Any, want: Any, fresh: bool) -> str:
             return f"DIFFERENT: {len(got)} vs {len(want)} items"
         if all(a is b for a, b in zip(got, want)):
             return "same objects"
-        if fresh and all(type(a) is type(b) and _same_value(a, b) for a, b in zip(got, want)):
+        if fresh and all(type(a) is type(b) and same_value(a, b) for a, b in zip(got, want)):
             return "equal"
         return "DIFFERENT items"
-    return "same objects" if got is want else ("equal" if fresh and _same_value(got, want) else "DIFFERENT")
+    return "same objects" if got is want else ("equal" if fresh and same_value(got, want) else "DIFFERENT")
 
 
 def check_cases() -> tuple[list[tuple[str, str, str, dict[str, str]]], bool]:

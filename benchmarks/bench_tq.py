@@ -41,6 +41,9 @@ import torch
 import trajschema as ts
 from trajschema.testing import tq_batch, verl_sample
 
+from harness import Call, Row, measure_calls, render
+from workload import GROUP, same_batch, tq_pack, verl_samples
+
 EOS = 2
 PARTITION = "bench_pad"
 PUT_PARTITION = "bench_put"
@@ -99,7 +102,6 @@ def cleared_call(tq: Any, pad: Callable[[], Any], n_real: int, partition: str) -
 
     ``pad()`` pads a batch of ``n_real`` samples and returns the padded ``KVBatchMeta``.
     """
-    from bench_core import Call
 
     written: list[Any] = []
     return Call(
@@ -119,7 +121,6 @@ def put_samples(
     seed: int,
 ) -> list[dict[str, Any]]:
     """A rollout batch: GRPO groups of 8 share a prompt length, response lengths vary per sample."""
-    from bench_core import GROUP, verl_samples
 
     gen = torch.Generator().manual_seed(seed + 1)
     groups = -(-n // GROUP)
@@ -131,7 +132,6 @@ def put_samples(
 
 def put_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, repeats: int, say=print) -> list[Any]:
     """``TransferQueueWriter.put`` of ``samples`` against verl's way and a raw put of a prebuilt TensorDict."""
-    from bench_core import Call, Row, measure_calls, same_batch, tq_pack
 
     n = len(samples)
     tags = [
@@ -192,7 +192,6 @@ def put_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, repea
 
 def _pad_times(tq: Any, writers: dict[str, Any], meta: Any, ref: dict, count: int, repeats: int) -> dict:
     """Alternating timed calls of each writer's pad_to_multiple and of a raw put of the same padding."""
-    from bench_core import Call, measure_calls
 
     schema, n_real = next(iter(writers.values())).schema, len(meta.keys)
     multiple = n_real + count
@@ -225,7 +224,6 @@ def upsample_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, 
     real samples is the meta of the first ``n``. Both candidates get the same meta and
     pad it on the same partition; each call's padding keys are cleared after it.
     """
-    from bench_core import Row, measure_calls, same_batch
 
     from trajschema.verl import upsample_batch_to_divisible_size
 
@@ -312,7 +310,6 @@ def tq_rows(
     the batch (it reads one real sample with ``kv_batch_get`` first). ``"upsample"``:
     part 5 (:func:`upsample_rows`), on samples made like the put's.
     """
-    from bench_core import Row
 
     unknown = set(parts) - set(TQ_PARTS)
     assert not unknown, f"unknown parts {sorted(unknown)}; expected some of {TQ_PARTS}"
@@ -356,8 +353,6 @@ def tq_rows(
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-
-    from bench_core import render
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 calls per side instead of 31")

@@ -234,3 +234,29 @@ def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
     with pytest.raises(AssertionError):
         test_other_rooms_import_a_room_through_its_front()
     assert _long_functions(pkg / "check" / "plan.py") == [("f", 61)]
+
+
+BENCHMARKS = PACKAGE.parent / "benchmarks"
+
+
+def benchmark_graph(folder: Path) -> dict[str, set[str]]:
+    """Which benchmark scripts each script imports (top level or inside a function)."""
+    names = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module in names:
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in names}
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_the_benchmarks_import_no_circle():
+    # The runner (bench_core) imports the parts; the parts share only the harness and the workload.
+    graph = benchmark_graph(BENCHMARKS)
+    assert {"bench_core", "harness", "workload"} <= set(graph)
+    assert find_cycle(graph) is None
+    assert not graph["harness"] and not graph["workload"] - {"harness"}

@@ -21,7 +21,7 @@ from trajschema.testing import verl_sample
 
 JT_ERRORS = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException)
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_core.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "workload.py"
 
 
 def checked(annotations: dict[str, Any]):
@@ -106,7 +106,7 @@ def test_the_issues_example_and_the_benchmarks_hand_written_signature():
         "4 seq",
         torch.Tensor,
     )
-    spec = importlib.util.spec_from_file_location("bench_core_for_test", BENCH)
+    spec = importlib.util.spec_from_file_location("bench_workload_for_test", BENCH)
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
