@@ -1,14 +1,19 @@
 """Build hooks for the documentation site: pages generated from the package itself.
 
-``mkdocs.yml`` loads :mod:`docs_hooks.mkdocs_hooks`, which at build time
+`mkdocs.yml` loads `docs_hooks.mkdocs_hooks`, which at build time
 
 - writes one page per packaged schema, and their index, from the YAML files
-  (:mod:`docs_hooks.schema_pages`), and fills the "Packaged schemas" nav section;
-- replaces the marker in ``docs/padding.md`` with a picture of a real padded batch
-  (:mod:`docs_hooks.padding_picture`);
-- writes the CLI reference from the ``trajschema`` argument parser (:mod:`docs_hooks.cli_page`);
-- checks that ``docs/api.md`` documents every public name (:mod:`docs_hooks.api_page`).
+  (`docs_hooks.schema_pages`), and fills the "Packaged schemas" nav section;
+- replaces the marker in `docs/padding.md` with a picture of a real padded batch
+  (`docs_hooks.padding_picture`);
+- writes the CLI reference from the `trajschema` argument parser (`docs_hooks.cli_page`);
+- checks that `docs/api.md` documents every public name (`docs_hooks.api_page`);
+- fails the build when a rendered page shows Markdown that was not rendered, such as a
+  block whose extension `mkdocs.yml` does not enable (`docs_hooks.rendered`).
+
+`docs_hooks.sphinx_roles` is not a hook but a tool: it rewrites Sphinx roles in
+docstrings into mkdocstrings cross-references (`python -m docs_hooks.sphinx_roles --fix PATH`).
 
 The generators are plain functions from package objects to Markdown or HTML strings, so
-tests call them without building the site; only ``mkdocs_hooks`` imports mkdocs.
+tests call them without building the site; only `mkdocs_hooks` imports mkdocs.
 """

@@ -1,8 +1,8 @@
 """The CLI reference page, written from the ``trajschema`` argument parser.
 
-:func:`command_docs` reads an :class:`argparse.ArgumentParser` into plain
-:class:`CommandDoc` records (the only code here that touches argparse's private
-attributes); :func:`cli_page` renders them as Markdown: one section per subcommand with
+`command_docs` reads an `argparse.ArgumentParser` into plain
+`CommandDoc` records (the only code here that touches argparse's private
+attributes); `cli_page` renders them as Markdown: one section per subcommand with
 its usage, description, options table and example.
 """
 

@@ -1,4 +1,5 @@
-"""The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, api.md.
+"""The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, api.md,
+and a check of every rendered page for Markdown left unrendered.
 
 mkdocs loads this file by path, with only its own directory on ``sys.path``; the
 repository root is added so that ``docs_hooks`` imports as a package (an editable
@@ -21,7 +22,7 @@ from mkdocs.exceptions import PluginError  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 from mkdocs.structure.pages import Page  # noqa: E402
 
-from docs_hooks import api_page, cli_page, padding_picture, schema_pages  # noqa: E402
+from docs_hooks import api_page, cli_page, padding_picture, rendered, schema_pages  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.trajschema")
 
@@ -98,3 +99,13 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
     if uri == API_PAGE and (problems := api_page.api_problems(markdown)):
         raise PluginError(f"docs/{API_PAGE}: " + "; ".join(problems))
     return markdown
+
+
+def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    # Markdown whose extension is not enabled renders as text, which --strict alone lets through.
+    if problems := rendered.raw_markdown(html):
+        raise PluginError(
+            f"{page.file.src_uri}: Markdown left unrendered (is its extension enabled in mkdocs.yml?); "
+            "in the page's HTML: " + "; ".join(problems[:5])
+        )
+    return html

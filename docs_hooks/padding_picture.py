@@ -1,7 +1,7 @@
 """The picture of a padded batch in ``docs/padding.md``, drawn from a real ``PaddingBatch``.
 
-:func:`example_batch` pads five realistic ``text`` samples to the multiple a 4-rank
-data-parallel step needs; :func:`padding_figure` draws every sample as a block of rows
+`example_batch` pads five realistic ``text`` samples to the multiple a 4-rank
+data-parallel step needs; `padding_figure` draws every sample as a block of rows
 (input_ids, attention_mask, response_mask, loss_mask; columns are token positions), with
 its uid and its ``is_padding`` tag. Colours come from CSS classes (``docs/stylesheets/
 extra.css``) so the picture follows the light and dark palettes.
@@ -18,7 +18,7 @@ import trajschema as ts
 from docs_hooks.schema_pages import packaged_dir
 from trajschema.testing import verl_sample
 
-#: The marker in a Markdown page that :func:`padding_figure` replaces.
+#: The marker in a Markdown page that `padding_figure` replaces.
 MARKER = "<!-- trajschema:padding-picture -->"
 
 EOS_TOKEN_ID = 2

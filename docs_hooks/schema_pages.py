@@ -1,6 +1,6 @@
 """One documentation page per packaged schema, and their index, written from the YAML files.
 
-The tables come from :mod:`trajschema.export.table`, the rows ``trajschema show`` prints,
+The tables come from `trajschema.export.table`, the rows ``trajschema show`` prints,
 so the site and the command line describe a schema alike. Only the packaged directory is
 read: a ``TRAJSCHEMA_PATH`` set by whoever builds the site changes nothing.
 """
@@ -50,7 +50,7 @@ def packaged_dir() -> Path:
 def packaged_schemas(directory: Path | None = None) -> list[PackagedSchema]:
     """Every schema file of ``directory`` (default: the packaged one), parents before children.
 
-    Names come from :func:`trajschema.schema_names`, kept when the file is in ``directory``;
+    Names come from `trajschema.schema_names`, kept when the file is in ``directory``;
     each schema is loaded from its path, so a ``TRAJSCHEMA_PATH`` override of the same name
     is not what gets documented.
     """
@@ -92,7 +92,7 @@ def _escape(text: str) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, compact: bool = False) -> str:
-    """A Markdown table; cells must already be escaped (see :func:`code` and :func:`prose`).
+    """A Markdown table; cells must already be escaped (see `code` and `prose`).
 
     A ``compact`` table (narrower cell padding, see ``docs/stylesheets/extra.css``) is
     wrapped in a ``<div markdown>`` block (the ``md_in_html`` extension).

@@ -1,0 +1,80 @@
+"""Markdown that reached a built page unrendered.
+
+A block whose Markdown extension `mkdocs.yml` does not enable is not an error to
+Markdown: it is text. A `??? note` (a collapsible block, `pymdownx.details`) then shows
+as a literal `??? note "…"` paragraph followed by its indented body as a code block
+that starts with the literal fence of the code it held, and `mkdocs build --strict`
+passes. `raw_markdown` finds what such a page shows:
+
+- `???` or `!!!` (a details or admonition opener) in the text outside code;
+- a code fence (three backticks) in the text outside code;
+- a code block (`<pre>`) whose first line is a fence: an indented fenced block that was
+  read as indented code.
+
+The build hooks run it on every page (`docs_hooks.mkdocs_hooks`), and the site test on
+every built `.html` file.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+#: Elements whose text is code or not text at all.
+_CODE = frozenset({"code", "pre", "kbd", "samp"})
+_SKIP = frozenset({"script", "style", "template", "textarea"})
+_PROSE_MARKUP = re.compile(r"\?\?\?|!!!|```")
+_FENCE_LINE = re.compile(r"\s*(```|~~~)")
+
+
+class _Reader(HTMLParser):
+    """Collects the page's text outside code, and the text of each `<pre>`, with line numbers."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: dict[str, int] = {}  # tag -> how many are open (only the ones that matter)
+        self.prose: list[tuple[int, str]] = []
+        self.pre: list[tuple[int, list[str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _CODE or tag in _SKIP:
+            self.open[tag] = self.open.get(tag, 0) + 1
+            if tag == "pre":
+                self.pre.append((self.getpos()[0], []))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.open.get(tag):
+            self.open[tag] -= 1
+
+    def handle_data(self, data: str) -> None:
+        if any(self.open.get(t) for t in _SKIP):
+            return
+        if self.open.get("pre"):
+            self.pre[-1][1].append(data)
+        elif not any(self.open.get(t) for t in _CODE):
+            self.prose.append((self.getpos()[0], data))
+
+
+def raw_markdown(page: str) -> list[str]:
+    """What ``page`` (HTML) shows of Markdown that was not rendered: one message per find, with its line.
+
+    >>> raw_markdown('<p>??? note "x"</p><pre><code>```yaml\\na: 1\\n```</code></pre>')
+    ['line 1: \\'??? note "x"\\' in the text', "line 1: a code block starting with a fence: '```yaml'"]
+    >>> raw_markdown("<p>Use <code>```python</code> blocks.</p><details><summary>x</summary></details>")
+    []
+    """
+    reader = _Reader()
+    reader.feed(page)
+    reader.close()
+    problems = []
+    for line, text in reader.prose:
+        for match in _PROSE_MARKUP.finditer(text):
+            start = text.rfind("\n", 0, match.start()) + 1
+            end = text.find("\n", match.end())
+            excerpt = text[start : end if end >= 0 else None].strip()[:80]
+            problems.append(f"line {line + text.count(chr(10), 0, match.start())}: {excerpt!r} in the text")
+    for line, parts in reader.pre:
+        first = next((ln for ln in "".join(parts).splitlines() if ln.strip()), "")
+        if _FENCE_LINE.match(first):
+            problems.append(f"line {line}: a code block starting with a fence: {first.strip()[:80]!r}")
+    return problems
