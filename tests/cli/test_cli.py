@@ -178,21 +178,25 @@ def test_list_reports_a_search_path_entry_it_cannot_list(capsys, tmp_path, monke
     entries = [locked, tmp_path / "missing", a_file, tmp_path / "link"]
     monkeypatch.setenv("TRAJSCHEMA_PATH", os.pathsep.join(map(str, entries)))
     code, out, err = run(capsys, "list")
-    assert (code, err) == (1, "")
+    assert (code, err) == (1, "")  # the missing entry is a row, not a warning on stderr too
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines[2:5]] == ["-", "-", "-"]  # first, in search order
+    assert [line.split()[0] for line in lines[2:6]] == ["-", "-", "-", "-"]  # first, in search order
     assert lines[2].split()[-1] == str(locked) and f"error: {locked}: cannot be listed: Permission denied" in lines[2]
-    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[3]
-    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[4]
-    assert "missing" not in out  # a missing directory is skipped quietly, like a missing PATH entry
-    assert {line.split()[0] for line in lines[5:-1]} == set(SCHEMAS)
-    assert lines[-1] == "3 search path entries cannot be listed (see the error rows)"
+    missing = f"warning: search path entry {tmp_path / 'missing'} does not exist; schemas are looked up without it"
+    assert missing in lines[3] and lines[3].split()[-1] == str(tmp_path / "missing")
+    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[4]
+    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[5]
+    assert {line.split()[0] for line in lines[6:-1]} == set(SCHEMAS)
+    assert lines[-1] == "3 search path entries cannot be listed (see the error rows)"  # a missing one is no error
 
 
-def test_list_of_a_path_with_only_a_missing_directory_succeeds(capsys, tmp_path, monkeypatch):
+def test_list_of_a_path_with_only_a_missing_directory_succeeds_and_shows_it(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "missing"))
     code, out, err = run(capsys, "list")
     assert (code, err) == (0, "") and "error" not in out
+    lines = out.splitlines()
+    assert lines[2].startswith("-") and f"warning: search path entry {tmp_path / 'missing'} does not exist" in lines[2]
+    assert {line.split()[0] for line in lines[3:]} == set(SCHEMAS)  # no summary line: nothing is broken
 
 
 # -- show -----------------------------------------------------------------------------------
@@ -844,3 +848,95 @@ def test_output_into_a_closed_pipe_has_no_traceback(argv):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+
+# -- search-path honesty (issue 15) -----------------------------------------------------------
+
+
+def test_check_auto_leaves_out_an_unrelated_broken_file_and_says_so_once(capsys, tmp_path, monkeypatch):
+    """Before: exit 2, because someone's broken file on TRAJSCHEMA_PATH could not be read."""
+    shelf = tmp_path / "shelf"
+    shelf.mkdir()
+    (shelf / "wip.yaml").write_text("name: wip\nfeilds: {}\n")
+    (shelf / "typo3.yaml").write_text("name: other\nextends: [text]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(shelf))
+    path = save(tmp_path, [sample_of("vlm_mrope_moe"), sample_of("vlm_mrope_moe", 4, 2)])
+    code, out, err = run(capsys, "check", path, "--schema", "auto")
+    assert code == 0 and "schema 'vlm_mrope_moe' (chosen by --schema auto from sample 0)" in out
+    (line,) = err.splitlines()
+    assert line.startswith("trajschema check: warning: --schema auto left out what does not load: ")
+    assert f"{shelf / 'typo3.yaml'}: name: this file is found as 'typo3' (its file name) but declares name" in line
+    assert f"{shelf / 'wip.yaml'}: unknown key 'feilds'" in line
+    # Naming the schema involves no other file, so nothing is said.
+    code, _, err = run(capsys, "check", path, "--schema", "vlm_mrope_moe")
+    assert (code, err) == (0, "")
+
+
+def test_check_auto_exits_2_only_when_nothing_on_the_path_loads(capsys, tmp_path, monkeypatch):
+    for name in SCHEMAS:  # every packaged name shadowed by a broken file
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nfeilds: {{}}\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    path = save(tmp_path, [sample_of(ts.load_schema(ts.schema_search_path()[-1] / "text.yaml"))])
+    code, _, err = run(capsys, "check", path, "--schema", "auto")
+    line = one_error_line(err, "check")
+    assert code == 2 and line.endswith("; no schema on the search path loads")
+
+
+def test_a_file_found_by_name_must_declare_it_in_list_show_and_export(capsys, tmp_path, monkeypatch):
+    """Before: `list` showed typo3, `show typo3` printed 'schema other' and `show other` failed."""
+    (tmp_path / "typo3.yaml").write_text("name: other\nextends: [text]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    code, out, _ = run(capsys, "list")
+    row = next(line for line in out.splitlines() if line.startswith("typo3 "))
+    assert code == 1 and "error: " in row and "declares name 'other'" in row
+    for argv in (["show", "typo3"], ["export", "typo3"], ["diff", "text", "typo3"]):
+        code, out, err = run(capsys, *argv)
+        line = one_error_line(err, argv[0])
+        assert code == 2 and out == "" and "is found as 'typo3' (its file name) but declares name 'other'" in line
+    code, _, err = run(capsys, "show", tmp_path / "typo3.yaml")  # by path it is schema 'other'
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "{long}"],
+        ["export", "{long}", "--format", "jaxtyping"],
+        ["diff", "text", "{long}"],
+        ["check", "{file}", "--schema", "{long}"],
+        ["infer", "{file}", "--name", "draft", "--base", "{long}"],
+        ["pad", "{long}", "--count", "1", "--eos-token-id", "2", "--out", "{file}.pad"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_a_long_unknown_name_is_echoed_cut(capsys, tmp_path, argv):
+    long = "y" * 5000
+    file = save(tmp_path, [sample_of("text")])
+    code, _, err = run(capsys, *(a.format(long=long, file=file) for a in argv))
+    line = one_error_line(err, argv[0])
+    assert code == 2 and f"{'y' * 60!r}…(5000 chars)" in line and "y" * 61 not in line
+
+
+def test_infer_echoes_a_long_bad_draft_name_cut(capsys, tmp_path):
+    file = save(tmp_path, [sample_of("text")])
+    code, _, err = run(capsys, "infer", file, "--name", " " + "z" * 5000)
+    line = one_error_line(err, "infer")
+    assert code == 2 and line.startswith(f"trajschema infer: error: --name {(' ' + 'z' * 59)!r}…(5001 chars): ")
+
+
+def test_a_missing_search_path_entry_is_one_warning_line_on_stderr(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "typo"))
+    code, out, err = run(capsys, "show", "text")
+    assert code == 0 and out.startswith("schema text")
+    assert err == (
+        f"trajschema: warning: UserWarning: search path entry {tmp_path / 'typo'} does not exist; "
+        "schemas are looked up without it (check TRAJSCHEMA_PATH)\n"
+    )
+
+
+def test_export_jaxtyping_prints_the_export_rooms_source(capsys):
+    from trajschema.export import jaxtyping_source
+
+    for name in SCHEMAS:
+        code, out, _ = run(capsys, "export", name, "--format", "jaxtyping")
+        assert code == 0 and out == jaxtyping_source(ts.load_schema(name))

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from loading_cases import BASE
 from loading_cases import edit_base as _edit
 
 import trajschema as ts
+from trajschema.load import resolve_schema, shown_name
 from trajschema.testing import verl_sample
 
 PACKAGED = ts.schema_names()
@@ -742,3 +745,175 @@ def test_editing_a_parent_file_reloads_the_child(tmp_path: Path) -> None:
     _bump_mtime(parent)
     assert ts.load_schema(parent).fields["extra_ids"].dtypes == (torch.int32,)
     assert ts.load_schema(child).fields["extra_ids"].dtypes == (torch.int32,)
+
+
+# ---------------------------------------------------------------------------
+# Search-path honesty (issue 15): one name rule, long names cut, missing entries told
+
+
+def test_a_file_found_by_name_must_declare_that_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `list` showed typo3, `load_schema("typo3")` gave schema 'other' and 'other' was not found."""
+    path = _write(tmp_path, "typo3", "name: other\nextends: [text]\narchitectures: [TypoForCausalLM]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    assert "typo3" in ts.schema_names() and "other" not in ts.schema_names()
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.load_schema("typo3")
+    err = info.value
+    assert (err.source, err.path) == (str(path), "name")
+    assert err.problem.startswith("this file is found as 'typo3' (its file name) but declares name 'other'; ")
+    with pytest.raises(ts.SchemaNotFoundError, match=r"^no schema 'other'"):
+        ts.load_schema("other")
+    # By architecture it is found by name too, so the same rule holds; by path any name is fine.
+    with pytest.raises(ts.SchemaDefinitionError, match="declares name 'other'"):
+        ts.schema_for_architecture("TypoForCausalLM")
+    assert ts.load_schema(path).name == "other"
+
+
+def test_a_file_that_declares_its_own_name_loads_by_name_and_by_path_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _write(tmp_path, "mine", "name: mine\nextends: [text]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    assert ts.load_schema("mine") is ts.load_schema(path)
+
+
+def test_an_unknown_long_name_is_shown_cut_with_its_length() -> None:
+    with pytest.raises(ts.SchemaNotFoundError) as info:
+        ts.load_schema("x" * 5000)
+    message = str(info.value)
+    assert f"no schema {'x' * 60!r}…(5000 chars) known: " in message
+    assert "x" * 61 not in message and len(message) < 400
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(min_size=1, max_size=300).filter(lambda t: os.sep not in t and not t.endswith((".yaml", ".yml"))))
+def test_a_not_found_message_never_grows_with_the_name(name: str) -> None:
+    if name in PACKAGED:
+        return
+    with pytest.raises(ts.SchemaNotFoundError) as info:
+        ts.load_schema(name)
+    shown = repr(name) if len(name) <= 60 else f"{name[:60]!r}…({len(name)} chars)"
+    assert f"no schema {shown}" in str(info.value)
+    assert shown_name(name) == shown
+
+
+def test_a_long_path_is_shown_cut_and_one_the_file_system_refuses_is_not_found(tmp_path: Path) -> None:
+    refused = str(tmp_path / ("x" * 5000 + ".yaml"))  # longer than any file name may be
+    with pytest.raises(ts.SchemaNotFoundError) as info:
+        ts.load_schema(refused)
+    assert str(info.value) == f"no schema file at {refused[:60]!r}…({len(refused)} chars): File name too long"
+    deep = tmp_path.joinpath(*["d" * 200] * 6, "absent.yaml")  # each part allowed, the whole not there
+    with pytest.raises(ts.SchemaNotFoundError) as info:
+        ts.load_schema(deep)
+    assert str(info.value).startswith(f"no schema file at {str(deep)[:1000]!r}…({len(str(deep))} chars)")
+
+
+def _warnings_of(call) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        call()
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+def test_a_missing_search_path_entry_is_warned_about_once_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import warnings
+
+    first, second = tmp_path / "gone", tmp_path / "never"
+    note = "does not exist; schemas are looked up without it (check TRAJSCHEMA_PATH)"
+    monkeypatch.setenv("TRAJSCHEMA_PATH", os.pathsep.join([str(first), str(tmp_path)]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ts.load_schema("text").name == "text"  # the lookup goes on without it
+    (w,) = caught
+    assert w.category is UserWarning and w.filename == __file__  # it points at the caller's line
+    assert str(w.message) == f"search path entry {first} {note}"
+    # Once per entry per process: later lookups of any kind say nothing more about it ...
+    assert (
+        _warnings_of(
+            lambda: (
+                ts.schema_names(),
+                ts.load_schema("text"),
+                ts.schema_for_architecture("Qwen2VLForConditionalGeneration"),
+            )
+        )
+        == []
+    )
+    # ... and another missing entry is told in its turn, by any lookup (here a parent's).
+    monkeypatch.setenv("TRAJSCHEMA_PATH", os.pathsep.join([str(second), str(first)]))
+    child = _write(tmp_path, "kid", "name: kid\nextends: [text]\n")
+    assert _warnings_of(lambda: ts.load_schema(child)) == [f"search path entry {second} {note}"]
+    assert _warnings_of(lambda: ts.load_schema("text")) == []
+
+
+# ---------------------------------------------------------------------------
+# resolve_schema: one way to take "a Schema or a schema name"
+
+
+class _RaisingPath:
+    def __fspath__(self) -> str:
+        raise RuntimeError("a path that cannot say where it is")
+
+
+def test_resolve_schema_takes_a_schema_a_name_or_a_path() -> None:
+    text = ts.load_schema("text")
+    assert resolve_schema(text) is text
+    assert resolve_schema("text") is text
+    assert resolve_schema(PACKAGED_DIR / "text.yaml") is text
+    assert resolve_schema(str(PACKAGED_DIR / "text.yaml")) is text
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        (3, "int 3"),
+        (None, "NoneType"),
+        (b"text", "bytes"),
+        (["text"], "list of 1"),
+        (_BytesPath(), "test_loading._BytesPath"),
+    ],
+    ids=["int", "none", "bytes", "list", "bytes-path"],
+)
+def test_resolve_schema_names_what_it_was_given_instead(value, found) -> None:
+    with pytest.raises(TypeError) as info:
+        resolve_schema(value)
+    assert str(info.value) == f"schema must be a trajschema.Schema or a schema name, found {found}"
+    with pytest.raises(TypeError, match=r"^base must be a trajschema\.Schema or a schema name, found "):
+        resolve_schema(value, argument="base")
+
+
+def test_a_path_whose_fspath_fails_is_no_name() -> None:
+    """Before: the object's own RuntimeError, from inside load_schema."""
+    with pytest.raises(TypeError, match=r"found \S*_RaisingPath$"):
+        resolve_schema(_RaisingPath())
+    with pytest.raises(TypeError, match=r"^name_or_path must be a schema name or a path, found _RaisingPath$"):
+        ts.load_schema(_RaisingPath())
+
+
+def test_resolve_schema_refuses_an_unknown_name_as_load_schema_does() -> None:
+    with pytest.raises(ts.SchemaNotFoundError, match=r"^no schema 'txet'; did you mean 'text'\?"):
+        resolve_schema("txet")
+
+
+def test_every_taker_of_a_schema_or_a_name_resolves_it_the_same_way(tmp_path: Path) -> None:
+    """The contract, @checked and infer_schema: one resolution, so one set of accepted values and refusals."""
+    real = verl_sample("text", 5, 3, uid="q0")
+    path = PACKAGED_DIR / "text.yaml"
+    assert ts.padding_contract_violations([real], None, path) == []
+    assert ts.checked(path, arg="sample")(lambda sample: "ran")(real) == "ran"
+    assert ts.infer_schema([real], name="draft", base=path).lineage[1] == "text"
+    takers = {
+        "contract": lambda v: ts.padding_contract_violations([real], None, v),
+        "checked": lambda v: ts.checked(v),
+        "infer": lambda v: ts.infer_schema([real], name="draft", base=v),
+    }
+    for take in takers.values():
+        with pytest.raises(TypeError, match=r"found int 3"):
+            take(3)
+        with pytest.raises(ts.SchemaNotFoundError, match=r"did you mean 'text'\?"):
+            take("txet")
+        with pytest.raises(ts.SchemaNotFoundError, match=re.escape("(5000 chars)")):
+            take("x" * 5000)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import trajschema as ts
+from trajschema.load import choose_schema
 from trajschema.testing import verl_sample
 
 
@@ -113,3 +114,87 @@ def test_a_candidate_named_twice_is_one_candidate(tmp_path):
     assert ts.schema_for_sample(sample, candidates=["text", str(path), path]).name == "text"
     assert ts.schema_for_sample(sample, candidates=path).name == "text"
     assert ts.schema_for_sample(sample, candidates={"text", "moe_routed"}).name == "text"
+
+
+# -- leaving out what does not load (`check --schema auto`, issue 15) ------------------------------
+
+
+def _broken_path(tmp_path, monkeypatch):
+    """A search path with a broken file of each kind beside a good one: a dangling link, bad YAML, a wrong name."""
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "moved.yaml")
+    (tmp_path / "bad.yaml").write_text("name: bad\nfeilds: {}\n")
+    (tmp_path / "typo3.yaml").write_text("name: other\nextends: [text]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    return {str(tmp_path / f) for f in ("bad.yaml", "dangling.yaml", "typo3.yaml")}
+
+
+def test_skip_unloadable_leaves_out_broken_files_says_which_and_still_picks_the_fit(tmp_path, monkeypatch):
+    broken = _broken_path(tmp_path, monkeypatch)
+    moe = verl_sample(ts.load_schema("vlm_mrope_moe"), 5, 3, layers=2, topk=2)
+    choice = choose_schema(moe, skip_unloadable=True)
+    assert choice.schema.name == "vlm_mrope_moe"
+    assert {e.source for e in choice.skipped} == broken
+    assert all(isinstance(e, ts.SchemaDefinitionError) for e in choice.skipped)
+    # Without it, the first broken file fails the choice, as before.
+    with pytest.raises(ts.SchemaDefinitionError, match="schema_for_sample tries every schema"):
+        ts.schema_for_sample(moe)
+    with pytest.raises(ts.SchemaDefinitionError):
+        choose_schema(moe)
+
+
+def test_skip_unloadable_is_the_choice_among_the_schemas_that_load(tmp_path, monkeypatch):
+    """The reference: naming the loadable schemas as candidates."""
+    _broken_path(tmp_path, monkeypatch)
+    for name in ts.schema_names():
+        try:
+            schema = ts.load_schema(name)
+        except ts.SchemaDefinitionError:
+            continue
+        kw = {k: 2 for k in ("layers", "topk", "teacher_topk") if k in schema.dims}
+        sample = verl_sample(schema, 4, 2, **kw)
+        loadable = [n for n in ts.schema_names() if n not in ("bad", "dangling", "typo3")]
+        assert choose_schema(sample, skip_unloadable=True).schema == ts.schema_for_sample(sample, candidates=loadable)
+
+
+def test_a_sample_nothing_fits_names_the_files_left_out_as_one_might_have(tmp_path, monkeypatch):
+    broken = _broken_path(tmp_path, monkeypatch)
+    with pytest.raises(ts.SchemaMatchError) as info:
+        choose_schema({"input_ids": torch.zeros(3, dtype=torch.int64)}, skip_unloadable=True)
+    left_out = str(info.value).rsplit(" (left out, as they do not load: ", 1)[1]
+    assert set(left_out.rstrip(")").split(", ")) == broken
+
+
+def test_when_nothing_on_the_path_loads_the_first_error_is_raised(tmp_path, monkeypatch):
+    """Every packaged name shadowed by a broken file: there is nothing to choose from."""
+    for name in ts.schema_names():
+        (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nfeilds: {{}}\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    sample = verl_sample(ts.load_schema(ts.schema_search_path()[-1] / "text.yaml"), 5, 3)
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        choose_schema(sample, skip_unloadable=True)
+    assert info.value.source == str(tmp_path / f"{sorted(ts.schema_names())[0]}.yaml")
+    assert info.value.problem.endswith("; no schema on the search path loads")
+
+
+def test_an_entry_that_cannot_be_listed_fails_the_choice_or_is_left_out(tmp_path, monkeypatch):
+    """Before: schema_for_sample went on without it silently, though the docs said it fails the choice."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("name: mine\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(a_file))
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.schema_for_sample(sample)
+    assert (info.value.source, info.value.path) == (str(a_file), "")
+    assert info.value.problem.startswith("is not a directory (TRAJSCHEMA_PATH lists directories of schema files)")
+    assert info.value.problem.endswith("fix the entry, or pass candidates=")
+    assert ts.schema_for_sample(sample, candidates=["text"]).name == "text"
+    choice = choose_schema(sample, skip_unloadable=True)
+    assert choice.schema.name == "text" and [e.source for e in choice.skipped] == [str(a_file)]
+
+
+def test_named_candidates_are_never_left_out(tmp_path, monkeypatch):
+    _broken_path(tmp_path, monkeypatch)
+    sample = verl_sample(ts.load_schema("text"), 5, 3)
+    with pytest.raises(ts.SchemaDefinitionError, match="declares name 'other'"):
+        choose_schema(sample, candidates=["text", "typo3"], skip_unloadable=True)
+    assert choose_schema(sample, candidates=["text"], skip_unloadable=True) == (ts.load_schema("text"), [])

@@ -31,7 +31,7 @@ import torch
 from trajschema._schema import Schema
 from trajschema.check import batch_view, is_tensordict
 from trajschema.core import DEPTHS, MAX_SIZE, DerivedDim, FixedDim, FreeDim, SchemaError, Violation
-from trajschema.load import load_schema, schema_for_sample
+from trajschema.load import choose_schema, load_schema
 from trajschema.padding import padding_needed, required_multiple
 from trajschema.verl.config import padding_dims
 
@@ -349,7 +349,10 @@ def add_check(sub: Any) -> None:
         "--schema",
         required=True,
         metavar="NAME",
-        help="a schema name, a path to a .yaml file, or 'auto' to pick the schema that fits the first sample best",
+        help=(
+            "a schema name, a path to a .yaml file, or 'auto' to pick the schema that fits the first sample best "
+            "(search path files that do not load are left out, and named on stderr)"
+        ),
     )
     p.add_argument(
         "--depth",
@@ -365,7 +368,7 @@ def add_check(sub: Any) -> None:
 def run_check(args: argparse.Namespace, console: Console) -> int:
     data = load_samples(args.file, trust=args.trust)
     if args.schema == "auto":
-        schema = schema_for_sample(data.first(), data.first_tag())
+        schema = _auto_schema(data)
         label = f"schema {schema.name!r} (chosen by --schema auto from sample 0)"
     else:
         schema = load_schema(args.schema)
@@ -386,6 +389,22 @@ def run_check(args: argparse.Namespace, console: Console) -> int:
             print_table(console, _violation_table(found))
         console.print(_check_summary(found, data, label, args.depth) + _meta_note(data, args.depth))
     return 1 if found else 0
+
+
+def _auto_schema(data: SampleFile) -> Schema:
+    """The schema that fits sample 0 best, leaving out the search path files that do not load.
+
+    A broken file of someone else's on TRAJSCHEMA_PATH should not stop a check of samples
+    it has nothing to do with; what was left out is said once, on stderr, so a file that
+    might have been the right one is not left out silently.
+    """
+    choice = choose_schema(data.first(), data.first_tag(), skip_unloadable=True)
+    if choice.skipped:
+        reasons = "; ".join(" ".join(str(e).split()) for e in choice.skipped)
+        line = f"trajschema check: warning: --schema auto left out what does not load: {printable(reasons)}\n"
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr is closed (or None): check anyway
+            sys.stderr.write(line)
+    return choice.schema
 
 
 def _violation_table(found: list[Violation]) -> Any:

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import keyword
-import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from trajschema._schema import Schema
 from trajschema.cli.data import FORMATTER, CommandError, load_samples, print_table, printable, table, write
-from trajschema.core import KINDS, Field, SchemaDefinitionError, SchemaNotFoundError, dtype_name
-from trajschema.export import JAXTYPING_DTYPE, dim_rows, extends, field_rows, tag_rows
-from trajschema.load import infer_schema, load_schema, packaged_dir, schema_search_path, search_path_files
+from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
+from trajschema.export import dim_rows, extends, field_rows, jaxtyping_source, tag_rows
+from trajschema.load import (
+    infer_schema,
+    load_found,
+    load_schema,
+    missing_entry_note,
+    packaged_dir,
+    schema_search_path,
+    search_path_files,
+    shown_name,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,7 +35,6 @@ __all__ = [
     "add_infer",
     "add_list",
     "add_show",
-    "jaxtyping_source",
     "schema_listing",
 ]
 
@@ -50,14 +55,15 @@ def add_list(sub: Any) -> None:
             "TRAJSCHEMA_PATH file overrides a packaged schema of its name). Each row shows what the\n"
             "schema extends, the Hugging Face architectures it claims and where it comes from. A\n"
             "schema file that does not load or cannot be read (a dangling or looping symbolic link,\n"
-            "a FIFO, a device, a file without permission, text that is not UTF-8) is listed with its\n"
-            "error, and so, first, is a TRAJSCHEMA_PATH entry that cannot be listed (a directory\n"
-            "without permission, a file, a broken link); the listing goes on. A missing directory\n"
-            "is skipped, as a shell skips a missing PATH entry."
+            "a FIFO, a device, a file without permission, text that is not UTF-8, a name: that is\n"
+            "not its file name) is listed with its error, and so, first, is a TRAJSCHEMA_PATH entry\n"
+            "that cannot be listed (a directory without permission, a file, a broken link); the\n"
+            "listing goes on. An entry that does not exist is listed with a warning: lookups go on\n"
+            "without it."
         ),
         epilog=(
-            "Exit status: 0 when every schema loads, 1 when some schema file or search path entry\n"
-            "is broken.\n\n"
+            "Exit status: 0 when every schema loads (an entry that does not exist is only a\n"
+            "warning), 1 when some schema file or search path entry is broken.\n\n"
             "Example:\n"
             "  trajschema list\n"
             "  TRAJSCHEMA_PATH=./my_schemas trajschema list"
@@ -67,40 +73,56 @@ def add_list(sub: Any) -> None:
     p.set_defaults(run=run_list)
 
 
-def schema_listing() -> list[tuple[str, str, str, str, str | None]]:
-    """``(name, extends, architectures, source, error)`` for every schema on the search path.
+class ListingRow(NamedTuple):
+    """One row of `trajschema list`: a schema file, or (with an empty name) a search path entry."""
 
-    A search path entry that cannot be listed comes first, as a row with an empty name (no
-    file's name is empty) whose source is the entry; a file that cannot be read is a row
-    with its error, as a file that does not load is.
+    name: str
+    extends: str
+    architectures: str
+    source: str
+    error: str | None
+    warning: str | None = None
+
+
+def schema_listing() -> list[ListingRow]:
+    """A row for every schema on the search path, after one for each entry that is not a directory one can list.
+
+    A search path entry that cannot be listed, or does not exist, comes first, in search
+    order, as a row with an empty name (no file's name is empty) whose source is the
+    entry: with its error, or a warning for one that does not exist. A file that cannot
+    be read is a row with its error, as a file that does not load is, and a file whose
+    ``name:`` is not its file name (it cannot be loaded by the name it is listed under).
     """
     packaged = packaged_dir().resolve()
-    search = search_path_files(schema_search_path())
-    rows: list[tuple[str, str, str, str, str | None]] = [
-        ("", "", "", str(d), str(SchemaDefinitionError(str(d), "", why))) for d, why in search.unlisted
-    ]
+    dirs = schema_search_path()
+    search = search_path_files(dirs, quiet=True)  # the missing entries are rows here, not warnings too
+    entries = {
+        d: ListingRow("", "", "", str(d), str(SchemaDefinitionError(str(d), "", why))) for d, why in search.unlisted
+    }
+    entries.update({d: ListingRow("", "", "", str(d), None, missing_entry_note(d)) for d in search.missing})
+    rows = [entries[d] for d in dict.fromkeys(dirs) if d in entries]
     for name, hit in sorted(search.files.items()):
         source = "packaged" if hit.path.parent.resolve() == packaged else str(hit.path.parent)
         try:
-            schema = load_schema(hit.path)
+            schema = load_found(name, hit)
         except (SchemaDefinitionError, SchemaNotFoundError, OSError) as exc:
-            rows.append((name, "", "", source, " ".join(str(exc).split())))
+            rows.append(ListingRow(name, "", "", source, " ".join(str(exc).split())))
             continue
-        rows.append((name, ", ".join(extends(schema)), ", ".join(schema.architectures), source, None))
+        rows.append(ListingRow(name, ", ".join(extends(schema)), ", ".join(schema.architectures), source, None))
     return rows
 
 
 def run_list(args: argparse.Namespace, console: Console) -> int:
     rows = schema_listing()
     listing = table(None, ["name", "extends", "architectures", "from"])
-    for name, parents, archs, source, error in rows:
+    for r in rows:
+        note = f"error: {r.error}" if r.error else f"warning: {r.warning}" if r.warning else r.architectures or "-"
         # File names and errors come from the file system: keep each row one inert line.
-        cells = (name or "-", parents or "-", f"error: {error}" if error else archs or "-", source)
-        listing.add_row(*map(printable, cells))
+        listing.add_row(*map(printable, (r.name or "-", r.extends or "-", note, r.source)))
     print_table(console, listing)
-    directories = sum(1 for r in rows if not r[0])
-    files = len(rows) - directories
-    broken = sum(1 for r in rows if r[4] is not None) - directories
+    directories = sum(1 for r in rows if not r.name and r.error)
+    files = sum(1 for r in rows if r.name)
+    broken = sum(1 for r in rows if r.name and r.error)
     if broken or directories:
         parts = [f"{broken} of {files} schema files do not load"] if broken else []
         if directories:
@@ -203,90 +225,6 @@ def run_export(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-_PY_KIND = {"int": "int", "float": "float", "bool": "bool", "str": "str", "mapping": "dict[str, Any]", "any": "Any"}
-assert set(_PY_KIND) == set(KINDS) - {"tensor"}, "every non-tensor kind needs a Python type"
-
-
-def _py_str(text: str) -> str:
-    return f'"{text}"' if text.isprintable() and '"' not in text and "\\" not in text else repr(text)
-
-
-def _class_name(schema_name: str) -> str:
-    words = [w for w in re.split(r"[^0-9A-Za-z]+", schema_name) if w]
-    name = "".join(w[0].upper() + w[1:] for w in words) + "Sample"
-    return name if name[0].isalpha() else "Schema" + name
-
-
-def _dtype_source(f: Field, imports: set[str], defs: dict[str, str]) -> str:
-    """The name of a tensor field's jaxtyping dtype in the generated source (defining a dtype set when needed)."""
-    names = [JAXTYPING_DTYPE[dtype_name(d)] for d in f.dtypes]
-    if len(names) == 1:
-        imports.add(names[0])
-        return names[0]
-    # The same dtype set Schema.annotations() uses: an AbstractDtype listing exactly these.
-    cls = "Or".join(names)
-    listed = ", ".join(_py_str(dtype_name(d)) for d in f.dtypes)
-    defs[cls] = f"class {cls}(AbstractDtype):\n    dtypes = [{listed}]\n"
-    imports.add("AbstractDtype")
-    return cls
-
-
-def _field_types(schema: Schema, imports: set[str], defs: dict[str, str]) -> list[tuple[str, str, bool]]:
-    annotations = schema.annotations()
-    out = []
-    for f in schema.fields.values():
-        if f.name in annotations:
-            text = f"{_dtype_source(f, imports, defs)}[torch.Tensor, {_py_str(annotations[f.name].dim_str)}]"
-        else:
-            text = _PY_KIND[f.kind]
-        out.append((f.name, text, f.required))
-    return out
-
-
-def jaxtyping_source(schema: Schema) -> str:
-    """Python source defining ``<Name>Sample``, a TypedDict of the schema's fields with jaxtyping annotations.
-
-    Tensor fields carry :meth:`Schema.annotations`; other fields their kind's Python type.
-    Required fields are keys of one base class, optional ones of a ``total=False`` one;
-    a base whose field names are not all identifiers uses TypedDict's functional form.
-    """
-    imports: set[str] = set()
-    defs: dict[str, str] = {}
-    types = _field_types(schema, imports, defs)
-    cls = _class_name(schema.name)
-    lines = [
-        f"# Sample types of trajschema schema {schema.name!r}: its tensor fields carry jaxtyping annotations.",
-        f"# Generated by `trajschema export {schema.name} --format jaxtyping`; regenerate it when the schema changes.",
-        "",
-        "from typing import Any, TypedDict",
-        "",
-        "import torch",
-    ]
-    if imports:
-        lines.append(f"from jaxtyping import {', '.join(sorted(imports))}")
-    for d in defs.values():
-        lines += ["", "", *d.splitlines()]
-    lines += _typed_dict(f"_{cls}Required", [(n, t) for n, t, r in types if r], total=True)
-    lines += _typed_dict(f"_{cls}Optional", [(n, t) for n, t, r in types if not r], total=False)
-    lines += [
-        "",
-        "",
-        f"class {cls}(_{cls}Required, _{cls}Optional):",
-        '    """One sample: the required fields and the optional ones."""',
-    ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _typed_dict(name: str, entries: list[tuple[str, str]], *, total: bool) -> list[str]:
-    total_kw = "" if total else ", total=False"
-    if all(n.isidentifier() and not keyword.iskeyword(n) for n, _ in entries):
-        body = [f"    {n}: {t}" for n, t in entries] or ["    pass"]
-        return ["", "", f"class {name}(TypedDict{total_kw}):", *body]
-    # TypedDict's functional form takes any string as a key.
-    items = [f"        {_py_str(n)}: {t}," for n, t in entries]
-    return ["", "", f"{name} = TypedDict(", f"    {_py_str(name)},", "    {", *items, "    }" + total_kw + ",", ")"]
-
-
 # -- infer ----------------------------------------------------------------------------------
 
 
@@ -323,7 +261,7 @@ def run_infer(args: argparse.Namespace, console: Console) -> int:
         draft = infer_schema(data.batch, name=args.name, base=base)
     except SchemaDefinitionError as exc:
         if exc.source == "<mapping>" and exc.path == "name":  # the draft's name is what --name said
-            raise CommandError(f"--name {args.name!r}: {exc.problem}") from None
+            raise CommandError(f"--name {shown_name(args.name)}: {exc.problem}") from None
         raise
     write(draft.to_yaml())
     return 0

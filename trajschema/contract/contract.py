@@ -153,13 +153,9 @@ def padding_contract_violations(
             a Schema nor a name.
         SchemaNotFoundError: no schema has the name ``schema``.
     """
-    if isinstance(schema, str):
-        from trajschema.load import load_schema
+    from trajschema.load import resolve_schema
 
-        schema = load_schema(schema)
-    if not isinstance(schema, Schema):
-        raise TypeError(f"schema must be a trajschema.Schema or a schema name, found {describe_value(schema)}")
-    plan = schema._compiled()
+    plan = resolve_schema(schema)._compiled()
     try:
         view = batch_of(samples_or_batch)
     except BatchShapeError as exc:
@@ -365,10 +361,12 @@ def check_padding_contract(
             a Schema nor a name.
         SchemaNotFoundError: no schema has the name ``schema``.
     """
-    found = padding_contract_violations(samples_or_batch, tags, schema)
+    from trajschema.load import resolve_schema
+
+    resolved = resolve_schema(schema)  # the error names the schema, also when given by name or path
+    found = padding_contract_violations(samples_or_batch, tags, resolved)
     if found:
-        name = schema if isinstance(schema, str) else schema.name
-        raise SchemaError(found, schema_name=name)
+        raise SchemaError(found, schema_name=resolved.name)
 
 
 def _zeroed_masks(plan: Plan) -> list[str]:

@@ -2,29 +2,40 @@
 the search path, choosing a schema for a sample, and drafting one from samples.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
-front lists what the other rooms take from this one.
+front lists what the other rooms take from this one. Every room that accepts "a Schema or a
+schema name" resolves it with `resolve_schema`.
 """
 
 from trajschema.load.infer import infer_schema
 from trajschema.load.search import (
+    load_found,
     load_schema,
+    missing_entry_note,
     packaged_dir,
+    resolve_schema,
     schema_for_architecture,
     schema_from_dict,
     schema_names,
     schema_search_path,
     search_path_files,
+    shown_name,
 )
-from trajschema.load.select import schema_for_sample
+from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
 
 __all__ = [
+    "SchemaChoice",
+    "choose_schema",
     "infer_schema",
+    "load_found",
     "load_schema",
+    "missing_entry_note",
     "packaged_dir",
+    "resolve_schema",
     "schema_for_architecture",
     "schema_for_sample",
     "schema_from_dict",
     "schema_names",
     "schema_search_path",
     "search_path_files",
+    "shown_name",
 ]

@@ -35,7 +35,7 @@ from trajschema.core import (
     tensor_has_failures,
 )
 from trajschema.export import dim_entry, field_entry, schema_sections, tag_entry
-from trajschema.load.search import load_schema, schema_from_dict, schema_names
+from trajschema.load.search import load_schema, resolve_schema, schema_from_dict, schema_names
 
 __all__ = ["infer_schema"]
 
@@ -200,11 +200,7 @@ class _Roles:
 
 
 def _base(base: Any) -> Schema | None:
-    if base is None or isinstance(base, Schema):
-        return base
-    if isinstance(base, str):
-        return load_schema(base)
-    raise TypeError(f"base must be a schema name or a Schema, found {type(base).__name__}")
+    return None if base is None else resolve_schema(base, argument="base")
 
 
 # -- dims: which axes are one dim, and what each dim is ------------------------------

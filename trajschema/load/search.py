@@ -17,25 +17,34 @@ gates, each of which refuses what the next one could not survive:
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import stat
+import sys
+import threading
+import types
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from trajschema._schema import Schema
-from trajschema.core import SchemaNotFoundError
+from trajschema.core import SchemaNotFoundError, describe_value
 from trajschema.load.compile import _compile
 from trajschema.load.filetext import _MAX_EXTENDS_DEPTH, _raise
 from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
 from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
 
 __all__ = [
+    "load_found",
     "load_schema",
+    "missing_entry_note",
+    "resolve_schema",
     "schema_for_architecture",
     "schema_from_dict",
     "schema_names",
     "schema_search_path",
+    "shown_name",
 ]
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
@@ -70,10 +79,12 @@ class _Found(NamedTuple):
 
 
 class _Search(NamedTuple):
-    """What the search path holds: the first file of each name, and the directories that cannot be listed."""
+    """What the search path holds: the first file of each name, the directories that cannot be
+    listed, and the entries that do not exist."""
 
     files: dict[str, _Found]
     unlisted: list[tuple[Path, str]]
+    missing: list[Path]
 
     def unlisted_note(self) -> str:
         return "".join(f"; {d} {why}" for d, why in self.unlisted)
@@ -85,8 +96,9 @@ _SUFFIXES = (".yaml", ".yml")
 def _directory_problem(d: Path) -> str | None:
     """Why the search directory ``d`` cannot be listed: ``None`` when it can, ``NOTHING`` when it is missing.
 
-    A missing directory is skipped quietly, as a shell skips a missing ``PATH`` entry; a
-    dangling or looping symbolic link, a file or a directory without permission is not.
+    A missing directory holds nothing to look up, so lookups go on without it (saying so
+    once, see `search_path_files`); a dangling or looping symbolic link, a file or a
+    directory without permission is an entry that cannot be listed.
     """
     try:
         mode = os.stat(d).st_mode
@@ -100,10 +112,11 @@ def _directory_problem(d: Path) -> str | None:
 
 
 def _scan(d: Path, name: str | None) -> tuple[list[tuple[str, _Found]], str | None]:
-    """The schema files of ``d`` by name (only ``name``'s, when given), and why ``d`` cannot be listed."""
+    """The schema files of ``d`` by name (only ``name``'s, when given), and why ``d`` cannot be listed
+    (``NOTHING`` when it does not exist)."""
     problem = _directory_problem(d)
     if problem == NOTHING:
-        return [], None
+        return [], NOTHING
     entries: list[str] = []
     if problem is None:
         try:
@@ -125,22 +138,75 @@ def _scan(d: Path, name: str | None) -> tuple[list[tuple[str, _Found]], str | No
     return found, problem
 
 
-def search_path_files(dirs: list[Path], name: str | None = None) -> _Search:
+def search_path_files(dirs: list[Path], name: str | None = None, *, quiet: bool = False) -> _Search:
     """Every schema file on ``dirs`` (or only ``name``'s), the first of each name winning.
 
     A file that cannot be read (a dangling or looping symbolic link, a FIFO, a device)
     still takes its name: it is what the user put there, so it is reported, not skipped
     for a file of the same name further down the path.
+
+    An entry that does not exist is left out of the lookup with a `UserWarning` naming
+    it, once per entry per process (a typo in ``TRAJSCHEMA_PATH`` would otherwise hide
+    every schema of that directory without a word). ``quiet=True`` is for a caller that
+    shows the missing entries itself (`trajschema list`): they count as told.
     """
     files: dict[str, _Found] = {}
     unlisted: list[tuple[Path, str]] = []
+    missing: list[Path] = []
     for d in dirs:
         found, problem = _scan(d, name)
-        if problem is not None:
+        if problem == NOTHING:
+            missing.append(d)
+        elif problem is not None:
             unlisted.append((d, problem))
         for stem, hit in found:
             files.setdefault(stem, hit)
-    return _Search(files, unlisted)
+    _tell_missing(missing, quiet)
+    return _Search(files, unlisted, missing)
+
+
+#: The missing search path entries already warned about (or shown), so each is told once per process.
+_TOLD: set[Path] = set()
+_TOLD_LOCK = threading.Lock()
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # as code objects name files
+
+
+def missing_entry_note(d: Path) -> str:
+    """What a search path entry that does not exist means for lookups (the warning's and `list`'s words)."""
+    return f"search path entry {d} does not exist; schemas are looked up without it (check {ENV_VAR})"
+
+
+def _tell_missing(missing: list[Path], quiet: bool) -> None:
+    for d in missing:
+        with _TOLD_LOCK:
+            if d in _TOLD:
+                continue
+            _TOLD.add(d)
+        if not quiet:
+            warnings.warn(missing_entry_note(d), UserWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside this package: the warning names the caller's line."""
+    level = 2  # 1 is the function calling warnings.warn, 2 its caller
+    frame: types.FrameType | None = sys._getframe(level)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
+#: A name longer than this is shown cut, with its length: an error message does not grow with the input.
+NAME_SHOWN = 60
+#: ... and a path (a real one can be long; the file system refuses one much longer than this).
+PATH_SHOWN = 1000
+
+
+def shown_name(text: str, limit: int = NAME_SHOWN) -> str:
+    """``text`` quoted as an error message echoes a user-given name: whole up to ``limit``
+    characters, else its first ``limit`` and its length (``'xxxxxxxx'…(5000 chars)``)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}…({len(text)} chars)"
 
 
 def _readable(hit: _Found) -> Path:
@@ -166,7 +232,7 @@ def _not_found(name: str, known: list[str], what: str = "schema", note: str = ""
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return SchemaNotFoundError(
-        f"no {what} {name!r}{hint} known: {', '.join(known) or '(none)'} "
+        f"no {what} {shown_name(name)}{hint} known: {', '.join(known) or '(none)'} "
         f"(searched {', '.join(str(d) for d in schema_search_path())}{note}; "
         f"add directories with {ENV_VAR})"
     )
@@ -184,32 +250,103 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
         4
 
     Args:
-        name_or_path: a name from :func:`schema_names`, or a path to a ``.yaml`` file
-            (its ``extends`` are looked up beside it first, then on the search path).
+        name_or_path: a name from `schema_names`, or a path to a ``.yaml`` file (its
+            ``extends`` are looked up beside it first, then on the search path).
+
+    A file found by name must declare that name (``name:`` is its file name without
+    ``.yaml``): ``my_vlm.yaml`` that says ``name: other`` would be listed as ``my_vlm``
+    and shown as ``other``, and ``other`` could not be loaded. A file loaded by path may
+    declare any name.
 
     Raises:
-        SchemaNotFoundError: no such name or file.
+        SchemaNotFoundError: no such name or file (a long name is shown cut, with its length).
         SchemaDefinitionError: the file (or a parent) is malformed or cannot be read (a
-            dangling or looping symbolic link, a FIFO, a device, no permission), naming
-            the file. A file of that name that cannot be read is not skipped for one
-            further down the search path: it is the one asked for.
+            dangling or looping symbolic link, a FIFO, a device, no permission), or a file
+            found by name declares another name, naming the file. A file of that name that
+            cannot be read is not skipped for one further down the search path: it is the
+            one asked for.
         TypeError: ``name_or_path`` is neither a string nor a path.
     """
-    text = os.fspath(name_or_path) if isinstance(name_or_path, (str, os.PathLike)) else None
-    if not isinstance(text, str):
+    text = _text_of(name_or_path)
+    if text is None:
         raise TypeError(f"name_or_path must be a schema name or a path, found {type(name_or_path).__name__}")
     is_path = isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text
     if is_path:
-        path = Path(text)
-        problem = file_problem(path)  # a FIFO or a device is never opened: reading it could block forever
-        if problem == NOTHING:
-            raise SchemaNotFoundError(f"no schema file at {text!r}")
-        return _load_file(_readable(_Found(path, problem)))
+        return _load_path(text)
     hit = search_path_files(schema_search_path(), name=text).files.get(text)
     if hit is None:
         search = search_path_files(schema_search_path())
         raise _not_found(text, sorted(search.files), note=search.unlisted_note())
-    return _load_file(_readable(hit))
+    return load_found(text, hit)
+
+
+def _text_of(name_or_path: Any) -> str | None:
+    """The text of a name or a path (``None`` for anything else, a bytes path or a failing ``__fspath__``)."""
+    if isinstance(name_or_path, str):
+        return name_or_path
+    if not isinstance(name_or_path, os.PathLike):
+        return None
+    try:
+        text = os.fspath(name_or_path)
+    except Exception:  # the object's own __fspath__ failed: it is no path
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _load_path(text: str) -> Schema:
+    path = Path(text)
+    problem = file_problem(path)  # a FIFO or a device is never opened: reading it could block forever
+    if problem == NOTHING:
+        raise SchemaNotFoundError(f"no schema file at {shown_name(text, PATH_SHOWN)}")
+    if problem is not None and _too_long(text):  # no file can be there; do not echo the whole path
+        raise SchemaNotFoundError(f"no schema file at {shown_name(text)}: {os.strerror(errno.ENAMETOOLONG)}")
+    return _load_file(_readable(_Found(path, problem)))
+
+
+def _too_long(text: str) -> bool:
+    try:
+        os.stat(text)
+    except OSError as exc:
+        return exc.errno == errno.ENAMETOOLONG
+    except ValueError:  # a NUL byte
+        return False
+    return False
+
+
+def load_found(name: str, hit: _Found) -> Schema:
+    """The schema of a file the search path holds under ``name``, which it must declare.
+
+    Raises:
+        SchemaDefinitionError: the file cannot be read or does not load, or its ``name:``
+            is not ``name`` (naming the file, its ``name:`` and its file name).
+    """
+    schema = _load_file(_readable(hit))
+    if schema.name != name:
+        _raise(
+            str(hit.path),
+            "name",
+            f"this file is found as {name!r} (its file name) but declares name {shown_name(schema.name)}; "
+            "a schema found by name must declare its file name (rename the file or its name:, "
+            "or load it by path)",
+        )
+    return schema
+
+
+def resolve_schema(schema_or_name: Any, *, argument: str = "schema") -> Schema:
+    """A `Schema` as it is, a schema name or path loaded with `load_schema`.
+
+    Every function that takes "a Schema or a schema name" resolves it here, so each
+    accepts the same things and words a refusal the same way.
+
+    Raises:
+        TypeError: ``schema_or_name`` is neither, naming what was found and ``argument``.
+        SchemaNotFoundError, SchemaDefinitionError: as from `load_schema`.
+    """
+    if isinstance(schema_or_name, Schema):
+        return schema_or_name
+    if _text_of(schema_or_name) is not None:
+        return load_schema(schema_or_name)
+    raise TypeError(f"{argument} must be a trajschema.Schema or a schema name, found {describe_value(schema_or_name)}")
 
 
 def schema_for_architecture(architecture: str) -> Schema:
@@ -243,7 +380,7 @@ def schema_for_architecture(architecture: str) -> Schema:
         raise SchemaNotFoundError(f"architecture {architecture!r} is claimed by several schemas: {', '.join(hits)}")
     if not hits:
         raise _not_found(architecture, sorted(set(known)), what="schema for architecture")
-    return load_schema(hits[0])
+    return load_found(hits[0], search.files[hits[0]])
 
 
 def schema_from_dict(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Schema:
@@ -305,7 +442,7 @@ class _Chain:
             search = search_path_files(dirs)
             close = difflib.get_close_matches(name, sorted(search.files), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            _raise(child_source, "extends", f"unknown parent schema {name!r}{hint}{search.unlisted_note()}")
+            _raise(child_source, "extends", f"unknown parent schema {shown_name(name)}{hint}{search.unlisted_note()}")
         return _readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
 
     def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:

@@ -47,8 +47,8 @@ from typing import Any, Literal, NoReturn, TypeVar
 
 from trajschema._schema import Schema
 from trajschema.check import is_tensordict
-from trajschema.core import DEPTHS, Depth, SchemaError
-from trajschema.load import load_schema
+from trajschema.core import DEPTHS, Depth, SchemaError, describe_value
+from trajschema.load import resolve_schema
 
 __all__ = ["ENV_VAR", "MODES", "CheckMode", "check_mode", "checked", "checks", "set_check_mode"]
 
@@ -275,12 +275,13 @@ def _noted(exc: SchemaError, note: str) -> SchemaError:
 
 
 def _resolve_schema(schema: Any) -> Schema:
-    if isinstance(schema, Schema):
-        return schema
-    if isinstance(schema, str):
-        return load_schema(schema)
-    hint = "; write @checked(schema), not @checked" if callable(schema) else ""
-    raise TypeError(f"checked(schema): expected a Schema or a schema name, found {type(schema).__name__}{hint}")
+    try:
+        return resolve_schema(schema)
+    except TypeError:
+        # The load room's refusal, in the words of checked's other argument errors, with the usual slip named.
+        hint = "; write @checked(schema), not @checked" if callable(schema) else ""
+        found = describe_value(schema)
+        raise TypeError(f"checked(schema): expected a Schema or a schema name, found {found}{hint}") from None
 
 
 def checked(
