@@ -922,6 +922,7 @@ def test_infer_echoes_a_long_bad_draft_name_cut(capsys, tmp_path):
     code, _, err = run(capsys, "infer", file, "--name", " " + "z" * 5000)
     line = one_error_line(err, "infer")
     assert code == 2 and line.startswith(f"trajschema infer: error: --name {(' ' + 'z' * 59)!r}…(5001 chars): ")
+    assert "z" * 60 not in line and line.endswith("has leading or trailing whitespace")
 
 
 def test_a_missing_search_path_entry_is_one_warning_line_on_stderr(capsys, tmp_path, monkeypatch):

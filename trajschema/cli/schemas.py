@@ -261,7 +261,8 @@ def run_infer(args: argparse.Namespace, console: Console) -> int:
         draft = infer_schema(data.batch, name=args.name, base=base)
     except SchemaDefinitionError as exc:
         if exc.source == "<mapping>" and exc.path == "name":  # the draft's name is what --name said
-            raise CommandError(f"--name {shown_name(args.name)}: {exc.problem}") from None
+            problem = exc.problem.replace(repr(args.name), shown_name(args.name))  # the name cut there too
+            raise CommandError(f"--name {shown_name(args.name)}: {problem}") from None
         raise
     write(draft.to_yaml())
     return 0
