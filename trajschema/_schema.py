@@ -24,6 +24,7 @@ from trajschema.core import (
     FreeDim,
     PadRule,
     Sample,
+    SchemaDefinitionError,
     SchemaError,
     Tag,
     TagDict,
@@ -156,6 +157,77 @@ def _check_declarations(
             raise ValueError(f"Schema: padding_sizes[{k!r}]: {k!r} is not a free dim of dims")
         if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= int(v) <= MAX_SIZE:
             raise ValueError(f"Schema: padding_sizes[{k!r}] must be an int in 0..2**63-1, found {_what(v)}")
+
+
+def _provenance(d: Dim) -> str:
+    """Where a dim's size comes from, for `Schema.describe`: a pinned source, or the config keys that give it."""
+    if isinstance(d, FixedDim) and d.source:
+        return f" (pinned by {d.source})"
+    if isinstance(d, FreeDim) and d.from_config:
+        return f" (from config: {' | '.join(map(str, d.from_config))})"
+    return ""
+
+
+def _pinned(schema: Schema, dims: Any, sources: Any) -> dict[str, FixedDim]:
+    """The free dims of ``schema`` that ``dims`` fixes, as `FixedDim`s; refuses what `Schema.with_dims` refuses."""
+    if not isinstance(dims, Mapping):
+        raise TypeError(f"with_dims: dims must be a mapping of dim name to size, found {_what(dims)}")
+    if sources is None:
+        sources = {}
+    if not isinstance(sources, Mapping) or not all(isinstance(v, str) for v in sources.values()):
+        raise TypeError(f"with_dims: sources must be a mapping of dim name to str, found {_what(sources)}")
+    fixed: dict[str, FixedDim] = {}
+    for name, size in dims.items():
+        if not isinstance(name, str):
+            raise TypeError(f"with_dims: dims keys must be dim names (str), found {_what(name)}")
+        if not isinstance(size, numbers.Integral) or isinstance(size, bool):
+            raise TypeError(f"with_dims: dims[{name!r}] must be an int, found {_what(size)}")
+        source = sources.get(name, "dims")
+        d = schema.dims.get(name)
+        problem = _pin_problem(schema, name, d, int(size))
+        if problem:
+            where = schema.source or f"<schema {schema.name}>"
+            raise SchemaDefinitionError(where, f"dims.{name}", f"{problem}; the size came from {source}")
+        if isinstance(d, FreeDim):
+            fixed[name] = FixedDim(name, int(size), description=d.description, source=source)
+    _check_derived(schema, fixed)
+    return fixed
+
+
+def _pin_problem(schema: Schema, name: str, d: Dim | None, size: int) -> str | None:
+    if d is None:
+        known = ", ".join(schema.dims) or "none"
+        return f"schema {schema.name!r} declares no dim {name!r} to pin to {size} (its dims: {known})"
+    if isinstance(d, DerivedDim):
+        return f"{name} is derived ({d.expr}), so it cannot be pinned to {size}; pin the dims it is made of"
+    if isinstance(d, FixedDim):
+        return None if d.size == size else f"{name} is fixed at {d.size} by the schema; it cannot be pinned to {size}"
+    if not 0 <= size <= MAX_SIZE:
+        return f"{name} cannot be pinned to {size}: a size is an int in 0..2**63-1"
+    if not d.allows(size):
+        return f"{name} cannot be pinned to {size}: the dim must be {d.describe()}"
+    return None
+
+
+def _check_derived(schema: Schema, fixed: Mapping[str, FixedDim]) -> None:
+    """Every derived dim the pinned sizes determine must come out a size (``a - b`` must not go negative)."""
+    env = {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
+    env.update({n: d.size for n, d in fixed.items()})
+    for _ in range(len(schema.dims)):  # derived dims of derived dims: evaluate until nothing changes
+        grew = False
+        for n, d in schema.dims.items():
+            if isinstance(d, DerivedDim) and n not in env and (v := d.expr.evaluate(env)) is not None:
+                if not 0 <= v <= MAX_SIZE:
+                    used = ", ".join(f"{m}={env[m]}" for m in d.expr.names())
+                    pinned = ", ".join(f"{m} by {p.source}" for m, p in fixed.items())
+                    raise SchemaDefinitionError(
+                        schema.source or f"<schema {schema.name}>",
+                        f"dims.{n}",
+                        f"{n} = {d.expr} would be {v} with {used}, not a size (pinned: {pinned})",
+                    )
+                env[n], grew = v, True
+        if not grew:
+            return
 
 
 #: The attributes a schema is made of; none can be reassigned once set (see `Schema`).
@@ -316,7 +388,7 @@ class Schema:
         lines.append("  dims:")
         for d in self.dims.values():
             kind = type(d).__name__.removesuffix("Dim").lower()
-            lines.append(f"    {d.name}: {kind} {d.describe()}")
+            lines.append(f"    {d.name}: {kind} {d.describe()}{_provenance(d)}")
         lines.append("  fields:")
         for f in self.fields.values():
             opt = "" if f.required else " (optional)"
@@ -324,6 +396,42 @@ class Schema:
         if self.tags:
             lines.append("  tags: " + ", ".join(self.tags))
         return "\n".join(lines)
+
+    def with_dims(self, dims: Mapping[str, int], *, sources: Mapping[str, str] | None = None) -> Schema:
+        """This schema with the free dims of ``dims`` fixed at those sizes (a new schema; this one is unchanged).
+
+        Examples:
+            >>> ts.load_schema("moe_routed").with_dims({"layers": 48}).dims["layers"]
+            FixedDim(name='layers', size=48, description='MoE layers', source='dims')
+
+        Every check of the new schema holds the pinned sizes (a sample routed over 47
+        layers breaks a schema pinned to 48), and padding uses them. A fixed dim
+        may be "pinned" to its own size (nothing changes); a derived dim is not pinned (pin
+        the dims it is made of). Each pinned dim records where its size came from in
+        ``FixedDim.source``: ``sources[name]``, else ``"dims"``.
+
+        Raises:
+            TypeError: ``dims`` is not a mapping of str to int, or ``sources`` not one of str to str.
+            SchemaDefinitionError: a name the schema does not declare, a derived dim, a fixed
+                dim of another size, or a size the dim does not allow (below its ``min``,
+                above its ``max``, not a multiple of ``multiple_of``, or making a derived dim
+                negative), naming the dim and where the size came from.
+        """
+        fixed = _pinned(self, dims, sources)
+        if not fixed:
+            return self
+        return Schema(
+            name=self.name,
+            description=self.description,
+            architectures=self.architectures,
+            lineage=self.lineage,
+            dims={n: fixed.get(n, d) for n, d in self.dims.items()},
+            fields=self.fields,
+            tags=self.tags,
+            padding_sizes={n: v for n, v in self.padding_sizes.items() if n not in fixed},
+            extra=self.extra,
+            source=self.source,
+        )
 
     # The checking and padding logic lives in the layers below (_check, _padding); these
     # methods are the public front door and keep their signatures stable.

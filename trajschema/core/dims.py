@@ -288,18 +288,23 @@ class FixedDim:
     """A dim with one fixed size, e.g. ``rope_rows: 4``.
 
     Raises:
-        TypeError: ``name`` or ``description`` is not a str, or ``size`` not an int.
+        TypeError: ``name``, ``description`` or ``source`` is not a str, or ``size`` not an int.
         ValueError: ``size`` is outside ``0..2**63-1``.
     """
 
     name: str
     size: int
     description: str = ""
+    #: Where a pinned size came from (``"dims"``, ``"config: num_experts"``; see
+    #: ``Schema.with_dims``); ``""`` for a size the schema declares. Not compared: two
+    #: dims of one size check the same samples wherever the size came from.
+    source: str = dataclasses.field(default="", compare=False)
 
     def __post_init__(self) -> None:
         _str_arg("FixedDim", "name", self.name)
         _size_arg("FixedDim", "size", self.size)
         _str_arg("FixedDim", "description", self.description)
+        _str_arg("FixedDim", "source", self.source)
 
     def describe(self) -> str:
         return str(self.size)
@@ -310,8 +315,9 @@ class FreeDim:
     """A dim bound from data, optionally bounded (``min``, ``max``, ``multiple_of``).
 
     Raises:
-        TypeError: ``name`` or ``description`` is not a str, or a bound not an int
-            (``max`` and ``multiple_of`` may be ``None``).
+        TypeError: ``name`` or ``description`` is not a str, a bound not an int
+            (``max`` and ``multiple_of`` may be ``None``), or ``from_config`` not a tuple
+            of ``Expr``.
         ValueError: ``min`` outside ``0..2**63-1``, ``max`` below ``min``, or
             ``multiple_of`` below 1.
     """
@@ -321,6 +327,10 @@ class FreeDim:
     max: int | None = None
     multiple_of: int | None = None
     description: str = ""
+    #: The model-config keys that give the size (``from_config:``), in order of preference:
+    #: each a key (``num_experts``) or an expression over keys
+    #: (``num_hidden_layers - first_k_dense_replace``). ``schema_for_config`` reads them.
+    from_config: tuple[Expr, ...] = ()
 
     def __post_init__(self) -> None:
         _str_arg("FreeDim", "name", self.name)
@@ -328,6 +338,10 @@ class FreeDim:
         _size_arg("FreeDim", "max", self.max, self.min, optional=True)
         _size_arg("FreeDim", "multiple_of", self.multiple_of, 1, optional=True)
         _str_arg("FreeDim", "description", self.description)
+        if not isinstance(self.from_config, tuple) or not all(isinstance(e, Expr) for e in self.from_config):
+            raise TypeError(
+                f"FreeDim: from_config must be a tuple of Expr (parse text with parse_expr), found {self.from_config!r}"
+            )
 
     def describe(self) -> str:
         parts = [f">= {self.min}"] if self.min else []

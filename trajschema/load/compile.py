@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 from collections.abc import Mapping, Sequence
@@ -43,7 +44,15 @@ from trajschema.load.filetext import (
     _show,
     _string_hint,
 )
-from trajschema.load.syntax import _DerivedDimDecl, _DimDecl, _FieldDecl, _FixedDimDecl, _SchemaDecl, _TagDecl
+from trajschema.load.syntax import (
+    _DerivedDimDecl,
+    _DimDecl,
+    _FieldDecl,
+    _FixedDimDecl,
+    _FreeDimDecl,
+    _SchemaDecl,
+    _TagDecl,
+)
 
 # ---------------------------------------------------------------------------
 # Pad fills and dtypes
@@ -236,7 +245,30 @@ def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame) -> d
         if isinstance(d, DerivedDim):
             _check_names(d.expr, dims, decls[d.name][1], f"dims.{d.name}")
     _check_dim_graph(dims, blame)
+    for name, (decl, src) in decls.items():
+        if isinstance(decl, _FreeDimDecl) and "from_config" in decl.model_fields_set:
+            keys = _config_keys(decl.from_config, src, f"dims.{name}.from_config")
+            dims[name] = dataclasses.replace(dims[name], from_config=keys)
     return dims
+
+
+def _config_keys(texts: Sequence[str], source: str, path: str) -> tuple[Expr, ...]:
+    """A free dim's ``from_config:`` alternatives, parsed; their names are config keys, not dims."""
+    if not texts:
+        _raise(source, path, "lists no config key; name one (num_experts) or drop from_config")
+    keys: list[Expr] = []
+    for i, text in enumerate(texts):
+        at = f"{path}[{i}]" if len(texts) > 1 else path
+        if "," in text:
+            items = ", ".join(t.strip() for t in text.split(","))
+            _raise(source, at, f"{text!r} contains a comma; list each config key as its own item: [{items}]")
+        e = _expr(text, source, at)
+        if not e.names():
+            _raise(source, at, f"{text!r} names no config key; a size the config does not give is size: (a fixed dim)")
+        if e in keys:
+            _raise(source, at, f"{str(e)!r} is listed twice")
+        keys.append(e)
+    return tuple(keys)
 
 
 def _expr(text: Any, source: str, path: str) -> Expr:

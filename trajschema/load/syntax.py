@@ -53,6 +53,7 @@ class _FreeDimDecl(_Strict):
     min: _Size = 0
     max: _Size | None = None
     multiple_of: Annotated[pydantic.StrictInt, pydantic.Field(gt=0, le=_MAX_SIZE)] | None = None
+    from_config: _Names = []  # config keys or expressions over them: checked by _compile_dims
     description: pydantic.StrictStr = ""
 
 
@@ -236,6 +237,12 @@ def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
             f"expected a size (4), an expression (prompt + response) or a mapping ({{min: 1}}), found {_show(v)}",
         )
     forms = [f for f, k in (("fixed (size)", "size"), ("derived (expr)", "expr")) if k in v]
+    if forms and "from_config" in v:
+        _raise(
+            source,
+            f"{path}.from_config",
+            f"from_config gives a free dim its size; this dim is {forms[0]} already (drop one of the two)",
+        )
     if any(k in v for k in ("min", "max", "multiple_of")):
         forms.append("free (min, max, multiple_of)")
     if len(forms) > 1:
