@@ -8,7 +8,6 @@ closer look reach :func:`trajschema.check.sample.check_sample`, the one writer o
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from trajschema.core import (
     FixedDim,
     SchemaError,
     Violation,
+    check_int,
     describe_value,
     kind_ok,
     scalar_failures,
@@ -60,8 +60,7 @@ def check_args(plan: Plan, dims: Mapping[str, int] | None, depth: str) -> dict[s
             raise ValueError(
                 f"dims={{{k!r}: ...}}: schema {plan.name!r} has no dim {k!r} (its dims: {', '.join(declared)})"
             )
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= v <= MAX_SIZE:
-            raise ValueError(f"dims[{k!r}] must be an int in 0..2**63-1 (a torch size), found {shown_value(v)}")
+        check_int(f"dims[{k!r}]", v, maximum=MAX_SIZE, meaning="a torch size")
         d = declared[k]
         if isinstance(d, FixedDim) and v != d.size:
             raise ValueError(f"dims[{k!r}]={v}: {k} is fixed at {d.size} by schema {plan.name!r}")

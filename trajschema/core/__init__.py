@@ -10,7 +10,7 @@ from trajschema.core.dims import DerivedDim, Expr, ExprError, FixedDim, FreeDim,
 from trajschema.core.errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
 from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, shown_value
 from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
-from trajschema.core.validation import positive_int
+from trajschema.core.validation import check_int, check_real, is_int, positive_int
 from trajschema.core.values import (
     checks_for,
     counts_exactly_to,
@@ -31,13 +31,9 @@ from trajschema.core.values import (
 from trajschema.core.version import VERSION
 
 __all__ = [
+    "Batch",
     "DEPTHS",
     "DTYPES_BY_NAME",
-    "KINDS",
-    "MAX_SIZE",
-    "PAD_RULES",
-    "VERSION",
-    "Batch",
     "Depth",
     "DerivedDim",
     "Dim",
@@ -46,6 +42,9 @@ __all__ = [
     "Field",
     "FixedDim",
     "FreeDim",
+    "KINDS",
+    "MAX_SIZE",
+    "PAD_RULES",
     "PadRule",
     "Sample",
     "SchemaDefinitionError",
@@ -55,8 +54,11 @@ __all__ = [
     "SchemaNotFoundError",
     "Tag",
     "TagDict",
+    "VERSION",
     "Violation",
     "ViolationCode",
+    "check_int",
+    "check_real",
     "checks_for",
     "counts_exactly_to",
     "describe_value",
@@ -67,6 +69,7 @@ __all__ = [
     "fits_dtype",
     "float_bound",
     "fmt_shape",
+    "is_int",
     "kind_ok",
     "kinds_ok",
     "nonzero_per_position",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,7 +25,7 @@ import torch
 from trajschema._schema import Schema, short_dtype
 from trajschema.check import BatchShapeError, as_mapping, batch_view, check_args, check_batch, is_tensordict
 from trajschema.contract import is_padding
-from trajschema.core import MAX_SIZE, Depth, SchemaError, Violation, describe_value
+from trajschema.core import MAX_SIZE, Depth, SchemaError, Violation, check_int, describe_value
 from trajschema.padding import padding_needed
 from trajschema.tq.calls import (
     MetaView,
@@ -470,10 +469,7 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
 
 def check_eos_token_id(eos_token_id: Any) -> int:
     """``eos_token_id`` as an int, if it is one (not a bool) in int64's range and ``>= 0``; else ``ValueError``."""
-    integral = isinstance(eos_token_id, numbers.Integral) and not isinstance(eos_token_id, bool)
-    if not integral or not 0 <= int(eos_token_id) <= MAX_SIZE:
-        raise ValueError(f"eos_token_id must be an int in 0..2**63-1 (a token id), found {eos_token_id!r}")
-    return int(eos_token_id)
+    return check_int("eos_token_id", eos_token_id, maximum=MAX_SIZE, meaning="a token id")
 
 
 def one_row(batch: Any, key: str) -> dict[str, Any]:

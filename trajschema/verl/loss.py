@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from trajschema.core import describe_value, shown_value
+from trajschema.core import describe_value, positive_int, shown_value
 
 __all__ = ["LOSS_AGG_MODES", "agg_loss_real"]
 
@@ -117,8 +117,7 @@ def agg_loss_real(
         raise ValueError(
             f"loss_mat and loss_mask must be on one device, found {loss_mat.device} and {loss_mask.device}"
         )
-    if not isinstance(dp_size, numbers.Integral) or isinstance(dp_size, bool) or dp_size < 1:
-        raise ValueError(f"dp_size must be a positive int, found {shown_value(dp_size)}")
+    positive_int("dp_size", dp_size)
     for name, v in (
         ("batch_num_tokens", batch_num_tokens),
         ("global_batch_size", global_batch_size),
