@@ -31,9 +31,13 @@ from trajschema.core.values import (
 from trajschema.core.version import VERSION
 
 __all__ = [
-    "Batch",
     "DEPTHS",
     "DTYPES_BY_NAME",
+    "KINDS",
+    "MAX_SIZE",
+    "PAD_RULES",
+    "VERSION",
+    "Batch",
     "Depth",
     "DerivedDim",
     "Dim",
@@ -42,9 +46,6 @@ __all__ = [
     "Field",
     "FixedDim",
     "FreeDim",
-    "KINDS",
-    "MAX_SIZE",
-    "PAD_RULES",
     "PadRule",
     "Sample",
     "SchemaDefinitionError",
@@ -54,7 +55,6 @@ __all__ = [
     "SchemaNotFoundError",
     "Tag",
     "TagDict",
-    "VERSION",
     "Violation",
     "ViolationCode",
     "check_int",
