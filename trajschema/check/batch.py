@@ -1,9 +1,9 @@
 """The entry points of checking: one sample (fast path first) and whole batches.
 
-:func:`validate_sample` first runs the generated straight-line checker, which only says
-"clean" or "look closer"; :func:`check_batch` screens a TensorDict column by column
-(:mod:`._screen`) and a list sample by sample. Either way only the rows that need a
-closer look reach :func:`trajschema.check.sample.check_sample`, the one writer of records.
+`validate_sample` first runs the generated straight-line checker, which only says
+"clean" or "look closer"; `check_batch` screens a TensorDict column by column
+(`_screen`) and a list sample by sample. Either way only the rows that need a
+closer look reach `trajschema.check.sample.check_sample`, the one writer of records.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def one_sample(sample: Any, what: str = "sample") -> Mapping[str, Any]:
 
 
 def batch_of(batch: Any) -> BatchView:
-    """The :class:`BatchView` of ``batch``; a sample that is not a mapping is named by its index.
+    """The `BatchView` of ``batch``; a sample that is not a mapping is named by its index.
 
     Raises:
         TypeError: ``batch`` is neither a sequence of sample mappings nor a TensorDict
@@ -151,7 +151,7 @@ def sample_violations(
 
 
 def validate_sample(plan: Plan, sample: Any, *, tag: Any, dims: Mapping[str, int] | None, depth: str) -> dict[str, int]:
-    """Check one sample; return its dims or raise :class:`SchemaError` with every violation."""
+    """Check one sample; return its dims or raise [`SchemaError`][trajschema.SchemaError] with every violation."""
     dims = check_args(plan, dims, depth)
     mapping = one_sample(sample)
     fast = fast_bindings(plan, mapping, tag, dims, depth)

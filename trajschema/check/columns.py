@@ -6,7 +6,7 @@ anywhere, e.g. ``(4, S)`` position ids), strided nested tensors (TransferQueue's
 fallback), or dense tensors whose first dim is the batch; and non-tensor columns that
 are ``NonTensorStack``, ``NonTensorData`` or plain lists, depending on the tensordict
 version. Everything that reads a batch — checks, the is_padding contract, metrics, the
-writer — goes through :class:`BatchView` and the column functions here, so the private
+writer — goes through `BatchView` and the column functions here, so the private
 nested-tensor attributes (``_ragged_idx``, ``offsets()``) are touched in this module only.
 
 Per-sample sizes and masks are computed on the column's own device; nothing here moves
@@ -88,7 +88,7 @@ def nontensor_values(col: Any, n: int) -> list[Any] | None:
     """A non-tensor column as one Python value per sample; ``None`` for a tensor column.
 
     The values are exactly what ``NonTensorStack.tolist()`` returns, read much faster
-    (see :func:`_stacked_data`).
+    (see `_stacked_data`).
     """
     from tensordict import NonTensorData, NonTensorStack
 
@@ -285,7 +285,7 @@ def nonzero_per_row(col: Any, n: int) -> tuple[torch.Tensor, torch.Tensor] | Non
 class BatchView:
     """A batch of either shape, read the same way: ``n``, column names, per-row values, rows.
 
-    Build one with :func:`batch_view`.
+    Build one with `batch_view`.
     """
 
     def __init__(self, td: Any = None, samples: list[Mapping[str, Any]] | None = None) -> None:
@@ -332,7 +332,7 @@ class BatchView:
         return {k: v[i] for k, v in ((k, self.values_of(k)) for k in self.td.keys())}
 
     def opaque(self) -> frozenset[str]:
-        """Columns whose per-sample shapes cannot be read (see :func:`is_opaque`)."""
+        """Columns whose per-sample shapes cannot be read (see `is_opaque`)."""
         if self.td is None:
             return frozenset()
         return frozenset(k for k in self.td.keys() if is_opaque(self.td.get(k)))

@@ -35,7 +35,7 @@ _SERIAL = itertools.count()
 
 
 def compile_fast_checker(plan: Any) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
-    """Generate the fast checker for a checking plan (see :mod:`._plan`)."""
+    """Generate the fast checker for a checking plan (see `_plan`)."""
     w = _Source(plan)
     for f, axes in plan.tensors:
         w.tensor(f, axes)

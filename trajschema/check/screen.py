@@ -2,8 +2,8 @@
 
 Per-sample shapes are read from offsets and nested sizes (never by unbinding samples),
 and the dims are bound for all samples at once by the same algorithm that binds one
-sample (:func:`trajschema.check.binding.bind`, on tensors of sizes). The result is only the
-list of rows that need a closer look; :mod:`._sample` writes the violation records for
+sample (`trajschema.check.binding.bind`, on tensors of sizes). The result is only the
+list of rows that need a closer look; `_sample` writes the violation records for
 those rows, so the two paths cannot disagree on wording.
 
 Sizes and masks stay on the device of the columns they come from; the one read of

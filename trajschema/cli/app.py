@@ -1,7 +1,7 @@
 """The ``trajschema`` command line: the parser, dispatch to the subcommands, one-line errors and exit codes.
 
-The subcommands live in :mod:`trajschema.cli.schemas` (list, show, export, infer, diff)
-and :mod:`trajschema.cli.data` (check, plan, pad), which never import this module;
+The subcommands live in `trajschema.cli.schemas` (list, show, export, infer, diff)
+and `trajschema.cli.data` (check, plan, pad), which never import this module;
 ``demo`` is registered here and imports its runner only when it runs.
 
 Exit status: 0 success, 1 a negative answer (invalid data, a breaking change, a schema
@@ -278,7 +278,10 @@ def one_line(text: str) -> str:
 
 
 def error_line(exc: BaseException) -> str:
-    """The one line an error is reported as (a :class:`SchemaError` by its count and first violation)."""
+    """The one line an error is reported as.
+
+    A [`SchemaError`][trajschema.SchemaError] is shown by its count and first violation.
+    """
     if isinstance(exc, SchemaError) and not isinstance(exc, SchemaMatchError) and exc.violations:
         n = len(exc.violations)
         where = f" of schema {exc.schema_name!r}" if exc.schema_name else ""

@@ -1,8 +1,8 @@
 """``trajschema demo``: one PPO/GRPO step's data path on an embedded local Ray + TransferQueue.
 
-:func:`run_demo` generates a multi-trajectory rollout (:mod:`trajschema.cli.rollout`),
-starts a local Ray + TransferQueue (:func:`trajschema.start_local_transfer_queue`),
-writes the rollout through a :class:`~trajschema.TransferQueueWriter`, pads it to the
+`run_demo` generates a multi-trajectory rollout (`trajschema.cli.rollout`),
+starts a local Ray + TransferQueue ([`start_local_transfer_queue`][trajschema.start_local_transfer_queue]),
+writes the rollout through a [`TransferQueueWriter`][trajschema.TransferQueueWriter], pads it to the
 multiple the step needs, reads it back, validates every sample (the schema and the
 is_padding contract), computes metrics with and without the padding filter, stops
 everything, and prints a short report. Rich, Ray and TransferQueue are imported only
@@ -57,7 +57,7 @@ _IGNORED_WARNINGS = (("The PyTorch API of nested tensors is in prototype stage",
 
 @dataclasses.dataclass(frozen=True)
 class DemoReport:
-    """What :func:`run_demo` measured. Times are in seconds; ``write_s`` etc. are warm (after a warm-up step).
+    """What `run_demo` measured. Times are in seconds; ``write_s`` etc. are warm (after a warm-up step).
 
     Attributes:
         schema: the schema's name.
@@ -74,7 +74,7 @@ class DemoReport:
         read_s: ``kv_batch_get`` of the padded batch.
         validate_s: checking the batch read back (schema and is_padding contract).
         metrics_unfiltered / metrics_filtered: metric name -> value, without and with
-            :func:`trajschema.exclude_padding`.
+            [`exclude_padding`][trajschema.exclude_padding].
         processes_left: processes the demo started that outlived it (``None``: not checked,
             because psutil is missing or Ray was already running in this process).
         elapsed_s: the whole run.

@@ -1,11 +1,11 @@
 """The demo's data: a synthetic multi-trajectory rollout, and the metrics a trainer logs for it.
 
-:func:`build_rollout` makes what a verl-style rollout writes for one PPO/GRPO step:
+`build_rollout` makes what a verl-style rollout writes for one PPO/GRPO step:
 every prompt gets an uneven number of trajectories (a multi-turn agent ends some early
-and branches others), responses are cut at :data:`MAX_RESPONSE_LEN` tokens the way a
+and branches others), responses are cut at `MAX_RESPONSE_LEN` tokens the way a
 rollout engine truncates them, and each trajectory carries an outcome reward on its
-last token. :func:`rollout_metrics` computes the numbers verl's data metrics log for
-such a batch, from the tensors alone; wrapped in :func:`trajschema.exclude_padding` it
+last token. `rollout_metrics` computes the numbers verl's data metrics log for
+such a batch, from the tensors alone; wrapped in [`exclude_padding`][trajschema.exclude_padding] it
 sees real samples only.
 """
 
@@ -92,7 +92,7 @@ def rollout_metrics(batch: Any, tags: Sequence[Mapping[str, Any] | None]) -> dic
 
     Lengths come from the tensors (``response_mask`` summed, as verl does, and the
     ``prompts`` row length), the score is ``rm_scores`` summed per sample; ``tags`` are
-    not read (they are there for :func:`trajschema.exclude_padding`). A padding sample
+    not read (they are there for [`exclude_padding`][trajschema.exclude_padding]). A padding sample
     counts like any other, which is the point of comparing with the filtered version.
 
     Examples:

@@ -5,10 +5,10 @@ samples and marks each one ``is_padding=True`` in its tag dict (the dict that tr
 beside the sample in TransferQueue). That tag is the *only* way to know a sample is
 padding. Inferring padding from a zero loss mask is a bug: a real sample whose mask is
 all zero (a truncated or filtered response) is still real, and dropping it from metrics
-skews them. So :func:`is_padding` reads the tag and nothing else, and refuses to guess
+skews them. So [`is_padding`][trajschema.is_padding] reads the tag and nothing else, and refuses to guess
 when the tag holds something other than a bool.
 
-:func:`check_padding_contract` then checks that padding is inert: its loss and response
+[`check_padding_contract`][trajschema.check_padding_contract] then checks that padding is inert: its loss and response
 masks are zero, it has a GRPO group (uid) of its own, its length tags match its fields,
 and a sample with a padding uid is tagged as padding.
 """
@@ -41,7 +41,7 @@ __all__ = [
     "real_mask",
 ]
 
-#: What :func:`trajschema.new_padding_uid` makes: ``pad`` + 32 hex digits.
+#: What [`new_padding_uid`][trajschema.new_padding_uid] makes: ``pad`` + 32 hex digits.
 _PADDING_UID = re.compile(r"pad[0-9a-f]{32}")
 
 
@@ -92,7 +92,7 @@ def real_mask(tags: Sequence[Mapping[str, Any] | None]) -> torch.Tensor:
 
     Raises:
         TypeError: ``tags`` is not a sequence, or a tag is malformed (the message names
-            its index), as for :func:`is_padding`.
+            its index), as for [`is_padding`][trajschema.is_padding].
     """
     return torch.tensor([not p for p in _padding_flags(tags)], dtype=torch.bool)
 
@@ -109,7 +109,7 @@ def real_count(tags: Sequence[Mapping[str, Any] | None]) -> int:
         tags: one tag dict (or ``None``) per sample.
 
     Raises:
-        TypeError: as for :func:`real_mask`.
+        TypeError: as for [`real_mask`][trajschema.real_mask].
     """
     return sum(not p for p in _padding_flags(tags))
 
@@ -133,7 +133,7 @@ def padding_contract_violations(
 ) -> list[Violation]:
     """Every way a batch breaks the is_padding contract; never raises for bad data.
 
-    Like :func:`check_padding_contract`, but returns the violations (in sample order)
+    Like [`check_padding_contract`][trajschema.check_padding_contract], but returns the violations (in sample order)
     instead of raising.
 
     Examples:
@@ -145,7 +145,7 @@ def padding_contract_violations(
         >>> ts.padding_contract_violations([real, *pad.samples], [{}, *pad.tags], schema)
         []
 
-    Args: as for :func:`check_padding_contract`.
+    Args: as for [`check_padding_contract`][trajschema.check_padding_contract].
 
     Raises:
         TypeError: ``samples_or_batch`` is neither a list of samples nor a TensorDict
@@ -316,7 +316,7 @@ def check_padding_contract(
     """Check that the padding samples of a batch are inert; report every violation.
 
     A sample is padding exactly when its tag says ``is_padding=True`` (see
-    :func:`is_padding`). The contract:
+    [`is_padding`][trajschema.is_padding]). The contract:
 
     - a padding sample's zero-padded mask fields (``loss_mask`` and ``response_mask`` in
       the packaged schemas: every 0/1 field the schema pads with 0) are all zero
@@ -330,7 +330,7 @@ def check_padding_contract(
     - an ``is_padding`` that is not a bool is reported, never guessed at (code ``tag``).
 
     A real sample is never flagged for its masks: an all-zero loss mask is legitimate.
-    Shapes and dtypes are :meth:`Schema.validate_batch`'s job and are not reported here.
+    Shapes and dtypes are [`Schema.validate_batch`][trajschema.Schema.validate_batch]'s job and are not reported here.
 
     Examples:
         >>> import trajschema as ts

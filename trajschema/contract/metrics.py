@@ -1,8 +1,8 @@
 """Metrics on real samples only: padding rows never dilute a metric.
 
-Padding is known from the ``is_padding`` tag alone (:func:`trajschema.is_padding`), so a
+Padding is known from the ``is_padding`` tag alone ([`is_padding`][trajschema.is_padding]), so a
 real sample whose loss mask is all zero stays in the metrics, and a batch made only of
-padding yields no metrics (with a :class:`PaddingOnlyBatchWarning`) instead of numbers
+padding yields no metrics (with a [`PaddingOnlyBatchWarning`][trajschema.PaddingOnlyBatchWarning]) instead of numbers
 silently computed on synthetic samples.
 """
 
@@ -47,13 +47,13 @@ def select_real(batch: Any, tags: Sequence[Mapping[str, Any] | None]) -> Any:
 
     Returns:
         A list or TensorDict of the real samples, or ``None`` (with a
-        :class:`PaddingOnlyBatchWarning`) when the batch is empty or all padding.
+        [`PaddingOnlyBatchWarning`][trajschema.PaddingOnlyBatchWarning]) when the batch is empty or all padding.
 
     Raises:
         ValueError: ``batch`` and ``tags`` differ in length, or a TensorDict has more
             than one batch dim.
         TypeError: ``batch`` is neither a list nor a TensorDict, or a tag is malformed
-            (see :func:`trajschema.is_padding`).
+            (see [`is_padding`][trajschema.is_padding]).
     """
     return _select(batch, tags, stacklevel=3)[0]
 
@@ -81,7 +81,7 @@ def exclude_padding(fn: _Fn) -> _Fn:
             ``tags`` as its first two positional arguments; at a call, the arguments do
             not fit ``fn``'s signature (checked before the batch is read, so a batch of
             padding only cannot hide the mistake).
-        ValueError / TypeError: from the wrapped call, as for :func:`select_real`.
+        ValueError / TypeError: from the wrapped call, as for [`select_real`][trajschema.select_real].
     """
     signature = _metric_signature(fn)
 

@@ -2,7 +2,7 @@
 
 These are plain frozen values (no behaviour beyond describing themselves), so every
 layer above — the value engine, the dim binding, sample and batch checks, padding and
-the :class:`~trajschema.Schema` front door — can read them without importing each other.
+the [`Schema`][trajschema.Schema] front door — can read them without importing each other.
 """
 
 from __future__ import annotations

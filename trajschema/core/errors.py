@@ -150,10 +150,12 @@ class SchemaError(ValueError):
 
 
 class SchemaMatchError(SchemaError, SchemaNotFoundError):
-    """No schema, or more than one equally good schema, fits a sample (:func:`trajschema.schema_for_sample`).
+    """No schema, or more than one equally good schema, fits a sample.
 
-    Both a :class:`SchemaError` (the data does not pick out one schema) and a
-    :class:`SchemaNotFoundError` (the lookup failed).
+    Raised by [`schema_for_sample`][trajschema.schema_for_sample].
+
+    Both a [`SchemaError`][trajschema.SchemaError] (the data does not pick out one schema) and a
+    [`SchemaNotFoundError`][trajschema.SchemaNotFoundError] (the lookup failed).
 
     Attributes:
         violations: when none fits, every violation of the closest candidate (the one

@@ -71,7 +71,7 @@ def describe_value(v: Any) -> str:
 
 
 def shown_value(v: Any) -> str:
-    """``repr(v)`` for an argument named in an error message when it is short; else :func:`describe_value`.
+    """``repr(v)`` for an argument named in an error message when it is short; else `describe_value`.
 
     A long repr (a list of a million ints) would bury the message, and a hostile
     ``__repr__`` that raises would replace it.

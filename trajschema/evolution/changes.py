@@ -1,9 +1,9 @@
 """Schema compatibility: what changed between two schemas, and whether the change breaks samples.
 
 ``old.compatibility(new, mode)`` lists every difference that matters to validation, each
-as a :class:`Change` saying whether samples (with their tag dicts) that one schema
+as a [`Change`][trajschema.Change] saying whether samples (with their tag dicts) that one schema
 accepts can fail under the other. The rules are set comparisons, made exactly by
-:mod:`trajschema.evolution.rules`; see ``docs/compatibility.md`` for the rule table.
+`trajschema.evolution.rules`; see ``docs/compatibility.md`` for the rule table.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHANGE_KINDS", "COMPAT_MODES", "Change", "compatibility"]
 
-#: What a :class:`Change` can be about.
+#: What a [`Change`][trajschema.Change] can be about.
 CHANGE_KINDS = (
     "field_added",
     "field_removed",
@@ -69,7 +69,7 @@ class Change:
     Attributes:
         path: where, as a key path of the schema file: ``fields.loss_mask.dtype``,
             ``dims.rope_rows``, ``tags.is_padding``, ``extra``, ``padding.prompt``.
-        kind: one of :data:`CHANGE_KINDS`.
+        kind: one of `CHANGE_KINDS`.
         breaking: whether it breaks the mode asked for (``full``: either direction).
         message: one line: old -> new, and why it breaks or not.
         backward_breaking: a sample valid under the old schema can fail under the new one
@@ -97,7 +97,7 @@ class _Diff:
     """A change being worked out: ``why_b`` / ``why_f`` say how it breaks backward / forward (``None``: it does not).
 
     ``bind_b`` / ``bind_f`` mark changes to what fields observe, whose effect on dim
-    binding :func:`~trajschema.evolution.rules.binding_risk` decides for the whole schema.
+    binding `binding_risk` decides for the whole schema.
     """
 
     path: str
@@ -131,11 +131,13 @@ class _Diff:
 
 
 def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Change]:
-    """Every difference between ``old`` and ``new`` that matters to validation, as :class:`Change` records.
+    """Every difference between ``old`` and ``new`` that matters to validation.
+
+    Each is a [`Change`][trajschema.Change] record.
 
     ``backward``: every (sample, tag dict) valid under ``old`` stays valid under ``new``;
     ``forward``: every one valid under ``new`` is valid under ``old``; ``full``: both.
-    Validity is :meth:`~trajschema.Schema.violations` at ``depth="values"`` (the
+    Validity is [`violations`][trajschema.Schema.violations] at ``depth="values"`` (the
     strictest), without ``dims=``. A change is breaking when a sample valid under one
     side can fail under the other, or when compatibility cannot be proved (the message
     says "cannot prove"). Each change also says both directions (``backward_breaking``,
@@ -153,8 +155,8 @@ def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Chan
         ['BREAKING dim_bounds_changed dims.rope_rows: rope_rows: 4 -> 3; samples valid under one ...']
 
     Raises:
-        ValueError: ``mode`` is not one of :data:`COMPAT_MODES`.
-        TypeError: ``old`` or ``new`` is not a :class:`~trajschema.Schema`.
+        ValueError: ``mode`` is not one of `COMPAT_MODES`.
+        TypeError: ``old`` or ``new`` is not a [`Schema`][trajschema.Schema].
     """
     if not isinstance(mode, str) or mode not in COMPAT_MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, COMPAT_MODES))}, found {shown_value(mode)}")

@@ -15,14 +15,14 @@ declared axis:
   ``seq == prompt + response`` and the bounds of free dims (``min``, ``max``,
   ``multiple_of``) are therefore *not* checked by the annotations (nor by the
   hand-written jaxtyping baseline in ``benchmarks/bench_core.py``, which asserts them in
-  its body): check them with :meth:`~trajschema.Schema.validate`;
+  its body): check them with [`validate`][trajschema.Schema.validate];
 * an inline shape expression (``shape: [prompt + response]``), which has no name,
   becomes jaxtyping's symbolic axis (``"prompt+response"``, written without spaces as
   jaxtyping splits axes on whitespace; a derived dim inside it is expanded to its
   expression when it is not itself a named axis) when every name in it is bound by a
   named axis of a *required* tensor field declared *before* it (or an earlier axis of the
   same field). Annotating a function's parameters in the schema's field order, as
-  :func:`all_annotations` lists them, then checks the expression; a function that leaves
+  `all_annotations` lists them, then checks the expression; a function that leaves
   out the fields binding those names gets jaxtyping's ``AnnotationError``. An expression
   whose names no earlier field binds becomes the anonymous axis ``"_"``: any size passes;
 * jaxtyping reads a leading ``_`` as "anonymous" and cannot evaluate a keyword, so a dim

@@ -1,10 +1,10 @@
 """A schema as a JSON Schema (2020-12) document, and the JSON rendering of a sample it describes.
 
-JSON has no tensors, so the document describes the rendering :func:`sample_to_json`
+JSON has no tensors, so the document describes the rendering `sample_to_json`
 makes: every tensor becomes ``{"shape": [4, 9], "dtype": "int64"}`` (with
 ``values=True`` also ``"values"``, its elements as nested lists), every other value
 stays itself. Non-finite floats, which JSON cannot write, become the strings ``"NaN"``,
-``"Infinity"`` and ``"-Infinity"``. The document (:func:`json_schema`):
+``"Infinity"`` and ``"-Infinity"``. The document (`json_schema`):
 
 * top level: an object with one entry in ``properties`` per field, the required fields
   in ``required``, and ``additionalProperties`` ``true`` for ``extra: allow``,
@@ -28,7 +28,7 @@ stays itself. Non-finite floats, which JSON cannot write, become the strings ``"
   (a dense column's row); ``str`` -> ``string``, ``mapping`` -> ``object``, ``any`` ->
   anything (with ``values``: a number or boolean in ``values``, a 0-d tensor holding
   one, or a tensor of rank >= 1, whose elements trajschema does not read for ``any``);
-* ``$defs/dims``: an object schema for the dims dict :meth:`~trajschema.Schema.validate`
+* ``$defs/dims``: an object schema for the dims dict [`validate`][trajschema.Schema.validate]
   returns: a fixed dim is ``const``, a free one an integer with ``minimum``,
   ``maximum``, ``multipleOf`` (and ``x-trajschema-padding``, its padding size), a derived
   one an integer ``>= 0`` with ``x-trajschema-expr``; every dim says its kind in
@@ -37,7 +37,7 @@ stays itself. Non-finite floats, which JSON cannot write, become the strings ``"
   ``default``, ``x-trajschema-equals`` for a tag tied to a dim expression; undeclared
   tags are allowed).
 
-What JSON Schema cannot say, and so is left to :meth:`~trajschema.Schema.validate`: that
+What JSON Schema cannot say, and so is left to [`validate`][trajschema.Schema.validate]: that
 axes naming one dim agree (within a field or across fields), a derived dim's or an inline
 expression's relation to the other dims (``seq == prompt + response``), a tag's
 ``equals``, and the difference between ``1`` and ``1.0`` (an ``int`` field holding the
@@ -69,7 +69,7 @@ _NULL = {"type": "null"}
 
 
 def json_schema(schema: Any) -> dict[str, Any]:
-    """A JSON Schema (2020-12) document for the :func:`sample_to_json` rendering of one sample.
+    """A JSON Schema (2020-12) document for the `sample_to_json` rendering of one sample.
 
     Examples:
         >>> doc = ts.load_schema("vlm_mrope").to_json_schema()
@@ -308,7 +308,7 @@ def _tags(schema: Any) -> dict[str, Any]:
 
 
 def sample_to_json(sample: Any, *, values: bool = False) -> dict[str, Any]:
-    """``sample`` (or a tag dict) as the JSON value :func:`json_schema` documents describe.
+    """``sample`` (or a tag dict) as the JSON value `json_schema` documents describe.
 
     Every tensor becomes ``{"shape": [...], "dtype": "..."}`` (plus ``"values"``, its
     elements as nested lists, when ``values`` is true and the tensor is not a ``meta``

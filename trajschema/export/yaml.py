@@ -1,12 +1,12 @@
 """Writing a schema back out as a YAML document that the loader accepts and compiles to an equal schema.
 
-Duck-typed over the schema (this module sits below :mod:`trajschema._schema`, which
+Duck-typed over the schema (this module sits below `trajschema._schema`, which
 delegates ``Schema.to_yaml`` here): it reads ``name``, ``description``, ``architectures``,
 ``lineage``, ``dims``, ``fields``, ``tags``, ``padding_sizes`` and ``extra``. A schema
 with ancestors is written with ``extends:`` (its resolution order, which C3 reproduces)
 and every entry restated, so it reloads with the same lineage and the same declarations.
 
-A drafted schema (from :func:`trajschema.infer_schema`) carries the declarations it was
+A drafted schema (from [`infer_schema`][trajschema.infer_schema]) carries the declarations it was
 compiled from as ``_draft`` and the guesses behind them as ``_comments`` (``"fields.uid"``
 -> text); both are plain data outside ``Schema.__eq__``/``__hash__``, and the comments are
 written as YAML comments on their entries.
@@ -168,7 +168,7 @@ def render(doc: Mapping[str, Any], comments: Mapping[str, str] | None = None) ->
 
 
 def schema_to_yaml(schema: Any) -> str:
-    """``schema`` as a YAML document that :func:`trajschema.load_schema` compiles to an equal schema.
+    """``schema`` as a YAML document that [`load_schema`][trajschema.load_schema] compiles to an equal schema.
 
     A drafted schema writes the declarations it was compiled from (for a draft with
     ``base=``, only what differs from the base) and its guesses as comments; any other

@@ -4,7 +4,7 @@ The draft is conservative: every check it writes holds on the samples it came fr
 field whose name a known schema also uses (``base=``, then the packaged families) takes
 that schema's dim names, pad rule, dtypes and value checks wherever the samples agree
 with them; everything else is inferred and its guesses are kept as YAML comments, which
-:meth:`Schema.to_yaml` writes beside the entries (``schema._comments``).
+[`Schema.to_yaml`][trajschema.Schema.to_yaml] writes beside the entries (``schema._comments``).
 """
 
 from __future__ import annotations
@@ -484,7 +484,7 @@ def infer_schema(samples_or_batch: Any, *, name: str, base: Schema | str | None 
     that hold on every sample; axes of one constant size (a literal when one field has
     it, a named dim when several do); pad rules, dtypes and value checks by role (from
     ``base`` and the packaged schemas, else guessed from the name and the values) and
-    the standard tags. Guesses are kept as comments, which :meth:`Schema.to_yaml`
+    the standard tags. Guesses are kept as comments, which [`Schema.to_yaml`][trajschema.Schema.to_yaml]
     writes. With ``base``, the draft extends it and holds only what differs.
 
     Examples:

@@ -48,7 +48,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
       raise ``ValueError`` from inside the constructor).
 
     ``paths`` maps ``id(node)`` to the node's key path, for the messages; the caller
-    fills it (:func:`_node_paths`) between composing and constructing.
+    fills it (`_node_paths`) between composing and constructing.
     """
 
     def __init__(self, stream: str) -> None:
@@ -271,7 +271,7 @@ def _check_tree(data: Any, source: str) -> None:
     that contains itself (``a: &x [*x]``) or that is exponentially large once walked
     ("billion laughs"); validating either would recurse forever or run out of memory.
     This walk is iterative and stops at ``_MAX_NODES`` values. It also refuses non-string
-    keys, for mappings that did not come from YAML (:func:`schema_from_dict`).
+    keys, for mappings that did not come from YAML ([`schema_from_dict`][trajschema.schema_from_dict]).
     """
     stack: list[tuple[Any, str, tuple[int, ...]]] = [(data, "", ())]
     count = 0

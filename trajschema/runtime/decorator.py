@@ -6,8 +6,8 @@ mode has passed) or ``"never"``.
 It is read at call time, from (first match wins):
 
 1. the innermost ``with checks(mode):`` block of the current context (a
-   :class:`contextvars.ContextVar`, so it is thread- and asyncio-task-local);
-2. the process-wide default set by :func:`set_check_mode`;
+   `contextvars.ContextVar`, so it is thread- and asyncio-task-local);
+2. the process-wide default set by [`set_check_mode`][trajschema.set_check_mode];
 3. the environment variable ``TRAJSCHEMA_CHECKS`` (case and surrounding blanks ignored;
    unset or empty means ``"always"``), read once when this module is imported (by
    ``import trajschema``) and again by ``set_check_mode(None)``; never per call, which
@@ -28,7 +28,7 @@ functions whose code spells a parameter name in a form Python's parser would rew
 
 A bad ``TRAJSCHEMA_CHECKS`` value does not break ``import trajschema``: it is a
 ``ValueError`` (naming the variable, the value and the valid modes) at the first call of
-a decorated function that falls back to it, and from :func:`check_mode`.
+a decorated function that falls back to it, and from [`check_mode`][trajschema.check_mode].
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def check_mode() -> CheckMode:
         'never'
 
     Raises:
-        ValueError: no block or :func:`set_check_mode` overrides a malformed ``TRAJSCHEMA_CHECKS``.
+        ValueError: no block or [`set_check_mode`][trajschema.set_check_mode] overrides a
+            malformed ``TRAJSCHEMA_CHECKS``.
     """
     mode = _CONTEXT_MODE.get() or _DEFAULT.mode
     if mode == _BAD_ENV:
@@ -139,7 +140,7 @@ def set_check_mode(mode: CheckMode | None) -> None:
 class checks:  # lower case: used like a function, ``with ts.checks("never"):``
     """A context manager setting the check mode for the code it runs, in this context only.
 
-    Backed by a :class:`contextvars.ContextVar`: other threads and other asyncio tasks
+    Backed by a `contextvars.ContextVar`: other threads and other asyncio tasks
     keep their own mode, nested blocks restore the outer mode on exit, and a task created
     inside the block (``asyncio.create_task`` copies the context) keeps the block's mode.
     A thread started inside the block does not inherit it (before Python 3.14).
@@ -291,9 +292,9 @@ def checked(
 
     The argument named ``arg`` is a sample (a mapping, e.g. a dict or a TensorDict row),
     checked with ``schema.validate``, or a batch (a list of samples or a TensorDict),
-    checked with ``schema.validate_batch``. A failed check raises :class:`trajschema.SchemaError`
+    checked with ``schema.validate_batch``. A failed check raises [`SchemaError`][trajschema.SchemaError]
     with every violation, and the body does not run. How often it checks is the check
-    mode at call time (see :func:`checks`, :func:`set_check_mode`): ``"always"``,
+    mode at call time (see [`checks`][trajschema.checks], [`set_check_mode`][trajschema.set_check_mode]): ``"always"``,
     ``"once"`` or ``"never"``. In ``"once"`` mode each decorated function checks until
     one check made in ``"once"`` mode has passed, and never again: a failed check raises
     and the next call checks again; concurrent first calls wait for each other, so
@@ -322,7 +323,7 @@ def checked(
         3
 
     Args:
-        schema: a :class:`Schema`, or a schema name or path, loaded once, at decoration
+        schema: a [`Schema`][trajschema.Schema], or a schema name or path, loaded once, at decoration
             (so a wrong name fails at import, whatever the mode).
         arg: the parameter holding the sample or batch.
         depth: ``"shapes"`` (the default: reads no tensor values) or ``"values"``.

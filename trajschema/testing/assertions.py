@@ -4,7 +4,7 @@ Both helpers raise ``AssertionError`` with a readable report when the property d
 hold, and ``TypeError``/``ValueError`` for bad arguments (so a broken test is never
 mistaken for a failing one). Their frames are hidden from pytest tracebacks
 (``__tracebackhide__``); the ``trajschema`` pytest plugin registers this module for
-assertion rewriting. Import them from :mod:`trajschema.testing`.
+assertion rewriting. Import them from `trajschema.testing`.
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def _check_tags(tags: Any, n: int) -> list[Any] | None:
 def assert_valid(samples_or_batch: Any, schema: Schema | str, *, tags: Any = None, depth: str = "values") -> None:
     """Fail, with a report of every violation, unless a sample or a batch follows ``schema``.
 
-    A single sample (a mapping) is checked like :meth:`Schema.violations`, with ``tags``
+    A single sample (a mapping) is checked like [`Schema.violations`][trajschema.Schema.violations], with ``tags``
     its tag dict; a batch (a list of samples, or a TensorDict as TransferQueue returns
-    it) like :meth:`Schema.batch_violations`, with ``tags`` one tag dict per sample.
+    it) like [`Schema.batch_violations`][trajschema.Schema.batch_violations], with ``tags`` one tag dict per sample.
 
     Examples:
         >>> from trajschema.testing import assert_valid, verl_sample
@@ -106,12 +106,12 @@ def assert_valid(samples_or_batch: Any, schema: Schema | str, *, tags: Any = Non
 
     Args:
         samples_or_batch: one sample, a list of samples, or a batch TensorDict.
-        schema: the schema, or its name (as for :func:`trajschema.load_schema`).
+        schema: the schema, or its name (as for [`load_schema`][trajschema.load_schema]).
         tags: a single sample's tag dict, or a batch's list of tag dicts (one per sample).
-        depth: ``"shapes"`` or ``"values"``, as for :meth:`Schema.violations`.
+        depth: ``"shapes"`` or ``"values"``, as for [`Schema.violations`][trajschema.Schema.violations].
 
     Raises:
-        AssertionError: the data breaks the schema. The message is :class:`SchemaError`'s
+        AssertionError: the data breaks the schema. The message is [`SchemaError`][trajschema.SchemaError]'s
             report (every violation; past its first 40 rows one a line) and the error's
             ``.violations`` holds them all.
         TypeError: ``schema`` is neither a Schema nor a name; the data is neither a
@@ -191,7 +191,7 @@ def assert_padding_invariant(
     (``count = padding_needed(len(batch), multiple)``; their tags, with
     ``is_padding=True``, are appended to ``tags``). A list of samples is padded to a list
     of dicts; a TensorDict to the TensorDict TransferQueue returns for the real and the
-    padding samples together (:func:`tq_layout` of all rows). Then ``fn`` runs on the
+    padding samples together (`tq_layout` of all rows). Then ``fn`` runs on the
     unpadded and on the padded batch, and the results are compared:
 
     * ``fn`` returns a tensor, a Python number, or a (nested) dict of those; the two

@@ -1,27 +1,13 @@
 """Build, without Ray or TransferQueue, the TensorDicts TransferQueue 0.1.11 reads and writes.
 
-TransferQueue's ``SimpleStorage`` backend keeps every field of every sample as its own
-value. ``kv_batch_get`` gathers the requested samples' values per field and packs
-each column from those values alone, whatever layout the writer used:
+TransferQueue packs each column of a ``kv_batch_get`` from the per-sample values alone,
+whatever layout the writer used: 0-dim tensors stack densely, other tensors come back as
+jagged nested tensors (strided nested, or a ``NonTensorStack``, when that fails), Python
+values as a ``NonTensorStack``, and a field some samples lack is dropped. The exact rules
+are in ``docs/transferqueue-notes.md`` ("What kv_batch_get returns").
 
-* every value a 0-dim tensor  -> dense ``torch.stack`` of them, shape ``(B,)``
-  (mixed dtypes are type-promoted);
-* every value a tensor        -> jagged nested tensor built by
-  ``torch.nested.as_nested_tensor(values, layout=torch.jagged)``; its ragged dim is
-  the single per-sample dim whose size varies (so ``(4, S)`` mrope position ids of
-  varying ``S`` come back with ``_ragged_idx == 2``) and dim 1 when no dim varies
-  (so equal-length ``(4, S)`` rows come back as ``(B, j, S)`` with the *4* as the
-  "ragged" dim, and even dense ``(B, L)`` columns come back jagged);
-* if that fails (more than one dim varies, or dtypes differ) -> strided nested
-  tensor, which silently casts every sample to the first sample's dtype;
-* if that fails too (ranks differ) -> ``NonTensorStack`` of the tensors;
-* anything else (str, int, dict, None, a mix of tensors and None, ...) ->
-  ``NonTensorStack(*values)``.
-
-A field that some of the requested samples never had is dropped from the result.
-
-:func:`tq_layout` reproduces exactly that, so tests and benchmarks can validate the
-batches a trainer will see without starting Ray. :func:`to_tq_fields` packs samples
+`tq_layout` reproduces exactly that, so tests and benchmarks can validate the
+batches a trainer will see without starting Ray. `to_tq_fields` packs samples
 the same way for writing (``kv_batch_put`` stores the per-sample values unchanged, so
 reading them back gives the same TensorDict), but refuses inputs TransferQueue would
 silently change on the way back: a field missing from some samples, mixed dtypes, or
@@ -91,10 +77,10 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
 def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
     """Build the ``fields`` TensorDict to pass to ``transfer_queue.kv_batch_put``.
 
-    The columns are packed as :func:`tq_layout` packs them (jagged nested tensors,
+    The columns are packed as `tq_layout` packs them (jagged nested tensors,
     a strided nested fallback, dense for 0-dim tensors, ``NonTensorStack`` for
     Python values), so a later ``kv_batch_get`` of these keys returns a TensorDict
-    equal to this one. Unlike :func:`tq_layout` it refuses samples whose data
+    equal to this one. Unlike `tq_layout` it refuses samples whose data
     TransferQueue would return changed or incomplete.
 
     Examples:

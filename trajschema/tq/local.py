@@ -6,7 +6,7 @@ not fail: it waits forever for a storage unit Ray can never schedule (a bare
 ``tq.init()`` on a 2-core machine asks for 1 + 2 CPUs and hangs). This module checks
 the CPU budget before starting anything and bounds start-up with a timeout.
 
-Ray and TransferQueue are imported only when :func:`start_local_transfer_queue` runs.
+Ray and TransferQueue are imported only when [`start_local_transfer_queue`][trajschema.start_local_transfer_queue] runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An in-memory stand-in for TransferQueue 0.1.11's KV API, for tests that should not start Ray.
 
-:class:`MemoryTransferQueue` has the functions of the ``transfer_queue`` module's KV
+[`MemoryTransferQueue`][trajschema.testing.MemoryTransferQueue] has the functions of the ``transfer_queue`` module's KV
 interface (``kv_batch_put``, ``kv_batch_get``, ``kv_batch_get_by_meta``, ``kv_list``,
 ``kv_clear`` and their ``async_`` versions, plus ``KVBatchMeta``) with the same
 signatures, and reproduces what a real TransferQueue with the ``SimpleStorage`` backend
@@ -216,7 +216,7 @@ class MemoryTransferQueue:
     directly in place of the ``transfer_queue`` module. Behaviour held to the real one
     by ``tests/integration/test_tq_contract.py``:
 
-    * reads are laid out by :func:`trajschema.tq.layout.tq_layout`: jagged nested
+    * reads are laid out by `trajschema.tq.layout.tq_layout`: jagged nested
       tensors even for equal shapes, the strided nested fallback (cast to the first
       sample's dtype) when two dims vary or dtypes differ, dense ``(B,)`` columns for
       0-dim values, ``NonTensorStack`` for everything else; fields ordered by name,
@@ -417,7 +417,7 @@ class MemoryTransferQueue:
 
         Raises:
             ValueError: ``meta.partition_id`` is ``None``, ``select_fields`` names a field
-                not in ``meta.fields``, or as for :meth:`kv_batch_get`.
+                not in ``meta.fields``, or as for [`kv_batch_get`][trajschema.testing.MemoryTransferQueue.kv_batch_get].
         """
         if meta.partition_id is None:
             raise ValueError("kv_batch_get_by_meta: meta.partition_id is None; it must name the partition")
@@ -475,23 +475,23 @@ class MemoryTransferQueue:
         tags: list[dict[str, Any]] | None = None,
         data_parser: Callable[[Any], Any] | None = None,
     ) -> Any:
-        """:meth:`kv_batch_put` as a coroutine."""
+        """[`kv_batch_put`][trajschema.testing.MemoryTransferQueue.kv_batch_put] as a coroutine."""
         return self.kv_batch_put(keys, partition_id, fields=fields, tags=tags, data_parser=data_parser)
 
     async def async_kv_batch_get(
         self, keys: list[str] | str, partition_id: str, select_fields: list[str] | str | None = None
     ) -> Any:
-        """:meth:`kv_batch_get` as a coroutine."""
+        """[`kv_batch_get`][trajschema.testing.MemoryTransferQueue.kv_batch_get] as a coroutine."""
         return self.kv_batch_get(keys, partition_id, select_fields=select_fields)
 
     async def async_kv_batch_get_by_meta(self, meta: Any, select_fields: list[str] | str | None = None) -> Any:
-        """:meth:`kv_batch_get_by_meta` as a coroutine."""
+        """[`kv_batch_get_by_meta`][trajschema.testing.MemoryTransferQueue.kv_batch_get_by_meta] as a coroutine."""
         return self.kv_batch_get_by_meta(meta, select_fields=select_fields)
 
     async def async_kv_list(self, partition_id: str | None = None) -> dict[str, dict[str, Any]]:
-        """:meth:`kv_list` as a coroutine."""
+        """[`kv_list`][trajschema.testing.MemoryTransferQueue.kv_list] as a coroutine."""
         return self.kv_list(partition_id)
 
     async def async_kv_clear(self, keys: list[str] | str, partition_id: str) -> None:
-        """:meth:`kv_clear` as a coroutine."""
+        """[`kv_clear`][trajschema.testing.MemoryTransferQueue.kv_clear] as a coroutine."""
         self.kv_clear(keys, partition_id)

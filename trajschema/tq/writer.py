@@ -1,12 +1,11 @@
 """The TransferQueue writer: validate a whole batch, then write it with one put, or not at all.
 
-TransferQueue 0.1.11 accepts almost anything and changes it silently: a duplicate key
-in one put is written *then* rejected, an existing key is overwritten, a field some
-samples lack is dropped from reads, mixed dtypes are cast on read (see
-``docs/transferqueue-notes.md``). :class:`TransferQueueWriter` checks everything it
+TransferQueue 0.1.11 accepts almost anything and changes some of it silently (see
+``docs/transferqueue-notes.md``). [`TransferQueueWriter`][trajschema.TransferQueueWriter] checks everything it
 can before the single ``kv_batch_put`` of a call, so a put either lands whole and
-valid or writes nothing; and :meth:`TransferQueueWriter.pad_to_multiple` grows a
-written batch to the size a PPO/GRPO step needs with padding derived from the schema.
+valid or writes nothing; and
+[`TransferQueueWriter.pad_to_multiple`][trajschema.TransferQueueWriter.pad_to_multiple]
+grows a written batch to the size a PPO/GRPO step needs with padding derived from the schema.
 
 Ray and TransferQueue are imported only when a writer without a ``client`` first
 talks to TransferQueue.
@@ -61,7 +60,7 @@ class TransferQueueWriter:
     """Write schema-checked samples to one TransferQueue partition, all or nothing.
 
     Every call validates the whole batch (fields, dims, values and tags) before it
-    writes, reports every problem in one :class:`~trajschema.SchemaError`, and then
+    writes, reports every problem in one [`SchemaError`][trajschema.SchemaError], and then
     writes with exactly one ``kv_batch_put``. It fills the tags a trainer relies on
     (``is_padding=False`` and the length tags such as ``prompt_len``/``seq_len``) and
     refuses what TransferQueue would accept but silently change: duplicate keys,
@@ -95,8 +94,8 @@ class TransferQueueWriter:
             ``kv_batch_get``, ``kv_list`` and their ``async_`` versions. Defaults to the
             ``transfer_queue`` module (imported on first use; already initialized with
             ``transfer_queue.init()``).
-        depth: ``"values"`` (default) or ``"shapes"``, as for :meth:`Schema.validate`.
-        timeout_s: how long one TransferQueue call may take before :class:`TimeoutError`
+        depth: ``"values"`` (default) or ``"shapes"``, as for [`Schema.validate`][trajschema.Schema.validate].
+        timeout_s: how long one TransferQueue call may take before `TimeoutError`
             (``None``: wait forever). TransferQueue's own calls have no timeout, so the
             sync methods run each call in a daemon thread and stop waiting after
             ``timeout_s``; the async methods use `asyncio.wait_for`. A put that fails or
@@ -104,7 +103,7 @@ class TransferQueueWriter:
             be retried.
 
     Raises:
-        TypeError: ``schema`` is not a :class:`Schema`.
+        TypeError: ``schema`` is not a [`Schema`][trajschema.Schema].
         ValueError: ``partition_id`` is empty, ``eos_token_id`` is not an int >= 0,
             ``timeout_s`` is not positive, or ``dims``/``depth`` are invalid.
     """
@@ -184,7 +183,7 @@ class TransferQueueWriter:
 
         Raises:
             SchemaError: with every violation: of the schema (codes as in
-                :class:`Violation`), ``key`` (a key that is not a str, repeats within
+                [`Violation`][trajschema.Violation]), ``key`` (a key that is not a str, repeats within
                 the call, or is already in the partition), ``dtype`` (a field's dtype
                 differs within the batch or from this writer's earlier puts),
                 ``missing`` (a field some samples of the batch lack), ``batch`` (a
@@ -221,10 +220,10 @@ class TransferQueueWriter:
             0
 
         Args:
-            meta: the ``KVBatchMeta`` of the batch (e.g. from :meth:`put`); its
+            meta: the ``KVBatchMeta`` of the batch (e.g. from [`put`][trajschema.TransferQueueWriter.put]); its
                 ``partition_id`` must be this writer's (or ``None``).
             multiple: the size the batch must be a multiple of (see
-                :func:`trajschema.required_multiple`).
+                [`required_multiple`][trajschema.required_multiple]).
             reference: ``(key, sample)`` of a real sample of the batch the caller has
                 already read (as ``kv_batch_get`` returned it), to shape the padding on
                 instead of reading one.
@@ -263,7 +262,9 @@ class TransferQueueWriter:
     async def async_put(
         self, keys: Sequence[str], samples: Any, tags: Sequence[Mapping[str, Any]] | None = None
     ) -> Any:
-        """:meth:`put` with TransferQueue's ``async_kv_*`` calls, each bounded by ``timeout_s``.
+        """[`put`][trajschema.TransferQueueWriter.put] with the ``async_kv_*`` calls.
+
+        Each call is bounded by ``timeout_s``.
 
         Validation and packing run on the event loop's thread: CPU work of roughly
         0.1-0.5 ms per sample (more for long MoE samples, whose routing tensors are copied).
@@ -277,8 +278,8 @@ class TransferQueueWriter:
             The ``KVBatchMeta`` returned by ``async_kv_batch_put``.
 
         Raises:
-            SchemaError: as for :meth:`put`.
-            ValueError: as for :meth:`put`.
+            SchemaError: as for [`put`][trajschema.TransferQueueWriter.put].
+            ValueError: as for [`put`][trajschema.TransferQueueWriter.put].
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
         rows, keys, tags = self._normalize(keys, samples, tags)
@@ -291,7 +292,9 @@ class TransferQueueWriter:
         return meta
 
     async def async_pad_to_multiple(self, meta: Any, multiple: int) -> Any:
-        """:meth:`pad_to_multiple` with TransferQueue's ``async_kv_*`` calls, each bounded by ``timeout_s``.
+        """[`pad_to_multiple`][trajschema.TransferQueueWriter.pad_to_multiple] with the ``async_kv_*`` calls.
+
+        Each call is bounded by ``timeout_s``.
 
         Args:
             meta: the ``KVBatchMeta`` of the batch.
@@ -301,8 +304,8 @@ class TransferQueueWriter:
             ``meta`` itself, or a new ``KVBatchMeta`` with the padding appended.
 
         Raises:
-            ValueError: as for :meth:`pad_to_multiple`.
-            SchemaError: as for :meth:`pad_to_multiple`.
+            ValueError: as for [`pad_to_multiple`][trajschema.TransferQueueWriter.pad_to_multiple].
+            SchemaError: as for [`pad_to_multiple`][trajschema.TransferQueueWriter.pad_to_multiple].
             TimeoutError: a TransferQueue call took longer than ``timeout_s``.
         """
         view, count, ref_key, ref = self._padding_plan(meta, multiple)

@@ -1,6 +1,6 @@
 """trajschema for verl 0.9.1's TransferQueue trainer: a drop-in padding, the batch multiple, and ``install()``.
 
-Importable without verl: verl is imported only by :func:`install`. The two-line switch::
+Importable without verl: verl is imported only by [`install`][trajschema.verl.install]. The two-line switch::
 
     import trajschema.verl
     trajschema.verl.install()   # in the driver, before trainer.fit()

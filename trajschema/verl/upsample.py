@@ -31,7 +31,7 @@ def upsample_batch_to_divisible_size(
     positional signature and all, with the padding derived from a schema: every field
     the real samples store, padded by its schema rule, validated, tagged
     ``is_padding=True`` and written with one ``kv_batch_put`` through
-    :class:`~trajschema.TransferQueueWriter`. It reads exactly one sample: the first
+    [`TransferQueueWriter`][trajschema.TransferQueueWriter]. It reads exactly one sample: the first
     *real* one of the batch (verl reads the first, padding or not). The padding tags
     carry that sample's other tags (``status``, ``global_steps``,
     ``min_global_steps``/``max_global_steps``, ...) as verl's do, and the schema's own
@@ -50,12 +50,12 @@ def upsample_batch_to_divisible_size(
     Args:
         batch: the batch's ``KVBatchMeta``.
         batch_multiple: the size the batch must be a multiple of (see
-            :func:`required_batch_multiple`).
+            [`required_batch_multiple`][trajschema.verl.required_batch_multiple]).
         eos_token_id: the tokenizer's EOS id, for the ``pad: eos`` fields.
         schema: the schema of the batch's samples; by default the one
-            :func:`trajschema.schema_for_sample` picks for the sample read.
+            [`schema_for_sample`][trajschema.schema_for_sample] picks for the sample read.
         client: the TransferQueue API (default: the ``transfer_queue`` module, as verl uses).
-        dims: sizes for the padding, e.g. :func:`padding_dims` for the parallel layout
+        dims: sizes for the padding, e.g. [`padding_dims`][trajschema.verl.padding_dims] for the parallel layout
             (default: the schema's padding defaults, 127 prompt + 1 response token).
         timeout_s: how long each TransferQueue call may take (``None``: forever).
 
@@ -123,7 +123,7 @@ def non_padding_mask(tags: Sequence[Mapping[str, Any] | None], *, strict: bool =
 
     ``strict=True`` applies trajschema's contract: ``is_padding`` is a bool or absent
     (absent, or a ``None`` tag, is real); anything else raises, as
-    :func:`trajschema.real_mask` does. ``strict=False`` reads the tags exactly as verl's
+    [`real_mask`][trajschema.real_mask] does. ``strict=False`` reads the tags exactly as verl's
     ``_compute_metrics`` does: ``not tag.get("is_padding", False)``, by truthiness (so
     ``"false"`` counts as padding).
 
