@@ -556,7 +556,7 @@ def _calls(names: list[str]) -> st.SearchStrategy[list[tuple[int, list[str]]]]:
     return st.lists(st.tuples(st.integers(0, 8), keys), min_size=1, max_size=8)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(_functions(), st.sampled_from(ODD_NAMES) | st.text(max_size=8), st.booleans(), st.data())
 def test_generated_wrappers_pass_every_call_through_whatever_the_names(function, name, is_async, data):
     params, n_defaults, kw_defaulted, arg, tags_arg = function
@@ -589,7 +589,7 @@ def test_generated_wrappers_pass_every_call_through_whatever_the_names(function,
                     assert seen == []  # never checks; a call that does not fit checks nothing
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(_functions(), st.data())
 def test_generic_wrappers_pass_every_fitting_call_through_whatever_the_names(function, data):
     params, n_defaults, kw_defaulted, arg, tags_arg = function
@@ -900,9 +900,11 @@ def test_decoration_time_errors():
 
 
 def test_a_schema_name_is_loaded_once_at_decoration(monkeypatch):
+    import trajschema.load.search as search  # the one place a name becomes a Schema (resolve_schema)
+
     loads = []
-    real = _checked.load_schema
-    monkeypatch.setattr(_checked, "load_schema", lambda name: loads.append(name) or real(name))
+    real = search.load_schema
+    monkeypatch.setattr(search, "load_schema", lambda name: loads.append(name) or real(name))
 
     @checked("text", arg="sample")
     def step(sample):
@@ -1211,7 +1213,7 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(OPS)
 def test_the_decorator_follows_a_simple_model_of_the_modes(ops):
     counting = Counting()

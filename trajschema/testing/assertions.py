@@ -31,14 +31,9 @@ _TABLE_ROWS = 40
 
 
 def _resolve_schema(schema: Any) -> Schema:
-    """A Schema, or the schema a name refers to; anything else is a ``TypeError``."""
-    if isinstance(schema, Schema):
-        return schema
-    if isinstance(schema, str):
-        from trajschema.load import load_schema
+    from trajschema.load import resolve_schema
 
-        return load_schema(schema)
-    raise TypeError(f"schema must be a trajschema.Schema or a schema name (str), found {type(schema).__name__}")
+    return resolve_schema(schema)
 
 
 def _is_single_sample(x: Any) -> bool:
