@@ -277,7 +277,9 @@ def test_each_code_on_its_own(code, data):
 def test_every_corruption_kind_occurs():
     codes: set[str] = set()
 
-    @settings(max_examples=200, deadline=None, derandomize=True)
+    # hypothesis's draws come in clumps (in 200 examples a code may come up 3 times, or none):
+    # 300 leaves room for that, whatever choices the tensors' elements take.
+    @settings(max_examples=300, deadline=None, derandomize=True)
     @given(invalid_samples(BOUNDED, max_len=12))
     def collect(case):
         codes.add(case[1].code)

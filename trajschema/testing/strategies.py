@@ -10,6 +10,11 @@ field's ``values``/``min``/``max``/``finite``, as the value engine
 (:mod:`trajschema.core.values`) compiles those checks per dtype; optional fields are present
 or absent at random.
 
+Small tensors (at most 64 elements, up to 64 elements in one draw) are drawn element by
+element through hypothesis, so a failing example shrinks to one whose elements that do
+not matter are all the simplest allowed value (``0``, or the bound nearest it); larger
+tensors are filled from a seed hypothesis draws (see `trajschema.testing.elements`).
+
 Batch layouts (``batches(layout=...)``):
 
 ``"tq"``
@@ -81,6 +86,7 @@ from trajschema.core import (
     solve_for,
     value_failures,
 )
+from trajschema.testing.elements import ElementBudget, small_tensor
 from trajschema.tq import tq_layout
 
 __all__ = ["LAYOUTS", "ExpectedViolation", "batches", "corruptions", "invalid_samples", "samples", "tags"]
@@ -632,13 +638,35 @@ def _shape(axes: Sequence[tuple[str | None, int]], env: Mapping[str, int]) -> tu
     return tuple(lit if name is None else env[name] for name, lit in axes)
 
 
-def _build(draw: Callable, spec: _Spec, env: Mapping[str, int], choice: _Choice) -> dict[str, Any]:
-    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
+class _Tensors:
+    """Where one draw's tensors come from: small ones element by element (so they shrink), the rest from a seed.
+
+    One per draw (a sample, or a whole batch), so the elements it takes through
+    hypothesis stay within `ElementBudget`'s per-draw limit however many samples it holds.
+    """
+
+    def __init__(self, draw: Callable) -> None:
+        self.draw = draw
+        self.budget = ElementBudget()
+        self.gen: torch.Generator | None = None
+
+    def tensor(self, a: _Allowed, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        if self.budget.take(math.prod(shape)):
+            return self.draw(small_tensor(a, shape, dtype))
+        if self.gen is None:  # drawn on first need: a draw of small tensors only has no seed to shrink
+            self.gen = torch.Generator().manual_seed(self.draw(st.integers(0, 2**32 - 1)))
+        return _fill(a, shape, dtype, self.gen)
+
+
+def _build(
+    draw: Callable, spec: _Spec, env: Mapping[str, int], choice: _Choice, tensors: _Tensors | None = None
+) -> dict[str, Any]:
+    tensors = tensors or _Tensors(draw)
     sample: dict[str, Any] = {}
     for f, axes in spec.plan.tensors:
         if f.name in choice.present:
             dtype, allowed = choice.dtypes[f.name]
-            sample[f.name] = _fill(allowed, _shape(axes, env), dtype, gen)
+            sample[f.name] = tensors.tensor(allowed, _shape(axes, env), dtype)
     for f in spec.plan.others:
         if f.name in choice.present:
             sample[f.name] = draw(spec.scalars[f.name])
@@ -822,13 +850,13 @@ def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, 
     rows, envs = [], []
     choice = _draw_choice(draw, spec)
     shared = _env_or_raise(draw, spec) if layout == "dense" else {}
-    budget = [_MAX_ELEMENTS]
+    budget, tensors = [_MAX_ELEMENTS], _Tensors(draw)
     for _ in range(int(n)):
         env = shared or _env_or_raise(draw, spec)
         _spend(budget, spec.plan, env)
         if layout == "list":
             choice = _draw_choice(draw, spec)
-        rows.append(_build(draw, spec, env, choice))
+        rows.append(_build(draw, spec, env, choice, tensors))
         envs.append(env)
     batch = rows if layout == "list" else _table(spec, rows, layout, shared, choice)
     if not with_tags:
@@ -1016,8 +1044,7 @@ _NOT_A_MAPPING = _Corruption("tag", "<tag>")
 
 def _regrow(draw: Callable, spec: _Spec, choice: _Choice, name: str, shape: tuple[int, ...]) -> torch.Tensor:
     dtype, allowed = choice.dtypes[name]
-    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**32 - 1)))
-    return _fill(allowed, shape, dtype, gen)
+    return _Tensors(draw).tensor(allowed, shape, dtype)
 
 
 def _corrupt_tensor(draw: Callable, spec: _Spec, c: _Corruption, v: torch.Tensor, choice: _Choice) -> Any:
