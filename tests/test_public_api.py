@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import json
 import subprocess
 import sys
-from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,45 +75,137 @@ def test_version() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Cheap imports, checked in a fresh interpreter
+# Cheap imports: every "importing X does not import Y" claim, checked in ONE fresh interpreter
+#
+# The claims run in order in that interpreter, and each is checked against everything
+# imported so far: if Y is not loaded after X and all the claims before it, X does not load
+# Y. So a claim about Y must come before any claim that legitimately loads Y (the
+# strategies load hypothesis, last). A claim that something IS loaded is checked against
+# what its own step loaded, so an earlier step cannot make it true. Claims that need a
+# poisoned sys.modules (a module set to None, as when it is not installed) keep their own
+# interpreter: the module they import must be imported fresh under the poison, and here
+# it is already imported without it (tests/tq/test_memory_tq.py,
+# tests/verl/test_verl_oracle.py).
 
 
-def _modules_after(code: str, watch: tuple[str, ...], cwd: Path) -> set[str]:
-    """Which of ``watch`` (or their submodules) are in sys.modules after running ``code``.
+@dataclasses.dataclass(frozen=True)
+class ImportClaim:
+    """Running ``code`` leaves the ``absent`` modules unloaded and loads the ``loaded`` ones itself."""
 
-    Reports with plain prints so the check itself imports nothing that could be watched.
-    """
-    probe = (
-        f"{code}\n"
-        "import sys\n"
-        f"for _w in {watch!r}:\n"
-        "    if any(m == _w or m.startswith(_w + '.') for m in sys.modules):\n"
-        "        print(_w)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return set(done.stdout.split())
+    id: str
+    code: str
+    absent: tuple[str, ...] = ()
+    loaded: tuple[str, ...] = ()
+
+
+# The keys trajschema.verl's required_batch_multiple reads from a verl trainer config.
+_VERL_CONFIG = {
+    "actor_rollout_ref": {"rollout": {"n": 8}, "actor": {"ppo_mini_batch_size": 16}},
+    "critic": {"enable": True, "ppo_mini_batch_size": 4},
+    "algorithm": {"adv_estimator": "gae"},
+    "trainer": {"critic_warmup": 0},
+}
+
+IMPORT_CLAIMS = [
+    # The pytest plugin is loaded by every pytest run where trajschema is installed.
+    ImportClaim(
+        "trajschema_pytest",
+        "import trajschema_pytest",
+        absent=("torch", "trajschema", "tensordict", "ray", "transfer_queue"),
+    ),
+    # Optional extras and dev tools stay out of `import trajschema`; torch and yaml are its own
+    # imports, and seeing them is what shows the check would see Ray or rich.
+    ImportClaim("trajschema", "import trajschema", absent=HEAVY, loaded=("torch", "yaml")),
+    ImportClaim("trajschema.cli.demo", "import trajschema.cli.demo", absent=("rich", "ray", "transfer_queue")),
+    ImportClaim(
+        "trajschema.verl",
+        "import trajschema.verl as tv\n"
+        f"tv.required_batch_multiple({_VERL_CONFIG!r}, 3, global_steps=2)\n"
+        "tv.padding_dims(tp_size=8, cp_size=16)",
+        absent=("verl",),
+    ),
+    ImportClaim("trajschema.testing", "import trajschema.testing", absent=("hypothesis",)),
+    ImportClaim("trajschema.testing.samples", "import trajschema.testing as t\nt.samples", loaded=("hypothesis",)),
+]
+
+# Run after the claims in the same interpreter (stdlib modules no claim watches): each must
+# fail the check, except the last three, which show that a passing check is possible at all.
+CONTROLS = [
+    ImportClaim("control-direct", "import colorsys", absent=("colorsys",)),
+    ImportClaim("control-submodule", "import xml.dom.minidom", absent=("xml",)),
+    ImportClaim("control-nothing-loaded", "pass", loaded=("wave",)),
+    ImportClaim("control-loaded-earlier", "import colorsys", loaded=("colorsys",)),  # by control-direct, not here
+    ImportClaim("control-raises", "raise ValueError('broken step')", absent=("wave",)),
+    ImportClaim("control-passes-absent", "pass", absent=("wave",)),
+    ImportClaim("control-passes-loaded", "import wave", loaded=("wave",)),
+    ImportClaim(  # an entry set to None (as a test makes a module "not installed") is no load
+        "control-passes-poisoned", "import sys\nsys.modules['no_such_module'] = None", absent=("no_such_module",)
+    ),
+]
+
+# Prints one JSON dict: claim id -> the watched modules loaded so far and those its step
+# loaded, or the error the step raised. It imports nothing before the last claim has run.
+_PROBE = """
+import sys
+def _loaded(names):
+    modules = [m for m, v in list(sys.modules.items()) if v is not None]
+    return sorted(n for n in names if any(m == n or m.startswith(n + ".") for m in modules))
+results = {}
+for cid, code, watched in CLAIMS:
+    before = _loaded(watched)
+    try:
+        exec(code, {})
+    except BaseException as exc:
+        results[cid] = {"error": type(exc).__name__ + ": " + str(exc)}
+        continue
+    after = _loaded(watched)
+    results[cid] = {"so_far": after, "step": [n for n in after if n not in before]}
+import json
+print(json.dumps(results))
+"""
+
+
+def _claim_failures(claim: ImportClaim, seen: dict[str, Any]) -> list[str]:
+    """What breaks the claim in what the probe saw, as sentences (none: it holds)."""
+    if "error" in seen:
+        return [f"{claim.code!r} raised {seen['error']}"]
+    failures = [f"{m} is loaded after {claim.code!r}" for m in claim.absent if m in seen["so_far"]]
+    return failures + [f"{claim.code!r} did not load {m}" for m in claim.loaded if m not in seen["step"]]
 
 
 @pytest.fixture(scope="module")
-def after_import(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """The watched modules a fresh ``import trajschema`` loads (one subprocess for the module)."""
-    return _modules_after("import trajschema", (*HEAVY, "torch", "yaml"), tmp_path_factory.mktemp("cwd"))
+def import_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """What one fresh interpreter saw for every claim and control, in order (one subprocess for the module)."""
+    claims = [(c.id, c.code, (*c.absent, *c.loaded)) for c in (*IMPORT_CLAIMS, *CONTROLS)]
+    done = subprocess.run(
+        [sys.executable, "-c", f"CLAIMS = {claims!r}\n{_PROBE}"],
+        cwd=tmp_path_factory.mktemp("cwd"),  # not the checkout: only the installed packages are imported
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow
-def test_import_does_not_pull_in_heavy_optional_modules(after_import: set[str]) -> None:
-    assert after_import & set(HEAVY) == set()
+@pytest.mark.parametrize("claim", IMPORT_CLAIMS, ids=[c.id for c in IMPORT_CLAIMS])
+def test_import_claim(claim: ImportClaim, import_results: dict[str, dict[str, Any]]) -> None:
+    assert _claim_failures(claim, import_results[claim.id]) == []
 
 
 @pytest.mark.slow
-def test_the_import_check_can_fail(after_import: set[str], tmp_path: Path) -> None:
-    # A direct import is seen ...
-    assert _modules_after("import json", ("json",), tmp_path) == {"json"}
-    assert _modules_after("import json.decoder", ("json",), tmp_path) == {"json"}
-    # ... and so are the ones trajschema makes itself, so the check would catch Ray or rich.
-    assert {"torch", "yaml"} <= after_import
-    # Nothing is seen when nothing is imported.
-    assert _modules_after("pass", ("json", "torch"), tmp_path) == set()
+def test_the_import_check_can_fail(import_results: dict[str, dict[str, Any]]) -> None:
+    failures = {c.id: _claim_failures(c, import_results[c.id]) for c in CONTROLS}
+    assert failures == {
+        "control-direct": ["colorsys is loaded after 'import colorsys'"],
+        "control-submodule": ["xml is loaded after 'import xml.dom.minidom'"],
+        "control-nothing-loaded": ["'pass' did not load wave"],
+        "control-loaded-earlier": ["'import colorsys' did not load colorsys"],
+        "control-raises": ["\"raise ValueError('broken step')\" raised ValueError: broken step"],
+        "control-passes-absent": [],
+        "control-passes-loaded": [],
+        "control-passes-poisoned": [],
+    }
+    assert set(import_results) == {c.id for c in (*IMPORT_CLAIMS, *CONTROLS)}  # every step ran, in one interpreter

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from meta_support import on_meta
 from tensordict import NonTensorStack, TensorDict
 
 import trajschema as ts
@@ -174,7 +175,7 @@ MUTATIONS = {
 }
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(
     lengths=st.lists(st.tuples(st.integers(1, 12), st.integers(0, 6)), min_size=1, max_size=8),
     mutations=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(sorted(MUTATIONS))), max_size=4),
@@ -220,7 +221,7 @@ def _odd_columns(draw, n):
     return torch.arange(n, dtype=dtype) if dtype != torch.bool else torch.ones(n, dtype=dtype)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(data=st.data(), depth=st.sampled_from(["shapes", "values"]))
 def test_any_tensordict_batch_gets_violations_never_a_crash(data, depth):
     samples = realistic(VLM_MOE, [(3, 2), (5, 1), (2, 4)])
@@ -314,7 +315,7 @@ def _lazy(samples):
     return LazyStackedTensorDict.lazy_stack(rows)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(deadline=None)
 @given(lengths=st.lists(st.tuples(st.integers(1, 9), st.integers(0, 5)), min_size=1, max_size=5), bad=st.integers(0, 4))
 def test_a_lazy_stack_of_ragged_samples_is_checked_like_the_list(lengths, bad):
     samples = realistic(TEXT, lengths)
@@ -377,7 +378,7 @@ def _jagged_columns(draw):
     return torch.nested.nested_tensor_from_jagged(flat, offsets, lengths=narrowed), rows
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(case=_jagged_columns(), chunk=st.sampled_from([1, 2, 3, 7, 1 << 20]), budget=st.sampled_from([1, 2, 5, 1 << 20]))
 def test_jagged_rows_are_screened_in_chunks_as_the_samples_check(case, chunk, budget):
     col, rows = case
@@ -410,3 +411,162 @@ def test_the_padding_contract_counts_an_expanded_mask_without_copying_it():
         TensorDict({"mask": jagged}, batch_size=[2]), [{}, {"is_padding": True}], schema
     )
     assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]
+
+
+# -- attacks: meta and mixed-device batches (each test failed when written) --------------------
+
+
+def _codes(found: list[ts.Violation]) -> list[tuple[object, str, str]]:
+    return [(v.sample, v.field, v.code) for v in found]
+
+
+def test_jagged_meta_batches_check_at_depth_shapes():
+    samples = [verl_sample(VLM_MOE, p, r, layers=2, topk=2, seed=p) for p, r in [(5, 3), (7, 1), (2, 9)]]
+    meta = on_meta(tq_batch(samples))
+    assert meta["input_ids"].device.type == "meta"
+    VLM_MOE.validate_batch(meta, depth="shapes")  # nothing to read, nothing raised
+    assert VLM_MOE.batch_violations(meta, depth="values") == []  # meta has no values to check
+
+
+def test_meta_batches_still_report_what_their_static_shapes_show():
+    samples = [verl_sample(VLM, 5, 3), verl_sample(VLM, 6, 2)]
+    td = tq_batch(samples)
+    td["position_ids"] = torch.zeros(2, 3, 8, dtype=torch.int64, device="meta")  # 3 rope rows, not 4
+    codes = {(v.sample, v.field, v.code) for v in VLM.batch_violations(td, depth="shapes")}
+    assert (0, "position_ids", "shape") in codes and (1, "position_ids", "shape") in codes
+
+
+def test_meta_jagged_batch_with_a_bad_dtype_reports_it():
+    """A jagged meta batch whose column has a wrong dtype gets dtype violations, not a torch RuntimeError."""
+    samples = [verl_sample(VLM, 5, 3), verl_sample(VLM, 4, 2)]
+    for s in samples:
+        s["loss_mask"] = s["loss_mask"].to(torch.int32)
+    found = VLM.batch_violations(on_meta(tq_batch(samples)), depth="shapes")
+    assert {(v.sample, v.code) for v in found if v.field == "loss_mask"} == {(0, "dtype"), (1, "dtype")}
+
+
+def test_meta_jagged_batch_with_a_bad_non_tensor_reports_it():
+    """A jagged meta batch with a non-str uid in one row reports (0, uid, kind) instead of crashing on the row cut."""
+    samples = [verl_sample(VLM, 5, 3), verl_sample(VLM, 4, 2)]
+    samples[0]["uid"] = 5
+    found = VLM.batch_violations(on_meta(tq_batch(samples)), depth="shapes")
+    assert (0, "uid", "kind") in _codes(found)
+
+
+def test_jagged_meta_and_dense_meta_columns_mix():
+    """Sizes of jagged columns (their device) and dense columns (host) bind together, without a device error."""
+    samples = [verl_sample(TEXT, 5, 3), verl_sample(TEXT, 4, 3)]
+    td = on_meta(tq_batch(samples))
+    for k in ["responses", "response_mask", "loss_mask", "rollout_log_probs", "rm_scores"]:
+        td[k] = torch.stack([s[k] for s in samples]).to("meta")  # same response length: dense (B, R)
+    assert TEXT.batch_violations(td, depth="shapes") == []
+
+
+def test_columns_on_different_devices_bind_together():
+    """A batch whose columns sit on different devices (one jagged column on meta) is checked, never a device error."""
+    samples = [verl_sample(TEXT, 5, 3), verl_sample(TEXT, 4, 2)]
+    td = on_meta(tq_batch(samples), only={"input_ids"})
+    assert TEXT.batch_violations(td, depth="shapes") == []
+
+
+# -- attacks: a TensorDict batch and the list of the same samples must agree -------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [True, False, 8.0, 8.5, "8", None, torch.tensor(8), np.float64(8.5), [8]],
+    ids=["True", "False", "float-8.0", "float-8.5", "str", "None", "tensor", "np-float", "list"],
+)
+def test_a_length_tag_of_the_wrong_kind_is_reported_for_a_tensordict_batch(value):
+    """seq_len must be an int: validate_batch on a TensorDict reports it exactly as on the list of samples."""
+    samples = [verl_sample(TEXT, 5, 3), verl_sample(TEXT, 5, 3)]
+    tags = [{"seq_len": value}, {}]
+    expected = _codes(TEXT.batch_violations(samples, tags=tags))
+    assert expected == [(0, "seq_len", "tag")]
+    assert _codes(TEXT.batch_violations(tq_batch(samples), tags=tags)) == expected
+
+
+_TAG_VALUES = st.one_of(
+    st.integers(-3, 300),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.none(),
+    st.sampled_from([np.int64(8), np.int32(5), np.uint64(3), np.float32(8.0), np.bool_(True)]),
+)
+
+
+@settings(suppress_health_check=list(HealthCheck))
+@given(
+    lengths=st.lists(st.tuples(st.integers(1, 6), st.integers(0, 4)), min_size=1, max_size=4),
+    tag_dicts=st.lists(
+        st.dictionaries(
+            st.sampled_from(["is_padding", "prompt_len", "response_len", "seq_len", "status"]), _TAG_VALUES
+        ),
+        min_size=4,
+        max_size=4,
+    ),
+)
+def test_tag_reports_of_a_tensordict_equal_those_of_the_list(lengths, tag_dicts):
+    """Any tag dicts: validate_batch on tq_batch(samples) reports what it reports on the samples themselves."""
+    samples = [verl_sample(TEXT, p, r, seed=i) for i, (p, r) in enumerate(lengths)]
+    tags = tag_dicts[: len(samples)]
+    assert TEXT.batch_violations(tq_batch(samples), tags=tags) == TEXT.batch_violations(samples, tags=tags)
+
+
+def test_a_tags_argument_that_is_a_string_is_reported_plainly():
+    (v,) = TEXT.batch_violations([verl_sample(TEXT, 3, 2)], tags="x")
+    assert v.actual == "str 'x'"
+
+
+def test_numpy_arrays_in_a_required_non_tensor_column_are_kind_violations():
+    """Numpy arrays in a required non-tensor column are kind violations, not numpy's truth-value error."""
+    samples = [verl_sample(VLM, 5, 3), verl_sample(VLM, 4, 3)]
+    for s in samples:
+        s["num_turns"] = np.array([1, 2])
+    expected = _codes(VLM.batch_violations(samples))
+    assert expected == [(0, "num_turns", "kind"), (1, "num_turns", "kind")]
+    assert _codes(VLM.batch_violations(tq_batch(samples))) == expected
+
+
+@pytest.mark.parametrize("depth", ["shapes", "values"])
+def test_a_sparse_column_is_a_kind_violation_like_a_sparse_sample(depth):
+    """A sparse tensor column in a TensorDict batch is reported (kind), as each sparse sample of a list is."""
+    samples = [verl_sample(TEXT, 3, 2), verl_sample(TEXT, 3, 2)]
+    tensors = [k for k, v in samples[0].items() if isinstance(v, torch.Tensor)]
+    td = TensorDict({k: torch.stack([s[k] for s in samples]) for k in tensors}, batch_size=[2])
+    td["num_turns"] = torch.tensor([1, 1])
+    td["uid"] = NonTensorStack("a", "b")
+    td["response_mask"] = td["response_mask"].to_sparse()
+    as_list = [dict(s, response_mask=s["response_mask"].to_sparse(), num_turns=torch.tensor(1)) for s in samples]
+    expected = _codes(TEXT.batch_violations(as_list, depth=depth))
+    assert expected == [(0, "response_mask", "kind"), (1, "response_mask", "kind")]
+    assert _codes(TEXT.batch_violations(td, depth=depth)) == expected
+
+
+def test_dims_beyond_int64_give_the_same_answer_for_a_list_and_a_tensordict():
+    """dims={'layers': 2**63} is refused or reported alike for a list and a TensorDict, never a torch overflow."""
+    s = verl_sample(VLM_MOE, 5, 3, layers=2, topk=2)
+
+    def outcome(batch):
+        try:
+            return _codes(VLM_MOE.batch_violations(batch, dims={"layers": 2**63}))
+        except ValueError as e:
+            return type(e).__name__
+
+    assert outcome(tq_batch([s])) == outcome([s])
+
+
+def test_a_lazy_stacked_batch_is_checked_like_its_rows():
+    """A LazyStackedTensorDict of ragged per-sample rows is validated like its rows, not a stacking error."""
+    samples = [verl_sample(TEXT, 5, 3, uid="a"), verl_sample(TEXT, 4, 2, uid="b")]
+    samples[1]["loss_mask"] = torch.tensor([0, 5])
+    rows = []
+    for s in samples:
+        row = TensorDict({k: v for k, v in s.items() if isinstance(v, torch.Tensor)}, batch_size=[])
+        row["num_turns"] = torch.tensor(s["num_turns"])
+        row.set_non_tensor("uid", s["uid"])
+        rows.append(row)
+    lazy = LazyStackedTensorDict.lazy_stack(rows, 0)
+    assert _codes(TEXT.batch_violations(lazy)) == [(1, "loss_mask", "value")]

@@ -116,7 +116,7 @@ def cases(draw):
     return schema, samples, pinned
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_one_sample_the_fast_path_and_the_batch_screen_agree(case):
     schema, samples, pinned = case
@@ -137,7 +137,7 @@ def test_one_sample_the_fast_path_and_the_batch_screen_agree(case):
     assert as_list == as_table
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     obs=st.lists(st.lists(st.integers(0, 4), min_size=1, max_size=5), min_size=1, max_size=4),
     preferred=st.none() | st.integers(0, 4),

@@ -22,7 +22,7 @@ VALUES = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(values=st.lists(VALUES, min_size=1, max_size=12), how=st.sampled_from(["from_list", "stack", "tq"]))
 def test_fast_nontensor_reads_equal_tolist(values, how):
     if how == "from_list" and any(isinstance(v, list) for v in values):

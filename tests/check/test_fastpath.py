@@ -77,7 +77,7 @@ def samples(draw):
     return out
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(samples())
 def test_fast_checker_agrees_with_the_full_check(sample):
     bound, found = check_sample(EXOTIC._compiled(), sample, depth="shapes")

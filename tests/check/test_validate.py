@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 import re
 
+import cloudpickle
 import pytest
 import torch
 
@@ -391,7 +393,7 @@ def _odd_values(draw):
     return None
 
 
-@settings(max_examples=600, deadline=None)
+@settings(deadline=None)
 @given(
     name=st.sampled_from(ts.schema_names()),
     overrides=st.dictionaries(
@@ -555,7 +557,7 @@ _ARGUMENT_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(depth=st.one_of(_ARGUMENT_VALUES, st.sampled_from(["shapes", "values"])), size=_ARGUMENT_VALUES)
 def test_hostile_depth_and_dims_raise_only_value_errors_naming_them(depth, size):
     """The reference: depth is one of two strs; a dim size an int (not bool) in 0..2**63-1 (prompt=3 here)."""
@@ -755,10 +757,111 @@ def _xy_views(draw):
     return out
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(sample=_xy_views(), budget=st.sampled_from([1, 2, 3, 1 << 20]))
 def test_reports_on_views_read_in_blocks_equal_reports_on_copies(sample, budget):
     copies = {k: v.contiguous().clone() for k, v in sample.items()}
     want = _XY.violations(copies)  # one block each, as before the checks walked blocks
     with mock.patch.object(_values, "_BUDGET", budget):
         assert _XY.violations(sample) == want
+
+
+# -- attacks: a used schema pickles, copies and compares equal (each test failed when written) -----
+
+
+def _use(schema: ts.Schema) -> None:
+    """Exercise every lazily built part of a schema."""
+    s = verl_sample(schema, 5, 3, layers=2, topk=2) if "layers" in schema.dims else verl_sample(schema, 5, 3)
+    schema.validate(s)
+    schema.violations({"uid": 3})
+    schema.validate_batch(tq_batch([s, s]))
+    schema.padding(2, eos_token_id=2, like=s)
+
+
+@pytest.mark.parametrize("dumps", [pickle.dumps, cloudpickle.dumps], ids=["pickle", "cloudpickle"])
+def test_a_used_schema_pickles_and_compares_equal(schema, dumps):
+    _use(schema)
+    back = pickle.loads(dumps(schema))
+    assert back == schema and back is not schema
+    _use(back)  # its plan is rebuilt on first use
+    assert back == schema
+
+
+def test_a_used_schema_deep_copies_and_compares_equal(schema):
+    _use(schema)
+    clone = copy.deepcopy(schema)
+    assert clone == schema and hash(clone) == hash(schema)
+    assert clone._plan is None
+    _use(clone)
+
+
+def test_different_schemas_do_not_compare_equal():
+    assert TEXT != VLM and TEXT != "text"
+
+
+def _validate_in_child(schema_bytes: bytes) -> dict[str, int]:
+    schema = pickle.loads(schema_bytes)
+    return schema.validate(verl_sample(schema, 4, 2))
+
+
+def test_a_used_schema_crosses_a_spawned_process():
+    _use(TEXT)
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        assert pool.apply(_validate_in_child, (pickle.dumps(TEXT),)) == {"prompt": 4, "response": 2, "seq": 6}
+
+
+# -- attacks: dims= cannot re-pin a fixed dim, in any call that takes it ---------------------------
+
+
+@pytest.mark.parametrize("call", ["validate", "violations", "validate_batch", "batch_violations", "padding", "writer"])
+def test_dims_cannot_repin_a_fixed_dim(call):
+    sample = verl_sample(VLM, 5, 3)
+    dims = {"rope_rows": 3}
+    calls = {
+        "validate": lambda: VLM.validate(sample, dims=dims),
+        "violations": lambda: VLM.violations(sample, dims=dims),
+        "validate_batch": lambda: VLM.validate_batch([sample], dims=dims),
+        "batch_violations": lambda: VLM.batch_violations(tq_batch([sample]), dims=dims),
+        "padding": lambda: VLM.padding(1, eos_token_id=2, dims=dims),
+        "writer": lambda: ts.TransferQueueWriter(VLM, partition_id="p", eos_token_id=2, dims=dims, client=object()),
+    }
+    with pytest.raises(ValueError, match="rope_rows is fixed at 4"):
+        calls[call]()
+
+
+def test_dims_may_restate_a_fixed_dim():
+    assert VLM.validate(verl_sample(VLM, 5, 3), dims={"rope_rows": 4})["rope_rows"] == 4
+
+
+# -- attacks: value checks and odd keys -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", [np.float32("nan"), np.float16("inf"), np.float32("-inf")], ids=["f32-nan", "f16-inf", "f32-neginf"]
+)
+def test_finite_rejects_numpy_float_nan_and_inf(value):
+    """finite: true breaks for any non-finite float, numpy float32/float16 included (not only Python floats)."""
+    schema = ts.schema_from_dict({"name": "f", "fields": {"r": {"kind": "float", "finite": True, "pad": 0.0}}})
+    assert [(v.sample, v.field, v.code) for v in schema.violations({"r": value})] == [(None, "r", "value")]
+    with pytest.raises(ts.SchemaError):
+        schema.validate({"r": value})
+
+
+@pytest.mark.parametrize("key", [1, (1, 2)], ids=["int", "tuple"])
+def test_a_non_str_extra_key_is_reported_as_a_schema_error(key):
+    """extra: forbid with a non-str key gives a SchemaError that renders (field as text), not Type/AttributeError."""
+    schema = ts.schema_from_dict(
+        {
+            "name": "f",
+            "dims": {"n": {}},
+            "fields": {"x": {"shape": ["n"], "dtype": "int64", "pad": 0}},
+            "extra": "forbid",
+        }
+    )
+    sample = {"x": torch.arange(3), key: 2}
+    found = schema.violations(sample)
+    assert [v.code for v in found] == ["extra"] and isinstance(found[0].field, str)
+    with pytest.raises(ts.SchemaError) as info:
+        schema.validate(sample)
+    assert str(key) in str(info.value)

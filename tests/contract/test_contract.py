@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+from meta_support import on_meta
 from tensordict import TensorDict
 
 import trajschema as ts
@@ -444,7 +445,7 @@ _TAGS = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(tag=_TAGS)
 def test_is_padding_answers_a_bool_or_names_what_it_will_not_guess(tag):
     # The reference: no tag dict or no key is real; only a bool answers; anything else is refused.
@@ -467,3 +468,78 @@ def test_is_padding_answers_a_bool_or_names_what_it_will_not_guess(tag):
     for over_a_list in (real_mask, real_count):  # the same refusal, naming the tag's index
         with pytest.raises(TypeError, match=f"^tags\\[1\\]: {re.escape(refusal)}"):
             over_a_list([{}, tag])
+
+
+# -- attacks (each test failed when written) ------------------------------------------------------
+
+TEXT = ts.load_schema("text")
+
+
+def _codes(found):
+    return [(v.sample, v.field, v.code) for v in found]
+
+
+def test_padding_contract_on_a_meta_batch_matches_the_list_of_meta_samples():
+    """padding_contract_violations on a meta TensorDict reads no values, like it does for a list of meta samples."""
+    samples = [verl_sample(TEXT, 5, 3), verl_sample(TEXT, 4, 3)]
+    tags = [{}, {"is_padding": True}]
+    as_list = [{k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in s.items()} for s in samples]
+    expected = padding_contract_violations(as_list, tags, TEXT)
+    assert padding_contract_violations(on_meta(tq_batch(samples)), tags, TEXT) == expected
+
+
+def test_padding_contract_reports_a_non_int_length_tag_on_a_tensordict():
+    """A padding sample tagged seq_len='128' breaks the contract on a TensorDict batch as on the list."""
+    real = verl_sample(TEXT, 5, 3, uid="q0")
+    pad = TEXT.padding(2, eos_token_id=2, like=real)
+    batch, tags = [real, *pad.samples], [{}, *[dict(t) for t in pad.tags]]
+    tags[1]["seq_len"] = "128"
+    expected = _codes(padding_contract_violations(batch, tags, TEXT))
+    assert expected == [(1, "seq_len", "tag")]
+    assert _codes(padding_contract_violations(tq_batch(batch), tags, TEXT)) == expected
+
+
+@pytest.mark.parametrize("schema", [123, None], ids=["int", "None"])
+def test_padding_contract_with_a_non_schema(schema):
+    """padding_contract_violations(schema=<not a Schema or name>) is a TypeError naming it, not an AttributeError."""
+    with pytest.raises(TypeError, match="schema"):
+        ts.padding_contract_violations([verl_sample(TEXT, 5, 3)], [{}], schema)
+
+
+def test_the_uid_field_is_the_one_declared_pad_uid():
+    schema = ts.schema_from_dict(
+        {
+            "name": "grouped",
+            "fields": {
+                "mask": {"shape": ["n"], "dtype": "int64", "values": [0, 1], "pad": 0},
+                "group": {"kind": "str", "pad": "uid"},
+            },
+            "dims": {"n": {}},
+        }
+    )
+    real = {"mask": torch.ones(3, dtype=torch.int64), "group": "g0"}
+    pad = schema.padding(1, eos_token_id=0, like=real)
+    pad.samples[0]["group"] = "g0"
+    found = padding_contract_violations([real, *pad.samples], [{}, *pad.tags], schema)
+    assert _codes(found) == [(1, "group", "padding")]
+
+
+def test_the_is_padding_default_comes_from_its_tag_declaration():
+    assert TEXT._compiled().padding_default is False
+    undeclared = ts.schema_from_dict({"name": "bare", "fields": {"n": {"kind": "int", "pad": 0}}})
+    assert undeclared._compiled().padding_default is False
+    # A declaration that made untagged (real) samples padding would hide them from metrics.
+    with pytest.raises(ts.SchemaDefinitionError, match=r"tags\.is_padding"):
+        ts.schema_from_dict(
+            {
+                "name": "x",
+                "fields": {"n": {"kind": "int", "pad": 0}},
+                "tags": {"is_padding": {"kind": "bool", "default": True}},
+            }
+        )
+
+
+def test_is_padding_names_a_numpy_bool_plainly():
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError, match=r"found numpy\.bool"):
+        is_padding({"is_padding": np.True_})

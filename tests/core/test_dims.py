@@ -299,7 +299,7 @@ def _tree_names(t: tuple) -> list[str]:
 envs = st.fixed_dictionaries({n: st.integers(min_value=0, max_value=1000) for n in NAMES})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(tree=trees, env=envs, minimal=st.booleans())
 def test_parser_agrees_with_python(tree: tuple, env: dict[str, int], minimal: bool) -> None:
     text = _render_min(tree) if minimal else _render_full(tree)
@@ -312,7 +312,7 @@ def test_parser_agrees_with_python(tree: tuple, env: dict[str, int], minimal: bo
     assert parse_expr(str(Expr(expr.op, expr.args))) == expr
 
 
-@settings(max_examples=100, deadline=None)
+@settings(deadline=None)
 @given(tree=trees, env=envs, drop=st.sampled_from(NAMES))
 def test_evaluate_is_none_exactly_when_a_used_name_is_unbound(tree: tuple, env: dict[str, int], drop: str) -> None:
     expr = parse_expr(_render_full(tree))
@@ -406,7 +406,7 @@ def test_dims_and_expressions_refuse_parts_that_would_break_later(call, exc, mat
     assert re.search(match, str(info.value)), str(info.value)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     lo=st.one_of(st.integers(-5, 2**64), st.none(), st.booleans(), st.floats()),
     hi=st.one_of(st.integers(-5, 2**64), st.none(), st.floats()),

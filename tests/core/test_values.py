@@ -91,7 +91,10 @@ def _tensor(dtype: torch.dtype, raw: bytes) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=dtype).clone()
 
 
-@settings(max_examples=1500, deadline=None)
+# A reference comparison over every dtype and odd numbers (nan, -0.0, bounds, ints past a
+# dtype's range): the cases that break are edges, and an example costs ~2 ms, so this runs
+# 5 times the profile's examples.
+@settings(max_examples=5 * settings().max_examples, deadline=None)
 @given(
     dtype=st.sampled_from(DTYPES),
     raw=st.binary(min_size=1, max_size=24),
@@ -117,7 +120,10 @@ def test_element_failures_match_python_arithmetic(dtype, raw, values, lo, hi, fi
         assert not any_bad
 
 
-@settings(max_examples=800, deadline=None)
+# A reference comparison over every dtype and odd numbers (nan, -0.0, bounds, ints past a
+# dtype's range): the cases that break are edges, and an example costs ~4 ms, so this runs
+# 4 times the profile's examples.
+@settings(max_examples=4 * settings().max_examples, deadline=None)
 @given(
     x=NUMBER,
     values=st.none() | st.lists(NUMBER, min_size=1, max_size=5),
@@ -132,7 +138,10 @@ def test_scalar_failures_match_python_arithmetic(x, values, lo, hi, finite):
     assert scalar_failures(f, x) == [names[k] for k, bad in ref.items() if bad]
 
 
-@settings(max_examples=1500, deadline=None)
+# A reference comparison over every dtype and odd numbers (nan, -0.0, bounds, ints past a
+# dtype's range): the cases that break are edges, and an example costs ~2 ms, so this runs
+# 5 times the profile's examples.
+@settings(max_examples=5 * settings().max_examples, deadline=None)
 @given(dtype=st.sampled_from(DTYPES), value=NUMBER)
 def test_fits_dtype_matches_a_round_trip(dtype, value):
     if dtype.is_floating_point:
@@ -199,7 +208,7 @@ _DECLARABLE = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, to
 _DECLARABLE += [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(deadline=None)
 @given(
     dtype=st.sampled_from(_DECLARABLE),
     raw=st.binary(min_size=1, max_size=16),
@@ -299,7 +308,7 @@ def _expected_from_masks(f: Field, t: torch.Tensor):
     return summary, rows, any(bool(m.any()) for _, m in masks)
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(deadline=None)
 @given(
     t=odd_tensors(),
     values=st.none() | st.lists(NUMBER, min_size=1, max_size=4),
@@ -321,7 +330,7 @@ def test_walking_in_blocks_answers_what_the_full_masks_do(t, values, lo, hi, fin
         assert not any_bad
 
 
-@settings(max_examples=800, deadline=None)
+@settings(deadline=None)
 @given(t=odd_tensors(), budget=st.sampled_from([1, 2, 3, 5, 1 << 20]))
 def test_extremes_match_one_reduction_over_a_copy(t, budget):
     with mock.patch.object(_values, "_BUDGET", budget):
@@ -338,7 +347,7 @@ def test_extremes_match_one_reduction_over_a_copy(t, budget):
     assert all(type(v) is type(w) for v, w in zip(got[:2], (lo, hi))) or t.dtype == torch.bool
 
 
-@settings(max_examples=600, deadline=None)
+@settings(deadline=None)
 @given(t=odd_tensors(), budget=st.sampled_from([1, 2, 5, 1 << 20]))
 def test_nonzero_counts_per_position_match_one_mask_over_the_whole(t, budget):
     if t.dim() == 0:

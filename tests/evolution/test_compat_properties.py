@@ -19,7 +19,7 @@ import trajschema as ts
 from trajschema.evolution.changes import CHANGE_KINDS
 from trajschema.testing import samples
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 SHAPES = [["p"], ["r"], ["seq"], ["k", "seq"], ["k"], [2], ["r + p"], [], ["seq", "k"]]
 
@@ -458,7 +458,8 @@ def _valid_pairs(data, src: ts.Schema, draws: int = 4):
             yield sample
 
 
-@settings(SETTINGS, max_examples=150)  # a few percent of these edits really change what binding accepts
+# Only a few percent of these edits really change what binding accepts: twice the profile examples.
+@settings(SETTINGS, max_examples=2 * settings().max_examples)
 @given(data=st.data())
 def test_binding_edits_reported_compatible_keep_samples_valid(data):
     base = data.draw(binding_dicts())
@@ -491,7 +492,7 @@ def inline_dicts(draw) -> dict:
     return {"name": "base", "dims": {"p": {}, "r": {}}, "fields": fields}
 
 
-@settings(SETTINGS, max_examples=400)
+@settings(SETTINGS)
 @given(data=st.data())
 def test_reordering_fields_over_inline_expressions_is_judged_by_binding(data):
     base = data.draw(inline_dicts())

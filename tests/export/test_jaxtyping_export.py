@@ -170,7 +170,7 @@ def test_each_dtype_maps_to_its_jaxtyping_class_and_admits_exactly_itself(declar
         assert check({"x": t.to("meta")}) == (other == declared), other  # shapes and dtypes only
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.sampled_from(DTYPES), min_size=2, max_size=5, unique=True))
 def test_a_dtype_list_admits_exactly_the_listed_dtypes(declared):
     ann = _one_field(declared).jaxtyping("x")
@@ -317,7 +317,7 @@ def schemas_and_samples(draw):
     return schema, sample
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(schemas_and_samples())
 def test_annotations_never_reject_what_the_schema_accepts_nor_accept_a_dtype_or_rank_it_rejects(case):
     schema, sample = case

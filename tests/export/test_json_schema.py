@@ -332,7 +332,7 @@ def valued_fields(draw):
     return schema, value
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(valued_fields())
 def test_value_checks_in_the_document_agree_exactly_with_trajschema(case):
     schema, value = case

@@ -44,7 +44,7 @@ _name = st.text(st.characters(codec="utf-8"), min_size=1, max_size=8).filter(
 _desc = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(
     field=_name,
     desc=_desc,

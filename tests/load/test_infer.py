@@ -243,7 +243,7 @@ def test_unknown_names_still_find_the_dims_and_the_sum(family):
     assert any(v.code == "dtype" for v in draft.violations(bad))
 
 
-@settings(max_examples=12, deadline=None)
+@settings(deadline=None)
 @given(
     family=st.sampled_from(ts.schema_names()),
     lengths=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 40)), min_size=1, max_size=5, unique=True),
@@ -414,7 +414,7 @@ def _viewed(draw, dtype, rows, cols):
     return base.t() if how == "transposed" else base[::2] if how == "stepped" else base
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     data=st.data(),
     dtypes=st.lists(st.sampled_from(sorted(_NUMBERS, key=str)), min_size=1, max_size=3),

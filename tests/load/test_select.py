@@ -116,6 +116,15 @@ def test_a_candidate_named_twice_is_one_candidate(tmp_path):
     assert ts.schema_for_sample(sample, candidates={"text", "moe_routed"}).name == "text"
 
 
+def test_schema_for_sample_with_one_candidate_name():
+    """candidates='text' means the schema 'text' (or is a TypeError), never a lookup of the schemas 't', 'e', 'x'."""
+    try:
+        chosen = ts.schema_for_sample(verl_sample("text", 5, 3), candidates="text")
+    except TypeError:
+        return
+    assert chosen.name == "text"
+
+
 # -- leaving out what does not load (`check --schema auto`, issue 15) ------------------------------
 
 

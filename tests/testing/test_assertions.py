@@ -208,7 +208,7 @@ def test_a_tensordict_without_one_batch_dim_is_reported_as_a_batch_violation():
         assert_valid(td, TEXT)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(SCHEMAS),
     r=st.integers(0, 4),
@@ -322,7 +322,7 @@ def test_a_vectorized_token_mean_is_invariant_up_to_summation_order(seed):
     assert_padding_invariant(vectorized_token_mean_loss, real, None, TEXT, eos_token_id=2, multiple=64, rtol=1e-6)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(SCHEMAS),
     lengths=st.lists(st.tuples(st.integers(1, 6), st.integers(0, 5)), min_size=1, max_size=6),
@@ -583,7 +583,7 @@ def _float_pairs():
 RTOLS = st.one_of(st.none(), st.sampled_from([0.0, 1e-12, 1e-6, 1e-3, 0.5, 1.0, 10.0, 1e300]), st.floats(0, 1e3))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(pair=_float_pairs(), rtol=RTOLS)
 def test_float_results_are_compared_exactly_as_torch_allclose_compares_float64_tensors(pair, rtol):
     want, got = pair
@@ -598,7 +598,7 @@ def test_float_results_are_compared_exactly_as_torch_allclose_compares_float64_t
     assert (_compare({"m": {"x": want}}, {"m": {"x": got}}, "", 3, 4, rtol) == []) == reference  # inside dicts too
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(want=st.floats(width=32), got=st.floats(width=32), rtol=RTOLS)
 def test_numpy_float32_results_are_compared_as_float32_tensors(want, got, rtol):
     np = pytest.importorskip("numpy")

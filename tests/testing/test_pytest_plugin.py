@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import subprocess
-import sys
 
 import pytest
 
@@ -13,10 +11,8 @@ pytest_plugins = ["pytester"]
 HEAVY = ("torch", "trajschema", "tensordict", "ray", "transfer_queue")
 
 
-def test_importing_the_plugin_imports_neither_torch_nor_trajschema():
-    code = f"import sys, trajschema_pytest; print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert out.stdout.strip() == "[]"
+# Importing the plugin imports neither torch nor trajschema:
+# one of the import claims of tests/test_public_api.py, which one interpreter checks together.
 
 
 def test_the_plugin_is_registered_as_a_pytest11_entry_point():

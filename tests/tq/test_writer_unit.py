@@ -17,9 +17,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from tensordict import TensorDict
 
 import trajschema as ts
-from trajschema.testing import MemoryTransferQueue, verl_sample
+from trajschema.testing import MemoryTransferQueue, tq_batch, verl_sample
 from trajschema.tq.calls import bounded, check_meta, check_timeout, put_whole
 from trajschema.tq.layout import to_tq_fields
 from trajschema.tq.transport import carry_problem, transport_violations
@@ -356,3 +357,62 @@ def test_transport_violations_name_sample_field_and_tag():
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(), st.lists, max_leaves=8))
 def test_plain_python_values_always_travel(value):
     assert carry_problem(value) is None
+
+
+# ---------------------------------------------------------------------------------
+# Attacks (each test failed when written, against an in-memory client as here)
+
+
+def test_writer_put_with_none_tags():
+    """put(tags=[None, ...]) treats None as an empty tag dict (as real_mask does) or refuses with a clear error."""
+    samples = [verl_sample(TEXT, 5, 3, uid="a"), verl_sample(TEXT, 4, 2, uid="b")]
+    try:
+        meta = writer().put(["k0", "k1"], samples, tags=[None, None])
+    except (ValueError, TypeError) as e:
+        message = str(e)
+    else:
+        assert [t["is_padding"] for t in meta.tags] == [False, False]
+        return
+    assert "tag" in message
+
+
+def test_writer_padding_keeps_a_zero_dim_tensor_column_a_tensor_column():
+    """Padding must not turn a column written as 0-d tensors (num_turns) into a NonTensorStack on read."""
+    client = MemoryTransferQueue()
+    w = writer(client)
+    samples = [verl_sample(TEXT, 5, 3, uid=u) for u in "abc"]
+    for s in samples:
+        s["num_turns"] = torch.tensor(1)
+        s["session_id"] = torch.tensor(0)
+    meta = w.put(["k0", "k1", "k2"], samples)
+    assert isinstance(client.kv_batch_get(meta.keys, "p").get("num_turns"), torch.Tensor)
+    try:
+        meta = w.pad_to_multiple(meta, 4)
+    except ValueError:  # refusing (a SchemaError is a ValueError) is also correct
+        return
+    read = client.kv_batch_get(meta.keys, "p")
+    assert isinstance(read.get("num_turns"), torch.Tensor) and isinstance(read.get("session_id"), torch.Tensor)
+
+
+def test_writer_with_an_infinite_timeout_puts():
+    """timeout_s=float('inf') works for put as it does for async_put (or is refused when the writer is built)."""
+    samples = [verl_sample(TEXT, 5, 3, uid="a")]
+    try:
+        w = writer(timeout_s=float("inf"))
+    except ValueError:
+        return
+    assert asyncio.run(w.async_put(["k0"], samples)).keys == ["k0"]
+    assert w.put(["k1"], samples).keys == ["k1"]
+
+
+def test_writer_put_of_a_batch_with_a_sub_tensordict_column():
+    """Each sample of a batch TensorDict gets its own row of a sub-TensorDict column (or the put is refused clearly)."""
+    client = MemoryTransferQueue()
+    td = tq_batch([verl_sample(TEXT, 5, 3, uid="a"), verl_sample(TEXT, 5, 3, uid="b")])
+    td["extra_td"] = TensorDict({"a": torch.tensor([10, 20])}, batch_size=[2])
+    try:
+        writer(client).put(["k0", "k1"], td)
+    except (ValueError, TypeError):
+        return
+    stored = client.kv_batch_get(["k1"], "p")["extra_td"][0]
+    assert stored.batch_size == torch.Size([]) and int(stored["a"]) == 20

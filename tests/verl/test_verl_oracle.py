@@ -422,7 +422,7 @@ _WRONG_VALUES = st.one_of(
 
 
 @pytest.mark.verl
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     base=st.tuples(
         st.sampled_from(_GRID_N),
@@ -849,7 +849,7 @@ def _global_sizes(draw) -> dict[str, Any]:
 
 
 @pytest.mark.verl
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(batch=_padded_batches(), mode=st.sampled_from(tv.LOSS_AGG_MODES), kwargs=_global_sizes())
 def test_agg_loss_real_is_bit_identical_to_verls_agg_loss_of_the_unpadded_batch(agg_loss, batch, mode, kwargs):
     """agg_loss_real(padded, real_rows=...) == verl's agg_loss(padded[real_rows]) bit for bit, errors alike."""
@@ -1111,7 +1111,7 @@ def test_the_lenient_mask_is_verls_own_expression():
     assert _VERL_MASK_SOURCE in inspect.getsource(trainer_base.PPOTrainer._compute_metrics)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(tags=_TAGS)
 def test_non_padding_mask_lenient_reads_tags_as_verl_does(tags):
     """strict=False is verl's truthiness reading, for any is_padding value ("false" and 1 count as padding)."""
@@ -1120,7 +1120,7 @@ def test_non_padding_mask_lenient_reads_tags_as_verl_does(tags):
     assert np.array_equal(got, _verl_mask(tags))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(tags=_TAGS)
 def test_non_padding_mask_strict_is_real_mask_and_refuses_non_bools(tags):
     """strict=True is trajschema.real_mask: a non-bool is_padding is a TypeError; bools agree with verl."""
@@ -1374,13 +1374,10 @@ def test_trajschema_verl_imports_and_works_without_verl():
     assert out["install"].startswith("ImportError: ") and "needs verl 0.9.1" in out["install"]
 
 
-@pytest.mark.slow
-def test_importing_trajschema_verl_does_not_import_verl():
-    """Importing trajschema.verl and using its config helpers leaves verl unimported (where verl is installed too)."""
-    out = _run_without_verl(block=False, install=False)
-    assert out["verl_modules"] == [] and out["verl_entry"] == "'absent'"
-    assert out["multiple"] == tv.required_batch_multiple(_VALID, 3, global_steps=2)
-    assert out["dims"] == tv.padding_dims(tp_size=8, cp_size=16)
+# Importing trajschema.verl and using its config helpers leaves verl unimported:
+# one of the import claims of tests/test_public_api.py, which one interpreter checks together.
+# The run with verl blocked (above) keeps its own interpreter: trajschema.verl must be imported
+# fresh under the poison, and that interpreter has imported it already.
 
 
 # -- agg_loss_real's arguments (issue 14): named, and checked before any tensor is read ------
@@ -1439,7 +1436,7 @@ def test_agg_loss_real_names_every_bad_argument(changes, exc, match):
     assert re.search(match, str(info.value)), str(info.value)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(
     arg=st.sampled_from(["batch_num_tokens", "global_batch_size", "loss_scale_factor"]),
     value=st.one_of(
