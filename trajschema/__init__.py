@@ -42,9 +42,11 @@ from trajschema.core import (
 )
 from trajschema.evolution import Change
 from trajschema.load import (
+    ModelConfigError,
     infer_schema,
     load_schema,
     schema_for_architecture,
+    schema_for_config,
     schema_for_sample,
     schema_from_dict,
     schema_names,
@@ -65,6 +67,7 @@ __all__ = [
     "Field",
     "FixedDim",
     "FreeDim",
+    "ModelConfigError",
     "PadRule",
     "PaddingBatch",
     "PaddingOnlyBatchWarning",
@@ -93,6 +96,7 @@ __all__ = [
     "real_mask",
     "required_multiple",
     "schema_for_architecture",
+    "schema_for_config",
     "schema_for_sample",
     "schema_from_dict",
     "schema_names",

@@ -201,7 +201,8 @@ def _pin_problem(schema: Schema, name: str, d: Dim | None, size: int) -> str | N
     if isinstance(d, DerivedDim):
         return f"{name} is derived ({d.expr}), so it cannot be pinned to {size}; pin the dims it is made of"
     if isinstance(d, FixedDim):
-        return None if d.size == size else f"{name} is fixed at {d.size} by the schema; it cannot be pinned to {size}"
+        by = d.source or "the schema"
+        return None if d.size == size else f"{name} is fixed at {d.size} by {by}; it cannot be pinned to {size}"
     if not 0 <= size <= MAX_SIZE:
         return f"{name} cannot be pinned to {size}: a size is an int in 0..2**63-1"
     if not d.allows(size):

@@ -1536,3 +1536,107 @@ def test_a_tensor_in_an_any_tag_with_equals_is_a_violation(capsys, tmp_path, val
     source.write_text(schema.to_yaml())
     code, out, err = run(capsys, "check", path, "--schema", source)
     assert (code, err) == (1, "") and "seq_len" in out
+
+
+# -- --config: dims from a model config (issue 16 §3) --------------------------------------------
+
+CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+#: moe_routed as issue 16 declares it, shadowing the packaged file (so these tests hold whatever it says).
+_MOE_ROUTED = """\
+name: moe_routed
+extends: [text]
+architectures: [Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
+dims:
+  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
+  topk: {min: 1, from_config: num_experts_per_tok}
+  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
+fields:
+  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
+"""
+
+
+@pytest.fixture
+def moe_with_config(tmp_path, monkeypatch):
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / "moe_routed.yaml").write_text(_MOE_ROUTED)
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
+
+
+def _dim_row(out: str, name: str) -> str:
+    lines = out.splitlines()
+    start = lines.index("dims")
+    return next(line for line in lines[start:] if line.split()[:1] == [name])
+
+
+def test_show_config_pins_the_dims_and_names_each_key(capsys, moe_with_config):
+    code, out, err = run(capsys, "show", "moe_routed", "--config", CONFIGS / "deepseek-v3")
+    assert (code, err) == (0, "")
+    assert f"model config: {CONFIGS / 'deepseek-v3'}" in out
+    assert _dim_row(out, "experts").split()[1:4] == ["fixed", "256", "(config:"]
+    assert "256 (config: n_routed_experts)" in _dim_row(out, "experts")
+    assert "58 (config: num_hidden_layers - first_k_dense_replace)" in _dim_row(out, "layers")
+    # without --config the same rows say where the sizes would come from
+    code, out, _ = run(capsys, "show", "moe_routed")
+    assert code == 0 and "free" in _dim_row(out, "topk") and "(from config: num_experts_per_tok)" in out
+
+
+@pytest.mark.parametrize(
+    ("config", "fragment"),
+    [
+        ("Qwen/Qwen3-30B-A3B", "nothing is there (only local files are read"),
+        ("{oops", "not JSON"),
+        (
+            '{"architectures": ["MixtralForCausalLM"], "num_local_experts": "8"}',
+            "num_local_experts: expected an integer",
+        ),
+        ('{"num_local_experts": 8, "num_hidden_layers": 2}', "num_experts_per_tok: the config gives no"),
+    ],
+)
+def test_show_and_pad_refuse_a_config_in_one_line_naming_it(capsys, tmp_path, moe_with_config, config, fragment):
+    if config.startswith("{"):
+        path = tmp_path / "m" / "config.json"
+        path.parent.mkdir()
+        path.write_text(config)
+        config = str(path.parent)
+    code, _, err = run(capsys, "show", "moe_routed", "--config", config)
+    assert code == 2 and fragment in one_error_line(err, "show")
+    out_path = tmp_path / "pad.pt"
+    code, _, err = run(
+        capsys, "pad", "moe_routed", "--count", 2, "--eos-token-id", 2, "--config", config, "--out", out_path
+    )
+    assert code == 2 and fragment in one_error_line(err, "pad") and not out_path.exists()
+
+
+def test_pad_config_sizes_the_padding_without_like_or_dims(capsys, tmp_path, moe_with_config):
+    out_path = tmp_path / "pad.pt"
+    code, out, err = run(
+        capsys, "pad", "moe_routed", "--count", 3, "--eos-token-id", 2, "--config", CONFIGS / "mixtral",
+        "--out", out_path,
+    )  # fmt: skip
+    assert (code, err) == (0, ""), err
+    assert "topk=2, layers=32" in out
+    loaded = torch.load(out_path, weights_only=True)
+    assert loaded["samples"][0]["routed_experts"].shape == (128, 32, 2)
+    code, out, err = run(capsys, "check", out_path, "--schema", "moe_routed")
+    assert (code, err) == (0, "") and out.startswith("valid:")
+
+
+def test_pad_refuses_a_dim_the_config_gives_another_size(capsys, tmp_path, moe_with_config):
+    out_path = tmp_path / "pad.pt"
+    argv = ["pad", "moe_routed", "--count", 1, "--eos-token-id", 2, "--config", CONFIGS / "mixtral", "--out", out_path]
+    code, _, err = run(capsys, *argv, "--dim", "topk=3")
+    assert code == 2 and not out_path.exists()
+    assert (
+        "--dim topk=3: --config" in one_error_line(err, "pad") and "gives topk = 2 (config: num_experts_per_tok)" in err
+    )
+    code, out, err = run(capsys, *argv, "--dim", "topk=2", "--dim", "prompt=5")  # the same size is no conflict
+    assert (code, err) == (0, "") and "prompt=5" in out
+
+
+def test_a_schema_that_reads_nothing_from_the_config_is_shown_and_padded_as_it_is(capsys, tmp_path):
+    code, out, err = run(capsys, "show", "text", "--config", CONFIGS / "qwen3-moe")
+    assert (code, err) == (0, "")
+    _, plain, _ = run(capsys, "show", "text")
+    assert out.replace(f"  model config: {CONFIGS / 'qwen3-moe'}\n", "") == plain

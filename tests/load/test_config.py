@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -164,6 +169,13 @@ def test_with_dims_refuses_what_the_dim_does_not_allow(dims, error, problem):
         assert "the size came from dims" in str(info.value)
 
 
+def test_a_pinned_dim_is_pinned_again_only_to_its_size_and_the_refusal_names_its_source():
+    pinned = moe_schema().with_dims({"experts": 128}, sources={"experts": "config: num_experts"})
+    assert pinned.with_dims({"experts": 128}) is pinned
+    with pytest.raises(ts.SchemaDefinitionError, match=r"experts is fixed at 128 by config: num_experts; it cannot"):
+        pinned.with_dims({"experts": 64})
+
+
 def test_with_dims_refuses_a_bad_mapping_or_bad_sources():
     with pytest.raises(TypeError, match="dims must be a mapping"):
         moe_schema().with_dims([("experts", 8)])  # type: ignore[arg-type]
@@ -216,3 +228,398 @@ def test_with_dims_accepts_exactly_the_sizes_the_free_dim_allows(size, minimum):
     else:
         with pytest.raises(ts.SchemaDefinitionError):
             s.with_dims({"e": size})
+
+
+# -- reading a model config ----------------------------------------------------------------
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+#: moe_routed as issue 16 declares it: it shadows the packaged one, so these tests hold whatever the packaged file says.
+MOE_ROUTED = """\
+name: moe_routed
+extends: [text]
+architectures: [Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
+dims:
+  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
+  topk: {min: 1, from_config: num_experts_per_tok}
+  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
+fields:
+  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
+"""
+
+
+@pytest.fixture
+def moe_path(tmp_path, monkeypatch):
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / "moe_routed.yaml").write_text(MOE_ROUTED)
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
+    return d
+
+
+def qwen3() -> dict:
+    return json.loads((FIXTURES / "qwen3-moe" / "config.json").read_text())
+
+
+def pinned(schema: ts.Schema) -> dict[str, tuple[int, str]]:
+    return {n: (d.size, d.source) for n, d in schema.dims.items() if isinstance(d, FixedDim) and d.source}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [
+        (
+            "qwen3-moe",
+            {
+                "experts": (128, "config: num_experts"),
+                "topk": (8, "config: num_experts_per_tok"),
+                "layers": (48, "config: num_hidden_layers"),
+            },
+        ),
+        (
+            "deepseek-v3",
+            {
+                "experts": (256, "config: n_routed_experts"),
+                "topk": (8, "config: num_experts_per_tok"),
+                "layers": (58, "config: num_hidden_layers - first_k_dense_replace"),
+            },
+        ),
+        (
+            "mixtral",
+            {
+                "experts": (8, "config: num_local_experts"),
+                "topk": (2, "config: num_experts_per_tok"),
+                "layers": (32, "config: num_hidden_layers"),
+            },
+        ),
+    ],
+)
+def test_each_model_directory_pins_its_dims(moe_path, model, expected):
+    by_dir = ts.schema_for_config(FIXTURES / model)
+    assert by_dir.name == "moe_routed"
+    assert pinned(by_dir) == expected
+    # the file itself, as a str, and the parsed mapping give the same schema
+    assert ts.schema_for_config(str(FIXTURES / model / "config.json")) == by_dir
+    assert ts.schema_for_config(json.loads((FIXTURES / model / "config.json").read_text())) == by_dir
+
+
+def test_a_pinned_schema_pads_and_checks_with_the_config_sizes(moe_path):
+    schema = ts.schema_for_config(FIXTURES / "mixtral")
+    pad = schema.padding(2, eos_token_id=2, dims={"prompt": 3, "response": 1})
+    assert pad.samples[0]["routed_experts"].shape == (4, 32, 2)
+    schema.validate_batch(pad.samples, tags=pad.tags)
+
+
+def test_schema_names_the_schema_to_pin_instead_of_the_architectures(moe_path):
+    config = {**qwen3(), "architectures": ["SomethingElse"]}
+    by_name = ts.schema_for_config(config, schema="moe_routed")
+    assert pinned(by_name)["experts"] == (128, "config: num_experts")
+    assert ts.schema_for_config(config, schema=ts.load_schema("moe_routed")) == by_name
+    # a schema that reads nothing from the config comes back as it is
+    assert ts.schema_for_config(config, schema="text") is ts.load_schema("text")
+
+
+class FakePretrainedConfig:
+    """What schema_for_config reads of a transformers.PretrainedConfig: to_dict()."""
+
+    def __init__(self, **kw):
+        self.kw = kw
+
+    def to_dict(self):
+        return dict(self.kw)
+
+
+def test_a_pretrained_config_is_read_through_to_dict(moe_path):
+    schema = ts.schema_for_config(FakePretrainedConfig(**qwen3()))
+    assert pinned(schema)["topk"] == (8, "config: num_experts_per_tok")
+
+
+def test_a_real_transformers_config(moe_path):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.MixtralConfig(num_local_experts=8, num_experts_per_tok=2, num_hidden_layers=4)
+    config.architectures = ["MixtralForCausalLM"]
+    assert pinned(ts.schema_for_config(config)) == {
+        "experts": (8, "config: num_local_experts"),
+        "topk": (2, "config: num_experts_per_tok"),
+        "layers": (4, "config: num_hidden_layers"),
+    }
+
+
+def test_reading_a_mapping_or_a_path_does_not_import_transformers(tmp_path):
+    code = (
+        "import sys, trajschema as ts\n"
+        f"ts.schema_for_config({{'architectures': ['Qwen2VLForConditionalGeneration']}})\n"
+        f"ts.schema_for_config({str(FIXTURES / 'qwen3-moe')!r}, schema='text')\n"
+        "assert 'transformers' not in sys.modules, 'transformers was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_text_config_keys_are_read_and_must_agree_with_the_top_level(moe_path):
+    vl = {"architectures": ["Qwen3MoeForCausalLM"], "text_config": qwen3()}
+    assert pinned(ts.schema_for_config(vl))["experts"] == (128, "config: num_experts")
+    both = {**qwen3(), "text_config": {"num_experts": 128}}
+    assert pinned(ts.schema_for_config(both))["experts"] == (128, "config: num_experts")
+    with pytest.raises(ts.ModelConfigError, match=r"num_experts is an integer 128 but text_config.num_experts is"):
+        ts.schema_for_config({**qwen3(), "text_config": {"num_experts": 64}})
+    with pytest.raises(ts.ModelConfigError, match=r"text_config: expected a mapping"):
+        ts.schema_for_config({**qwen3(), "text_config": "qwen3"})
+    # a text_config holding a bad value is named by its own key
+    with pytest.raises(ts.ModelConfigError) as info:
+        ts.schema_for_config(
+            {"architectures": ["Qwen3MoeForCausalLM"], "text_config": {**qwen3(), "num_experts": "128"}}
+        )
+    assert info.value.key == "text_config.num_experts"
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem"),
+    [
+        ({"num_experts": "128"}, "num_experts", r"expected an integer >= 0 \(a size\), found a string '128'"),
+        ({"num_experts": 128.0}, "num_experts", r"found a number 128.0"),
+        ({"num_experts": True}, "num_experts", r"found a boolean true"),
+        ({"num_experts": -8}, "num_experts", r"found an integer -8"),
+        ({"num_experts": 2**63}, "num_experts", r"found an integer 9223372036854775808"),
+        ({"num_experts": [128]}, "num_experts", r"found a list"),
+        ({"num_experts": 0}, "num_experts", r"num_experts is 0, but dim experts of schema 'moe_routed' must be >= 1"),
+        (
+            {"n_routed_experts": 64},
+            "num_experts, n_routed_experts",
+            r"num_experts is 128 but n_routed_experts is 64: the config says two things about dim experts",
+        ),
+        (
+            {"num_experts": None, "num_local_experts": 8, "n_routed_experts": 256},
+            "n_routed_experts, num_local_experts",
+            r"n_routed_experts is 256 but num_local_experts is 8",
+        ),
+        (
+            {"num_experts_per_tok": None},
+            "num_experts_per_tok",
+            r"the config gives no num_experts_per_tok .*which dim topk of schema 'moe_routed' is read from",
+        ),
+        (
+            {"first_k_dense_replace": 60, "num_hidden_layers": 50},
+            "num_hidden_layers, first_k_dense_replace",
+            r"num_hidden_layers - first_k_dense_replace is -10 \(num_hidden_layers = 50, first_k_dense_replace = 60\)",
+        ),
+        (
+            {"first_k_dense_replace": 48},
+            "num_hidden_layers, first_k_dense_replace",
+            r"num_hidden_layers - first_k_dense_replace is 0 .* must be >= 1",
+        ),
+        ({"architectures": None}, "architectures", r"missing: it names the model class"),
+        ({"architectures": "Qwen3MoeForCausalLM"}, "architectures", r"expected a list of class names, found a string"),
+        ({"architectures": []}, "architectures", r"expected a list of class names, found a list \[\]"),
+        ({"architectures": ["Qwen3MoeForCausalLM", 3]}, "architectures[1]", r"expected a class name, found an integer"),
+    ],
+)
+def test_a_config_key_that_gives_no_size_is_a_typed_error_naming_it(moe_path, change, key, problem):
+    config = {**qwen3(), **change}
+    with pytest.raises(ts.ModelConfigError, match=problem) as info:
+        ts.schema_for_config(config)
+    assert info.value.key == key and info.value.source == "<mapping>"
+    assert pickle.loads(pickle.dumps(info.value)).args == info.value.args
+
+
+def test_a_missing_key_lists_every_alternative(moe_path):
+    config = {k: v for k, v in qwen3().items() if k not in ("num_experts", "num_hidden_layers")}
+    with pytest.raises(ts.ModelConfigError, match="num_experts or n_routed_experts or num_local_experts"):
+        ts.schema_for_config(config)
+    config = {**qwen3(), "num_hidden_layers": None}
+    with pytest.raises(
+        ts.ModelConfigError,
+        match=r"num_hidden_layers - first_k_dense_replace \(lacks num_hidden_layers, first_k_dense_replace\) "
+        r"or num_hidden_layers",
+    ):
+        ts.schema_for_config(config)
+
+
+def test_the_architectures_pick_exactly_one_schema(moe_path):
+    base = qwen3()
+    # two model classes of one schema, or an unknown one beside a known one: that schema
+    for archs in (["Qwen3MoeForCausalLM", "MixtralForCausalLM"], ["NoSuchModel", "Qwen3MoeForCausalLM"]):
+        assert ts.schema_for_config({**base, "architectures": archs}).name == "moe_routed"
+    with pytest.raises(
+        ts.SchemaNotFoundError, match=r"architectures: 'Qwen3MoeForCausalLM', 'Qwen2VLFor.*more than one"
+    ):
+        ts.schema_for_config({**base, "architectures": ["Qwen3MoeForCausalLM", "Qwen2VLForConditionalGeneration"]})
+    with pytest.raises(
+        ts.SchemaNotFoundError,
+        match=r"<mapping>: architectures: no schema claims 'Qwen3MoeForCausalLm'.*"
+        r"did you mean 'Qwen3MoeForCausalLM'",
+    ):
+        ts.schema_for_config({**base, "architectures": ["Qwen3MoeForCausalLm"]})
+
+
+def test_an_architecture_two_schema_files_claim_is_refused(moe_path):
+    (moe_path / "twin.yaml").write_text("name: twin\narchitectures: [MixtralForCausalLM]\n")
+    with pytest.raises(ts.SchemaNotFoundError, match=r"'MixtralForCausalLM' by moe_routed, twin"):
+        ts.schema_for_config(FIXTURES / "mixtral")
+
+
+def test_a_refused_config_changes_nothing(moe_path):
+    before = ts.load_schema("moe_routed")
+    with pytest.raises(ts.ModelConfigError):
+        ts.schema_for_config({**qwen3(), "num_experts": "x"})
+    assert ts.load_schema("moe_routed") is before and isinstance(before.dims["experts"], FreeDim)
+
+
+# -- hostile files ----------------------------------------------------------------------------
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("content", "key", "problem"),
+    [
+        ("{not json", "line 1, column 2", r"not JSON: Expecting property name"),
+        ("", "line 1, column 1", r"not JSON: Expecting value"),
+        ('[{"architectures": ["MixtralForCausalLM"]}]', "", r"expected a JSON object of config keys, found a list"),
+        ('"config"', "", r"found a string 'config'"),
+        ('{"a": 1, "a": 2}', "a", r"'a' is given twice in one object"),
+        ('{"text_config": {"num_experts": 8, "num_experts": 9}}', "num_experts", r"given twice"),
+        (b'{"a": "\xff"}', "", r"not UTF-8 text: byte 0xff at offset 7"),
+        ("[" * 100_000 + "]" * 100_000, "", r"nested too deeply to be a config"),
+        ('{"num_experts": ' + "9" * 5000 + "}", "", r"not JSON a config holds: .*digits"),
+    ],
+)
+def test_a_config_file_that_is_not_a_json_object_names_the_file(tmp_path, content, key, problem):
+    path = write(tmp_path / "m" / "config.json", content)
+    with pytest.raises(ts.ModelConfigError, match=problem) as info:
+        ts.schema_for_config(tmp_path / "m")
+    assert info.value.source == str(path) and info.value.key == key
+
+
+def test_a_byte_order_mark_is_fine(moe_path, tmp_path):
+    write(tmp_path / "m" / "config.json", b"\xef\xbb\xbf" + (FIXTURES / "mixtral" / "config.json").read_bytes())
+    assert pinned(ts.schema_for_config(tmp_path / "m"))["experts"] == (8, "config: num_local_experts")
+
+
+def test_a_huge_file_is_refused_before_it_is_read_whole(tmp_path):
+    path = tmp_path / "config.json"
+    with open(path, "wb") as fh:  # sparse: 17 MiB of nothing costs no disk
+        fh.truncate(17 << 20)
+    with pytest.raises(ts.ModelConfigError, match=r"larger than 16 MiB; a config.json is a few KiB"):
+        ts.schema_for_config(path)
+
+
+def test_paths_that_hold_no_config(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ts.ModelConfigError, match=r"the directory holds no config.json") as info:
+        ts.schema_for_config(tmp_path / "empty")
+    assert info.value.source == str(tmp_path / "empty")
+    with pytest.raises(ts.ModelConfigError, match=r"nothing is there \(only local files are read"):
+        ts.schema_for_config("Qwen/Qwen3-30B-A3B")  # a hub id: never downloaded
+    with pytest.raises(ts.ModelConfigError, match=r"nothing is there"):
+        ts.schema_for_config("a\0b")
+    (tmp_path / "dirjson" / "config.json").mkdir(parents=True)
+    with pytest.raises(ts.ModelConfigError, match=r"is a directory") as info:
+        ts.schema_for_config(tmp_path / "dirjson")
+    assert info.value.source == str(tmp_path / "dirjson" / "config.json")
+    with pytest.raises(ts.ModelConfigError, match=r"File name too long") as info:
+        ts.schema_for_config("x" * 5000)
+    assert len(str(info.value)) < 1200  # the path is cut, not echoed whole
+
+
+def test_symbolic_links_that_reach_no_file(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop")
+    with pytest.raises(ts.ModelConfigError, match=r"too many levels of symbolic links") as info:
+        ts.schema_for_config(loop)
+    assert info.value.source == str(loop)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").symlink_to(tmp_path / "gone.json")
+    with pytest.raises(ts.ModelConfigError, match=r"is a symbolic link to .*gone.json, which does not exist"):
+        ts.schema_for_config(tmp_path / "m")
+    (tmp_path / "m2").mkdir()
+    (tmp_path / "m2" / "config.json").symlink_to(tmp_path / "m2" / "config.json")
+    with pytest.raises(ts.ModelConfigError, match=r"too many levels of symbolic links"):
+        ts.schema_for_config(tmp_path / "m2")
+
+
+def test_a_fifo_is_never_opened(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ts.ModelConfigError, match=r"is not a regular file \(a FIFO\)"):
+        ts.schema_for_config(tmp_path)  # would block forever if it were read
+
+
+class Hostile:
+    def to_dict(self):
+        raise RuntimeError("boom")
+
+
+class NotAMapping:
+    def to_dict(self):
+        return [1, 2]
+
+
+class RaisingMapping(dict):
+    def items(self):
+        raise RuntimeError("no items")
+
+
+def test_hostile_objects_are_typed_errors():
+    with pytest.raises(ts.ModelConfigError, match=r"<Hostile>: to_dict\(\) failed: RuntimeError: boom"):
+        ts.schema_for_config(Hostile())
+    with pytest.raises(ts.ModelConfigError, match=r"to_dict\(\) must return a mapping, found a list"):
+        ts.schema_for_config(NotAMapping())
+    with pytest.raises(ts.ModelConfigError, match=r"cannot be read as a mapping: RuntimeError: no items"):
+        ts.schema_for_config(RaisingMapping())
+    for bad in (5, None, b"config.json", [("architectures", [])]):
+        with pytest.raises(TypeError, match=r"config must be a mapping, a transformers\.PretrainedConfig, or a path"):
+            ts.schema_for_config(bad)
+
+
+def test_a_config_that_contains_itself_is_read_one_level_deep(moe_path):
+    config = qwen3()
+    config["text_config"] = config  # a mapping cannot hold itself in JSON, but a dict can
+    assert pinned(ts.schema_for_config(config))["experts"] == (128, "config: num_experts")
+
+
+# -- the rules, against a reference --------------------------------------------------------
+
+_VALUES = st.one_of(st.none(), st.integers(-3, 20), st.sampled_from(["7", 1.5, True, [3]]))
+
+
+def _reference(config: dict) -> int | None:
+    """What ``e: {min: 1, from_config: [a, b, "c - d"]}`` is under ``config`` (``None``: an error), written plainly."""
+    present = {k: v for k, v in config.items() if v is not None}
+    for v in present.values():
+        if type(v) is not int or v < 0:
+            return None  # every key the dim names must hold a size when present
+    plain = [present[k] for k in ("a", "b") if k in present]
+    if len(set(plain)) > 1:
+        return None
+    if plain:
+        value = plain[0]
+    elif "c" in present and "d" in present:
+        value = present["c"] - present["d"]
+    else:
+        return None
+    return value if value >= 1 else None
+
+
+@given(st.fixed_dictionaries({}, optional=dict.fromkeys("abcd", _VALUES)))
+def test_from_config_against_a_reference(config):
+    schema = ts.schema_from_dict(
+        {
+            "name": "m",
+            "dims": {"e": {"min": 1, "from_config": ["a", "b", "c - d"]}},
+            "fields": {"x": {"shape": ["e"], "dtype": "int64", "pad": 0}},
+        }
+    )
+    expected = _reference(config)
+    if expected is None:
+        with pytest.raises(ts.ModelConfigError):
+            ts.schema_for_config(config, schema=schema)
+    else:
+        assert ts.schema_for_config(config, schema=schema).dims["e"].size == expected

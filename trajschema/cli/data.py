@@ -31,7 +31,7 @@ import torch
 from trajschema._schema import Schema
 from trajschema.check import batch_view, is_tensordict
 from trajschema.core import DEPTHS, MAX_SIZE, DerivedDim, FixedDim, FreeDim, SchemaError, Violation
-from trajschema.load import choose_schema, load_schema
+from trajschema.load import choose_schema, config_sizes, load_schema, read_model_config
 from trajschema.padding import padding_needed, required_multiple
 from trajschema.verl.config import padding_dims
 
@@ -562,15 +562,17 @@ def add_pad(sub: Any) -> None:
             "is_padding=True in its tags, and all of them share one fresh uid. The file holds only\n"
             "tensors, strings, numbers, booleans, lists and dicts, so torch.load(weights_only=True)\n"
             "loads it. Free dims without a padding size in the schema (layers, topk, ...) come from\n"
-            "--like (a real sample of the batch) or --dim."
+            "--like (a real sample of the batch) or --dim, or --config: the dims the schema reads\n"
+            "from a model config (from_config:) are fixed at the sizes that config.json gives."
         ),
         epilog=(
             "Exit status: 0 written; 2 unusable input: an unknown schema or dim, sizes the schema\n"
             "refuses or that would not fit in memory, a --like sample of another schema, an --out\n"
-            "that cannot be written.\n\n"
+            "that cannot be written, a --config that cannot be read or lacks a key the schema reads.\n\n"
             "Example:\n"
             "  trajschema pad vlm_mrope_moe --count 7 --eos-token-id 2 --like rollout.pt --out pad.pt\n"
-            "  trajschema pad text --count 2 --eos-token-id 2 --dim prompt=255 --dim response=1 --out pad.pt"
+            "  trajschema pad text --count 2 --eos-token-id 2 --dim prompt=255 --dim response=1 --out pad.pt\n"
+            "  trajschema pad moe_routed --count 2 --eos-token-id 2 --config ~/models/Qwen3-30B-A3B --out pad.pt"
         ),
         formatter_class=FORMATTER,
     )
@@ -589,12 +591,30 @@ def add_pad(sub: Any) -> None:
         help="the size of a free dim in the padding (repeatable), e.g. --dim prompt=255",
     )
     p.add_argument("--trust", action="store_true", help="allow full unpickling of the --like file (runs code in it)")
+    p.add_argument(
+        "--config",
+        metavar="PATH",
+        help="a model's config.json or model directory: the dims the schema reads from it (from_config:) "
+        "are fixed at its sizes",
+    )
     p.add_argument("--out", required=True, metavar="FILE", help="where to write the padding samples")
     p.set_defaults(run=run_pad)
 
 
+def _config_schema(schema: Schema, config: str | None, settings: list[tuple[str, int]]) -> Schema:
+    """``schema`` with the dims ``--config`` gives fixed; a ``--dim`` of another size for one of them is refused."""
+    if config is None:
+        return schema
+    sizes = config_sizes(schema, read_model_config(config))
+    for name, size in settings:
+        if name in sizes and sizes[name][0] != size:
+            given, source = sizes[name]
+            raise CommandError(f"--dim {name}={size}: --config {config} gives {name} = {given} ({source})")
+    return schema.with_dims({n: v for n, (v, _) in sizes.items()}, sources={n: src for n, (_, src) in sizes.items()})
+
+
 def run_pad(args: argparse.Namespace, console: Console) -> int:
-    schema = load_schema(args.name)
+    schema = _config_schema(load_schema(args.name), args.config, args.dim)
     target = _out_target(args.out)
     dims = _dims_for(schema, args.dim)
     like = load_samples(args.like, trust=args.trust).first() if args.like is not None else None

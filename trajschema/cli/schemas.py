@@ -13,7 +13,7 @@ import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trajschema.cli.data import FORMATTER, CommandError, load_samples, print_table, printable, table, write
-from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
+from trajschema.core import FixedDim, FreeDim, SchemaDefinitionError, SchemaNotFoundError
 from trajschema.export import dim_rows, extends, field_rows, jaxtyping_source, tag_rows
 from trajschema.load import (
     infer_schema,
@@ -21,6 +21,7 @@ from trajschema.load import (
     load_schema,
     missing_entry_note,
     packaged_dir,
+    schema_for_config,
     schema_search_path,
     search_path_files,
     shown_name,
@@ -144,18 +145,35 @@ def add_show(sub: Any) -> None:
             "checks, description), its dims (fixed sizes, bounds of free dims, derived expressions\n"
             "and padding defaults) and its tags, after what it extends, the architectures it\n"
             "claims and its description. Inherited entries are included: this is the schema as\n"
-            "it validates."
+            "it validates. With --config, the dims the schema reads from a model config\n"
+            "(from_config:) are shown fixed at the sizes that config gives, each with its key."
         ),
-        epilog="Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load).\n\n"
-        "Example:\n  trajschema show vlm_mrope_moe",
+        epilog="Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load,\n"
+        "a model config that cannot be read or lacks a key the schema reads).\n\n"
+        "Example:\n  trajschema show vlm_mrope_moe\n  trajschema show moe_routed --config ~/models/Qwen3-30B-A3B",
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    p.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
     p.set_defaults(run=run_show)
+
+
+_CONFIG_HELP = "a model's config.json, or its model directory: pin the dims the schema reads from it"
+
+
+def _where_from(d: object) -> str:
+    """Where a dim's size comes from, beside its definition: the key that pinned it, or the keys it is read from."""
+    if isinstance(d, FixedDim) and d.source:
+        return f" ({d.source})"
+    if isinstance(d, FreeDim) and d.from_config:
+        return f" (from config: {' | '.join(map(str, d.from_config))})"
+    return ""
 
 
 def run_show(args: argparse.Namespace, console: Console) -> int:
     schema = load_schema(args.name)
+    if args.config is not None:
+        schema = schema_for_config(args.config, schema=schema)
     console.print(f"schema {schema.name}")
     if schema.description:
         console.print(f"  {printable(' '.join(schema.description.split()))}")
@@ -165,12 +183,15 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
         f"  undeclared fields: {'allowed' if schema.extra == 'allow' else 'forbidden'} (extra: {schema.extra})"
     )
     console.print(f"  source: {schema.source}")
+    if args.config is not None:
+        console.print(f"  model config: {printable(str(args.config))}")
     fields = table("fields", ["name", "shape", "dtype", "required", "pad", "checks", "description"])
     for f in field_rows(schema):
         fields.add_row(*map(printable, (f.name, f.shape, f.dtype, f.required, f.pad, f.checks, f.description)))
     dims = table("dims", ["name", "kind", "definition", "padding default", "description"])
     for d in dim_rows(schema):
-        dims.add_row(*map(printable, (d.name, d.kind, d.definition, d.padding_default, d.description)))
+        definition = d.definition + _where_from(schema.dims[d.name])
+        dims.add_row(*map(printable, (d.name, d.kind, definition, d.padding_default, d.description)))
     for part in (fields, dims):
         write("")
         print_table(console, part)

@@ -1,11 +1,13 @@
 """Schema files: the strict YAML reader, the syntax and file limits, compiling a file into a Schema,
-the search path, choosing a schema for a sample, and drafting one from samples.
+the search path, choosing a schema for a sample or a model config (and pinning the dims the
+config gives), and drafting one from samples.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one. Every room that accepts "a Schema or a
 schema name" resolves it with `resolve_schema`.
 """
 
+from trajschema.load.config import ModelConfig, ModelConfigError, config_sizes, pin_config_dims, read_model_config
 from trajschema.load.infer import infer_schema
 from trajschema.load.search import (
     load_found,
@@ -14,6 +16,7 @@ from trajschema.load.search import (
     packaged_dir,
     resolve_schema,
     schema_for_architecture,
+    schema_for_config,
     schema_from_dict,
     schema_names,
     schema_search_path,
@@ -23,15 +26,21 @@ from trajschema.load.search import (
 from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
 
 __all__ = [
+    "ModelConfig",
+    "ModelConfigError",
     "SchemaChoice",
     "choose_schema",
+    "config_sizes",
     "infer_schema",
     "load_found",
     "load_schema",
     "missing_entry_note",
     "packaged_dir",
+    "pin_config_dims",
+    "read_model_config",
     "resolve_schema",
     "schema_for_architecture",
+    "schema_for_config",
     "schema_for_sample",
     "schema_from_dict",
     "schema_names",

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple, NoReturn
 from trajschema._schema import Schema
 from trajschema.core import SchemaNotFoundError, describe_value
 from trajschema.load.compile import _compile
+from trajschema.load.config import config_architectures, pin_config_dims, read_model_config
 from trajschema.load.filetext import _MAX_EXTENDS_DEPTH, _raise
 from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
 from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
@@ -41,6 +42,7 @@ __all__ = [
     "missing_entry_note",
     "resolve_schema",
     "schema_for_architecture",
+    "schema_for_config",
     "schema_from_dict",
     "schema_names",
     "schema_search_path",
@@ -380,6 +382,76 @@ def schema_for_architecture(architecture: str) -> Schema:
         raise SchemaNotFoundError(f"architecture {architecture!r} is claimed by several schemas: {', '.join(hits)}")
     if not hits:
         raise _not_found(architecture, sorted(set(known)), what="schema for architecture")
+    return load_found(hits[0], search.files[hits[0]])
+
+
+def schema_for_config(config: Any, *, schema: Any = None) -> Schema:
+    """The schema of a model, from its config, with the dims the config gives pinned.
+
+    The schema is the one whose ``architectures:`` lists the config's ``architectures``
+    (as `schema_for_architecture` picks it), or ``schema`` (a `Schema` or a schema name)
+    when given. Every free dim that declares ``from_config:`` is then fixed at the size
+    the config gives (``experts`` from ``num_experts``, ``n_routed_experts`` or
+    ``num_local_experts``; see "Dims from the model config" in the schema language), and
+    its `FixedDim.source` says which key gave it.
+
+    Examples:
+        >>> ts.schema_for_config({"architectures": ["Qwen2VLForConditionalGeneration"]}).name
+        'vlm_mrope'
+
+    Args:
+        config: a mapping (a parsed ``config.json``), a ``transformers.PretrainedConfig``
+            (read through its ``to_dict()``; transformers is never imported for the
+            others), or a path to a ``config.json`` or to a model directory holding one.
+            Only local files are read: a hub id is not downloaded.
+        schema: the schema to pin instead of the one the architectures pick.
+
+    Raises:
+        ModelConfigError: the config cannot be read (not JSON, not an object, larger
+            than 16 MiB, a directory without ``config.json``, a dangling or looping
+            symbolic link), has no usable ``architectures``, or does not give a dim the
+            schema reads from it: a key holding no size (a str, float, bool or negative),
+            two keys that disagree, no complete alternative, a size the dim does not
+            allow. The message names the file and the key.
+        SchemaNotFoundError: no schema claims the config's architectures, or they pick
+            more than one schema.
+        SchemaDefinitionError: a schema file on the search path cannot be read (see
+            `schema_for_architecture`).
+        TypeError: ``config`` is none of the accepted kinds.
+    """
+    cfg = read_model_config(config)
+    chosen = (
+        resolve_schema(schema)
+        if schema is not None
+        else _schema_of_architectures(cfg.source, config_architectures(cfg))
+    )
+    return pin_config_dims(chosen, cfg)
+
+
+def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
+    """The one schema claiming any of ``architectures`` (a config may list several model classes)."""
+    search = search_path_files(schema_search_path())
+    for d, why in search.unlisted:  # it may hold a schema that claims an architecture
+        _raise(str(d), "", f"{why}; schema_for_config reads every schema file on the search path")
+    claims: dict[str, list[str]] = {}
+    for name, hit in search.files.items():
+        path = _readable(hit)
+        for arch in _decl(_read_yaml(path), str(path)).architectures:
+            claims.setdefault(arch, []).append(name)
+    hits = list(dict.fromkeys(n for a in architectures for n in claims.get(a, ())))
+    listed = ", ".join(map(repr, architectures))
+    if len(hits) > 1:
+        by = "; ".join(f"{a!r} by {', '.join(claims[a])}" for a in architectures if a in claims)
+        raise SchemaNotFoundError(
+            f"{source}: architectures: {listed}: claimed by more than one schema ({by}); pass schema= to choose one"
+        )
+    if not hits:
+        close = difflib.get_close_matches(architectures[0], list(claims), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SchemaNotFoundError(
+            f"{source}: architectures: no schema claims {listed}{hint} (known: {', '.join(sorted(claims)) or 'none'}; "
+            f"searched {', '.join(str(d) for d in schema_search_path())}); pass schema= to choose one"
+        )
     return load_found(hits[0], search.files[hits[0]])
 
 

@@ -11,19 +11,39 @@ from __future__ import annotations
 import contextvars
 import importlib
 import inspect
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
+from trajschema._schema import Schema
 from trajschema.check import column_shapes
 from trajschema.contract import is_padding
-from trajschema.tq import bounded, to_tq_fields
-from trajschema.verl.config import layout_multiple, lookup, padding_dims_for, required_batch_multiple
+from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
+from trajschema.padding import padding_needed
+from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
+from trajschema.verl.config import (
+    VerlConfigError,
+    _found,
+    layout_multiple,
+    lookup,
+    padding_dims_for,
+    required_batch_multiple,
+)
 from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
 
-__all__ = ["SUPPORTED_VERL_VERSIONS", "VERL_SIGNATURES", "install", "installed", "uninstall"]
+__all__ = [
+    "MODEL_CONFIG_KEYS",
+    "SUPPORTED_VERL_VERSIONS",
+    "VERL_SIGNATURES",
+    "install",
+    "installed",
+    "model_config_of",
+    "pinned_schema",
+    "uninstall",
+]
 
 SUPPORTED_VERL_VERSIONS = ("0.9.1",)
 
@@ -94,7 +114,13 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
     - ``upsample_batch_to_divisible_size`` (called by ``_balance_batch``) with the
       schema-driven :func:`upsample_batch_to_divisible_size`; with ``dims=None`` the
       padding length follows the trainer's parallel layout (:func:`padding_dims` of
-      the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic);
+      the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic). When
+      verl's config names a local model (``actor_rollout_ref.model.hf_config_path``,
+      else ``actor_rollout_ref.model.path``: a model directory or a ``config.json``),
+      the dims the sample's schema reads from a model config (``experts``, ``topk``,
+      ``layers`` of ``moe_routed``) are pinned at that model's sizes, so padding routes
+      spread over the real expert count; a hub id or a remote path is not read (nothing
+      is downloaded);
     - ``PPOTrainer._get_required_batch_multiple`` with :func:`required_batch_multiple`;
     - ``PPOTrainer._compute_advantage`` with verl's own run on the real rows only, and
       exact zeros written for the padding rows (so no estimator sees padding: GPG's
@@ -111,6 +137,10 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
         TypeError: ``dims`` is not a mapping.
         ValueError: ``dims`` holds a size that is not an int >= 0.
         ImportError: verl is not installed.
+
+    At the first padding, a local model config that cannot be read, or that lacks a key
+    the sample's schema reads from it, raises `trajschema.ModelConfigError` (naming the
+    file and the key); a model path that is not a str raises `VerlConfigError`.
         RuntimeError: this verl is not a supported version, or a function to replace
             has another signature; nothing is patched then.
     """
@@ -118,6 +148,7 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
     tb = _trainer_module()
     fixed = _checked_dims(dims)
     with _lock:
+        _model_configs.clear()  # a re-install reads the model's config again
         if _originals is not None:  # re-installing: start from verl's own functions
             _restore(_originals)
             _originals = None
@@ -177,10 +208,90 @@ def _upsample_for(dims: dict[str, int] | None) -> Callable[..., Any]:
         trainer = _trainer.get()
         if pad_dims is None and trainer is not None:
             pad_dims = padding_dims_for(layout_multiple(trainer.config), _PADDING_MIN_LEN)
-        return upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, dims=pad_dims)
+        model = model_config_of(trainer.config) if trainer is not None else None
+        schema = pinned_schema(batch, batch_multiple, model) if model is not None else None
+        return upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, schema=schema, dims=pad_dims)
 
     upsample_batch_to_divisible_size_.__name__ = "upsample_batch_to_divisible_size"
     return upsample_batch_to_divisible_size_
+
+
+# -- the actor model's config -----------------------------------------------------------
+
+#: Where verl keeps the actor model's config, in the order verl reads them (hf_config_path defaults to path).
+MODEL_CONFIG_KEYS = ("actor_rollout_ref.model.hf_config_path", "actor_rollout_ref.model.path")
+
+#: The model configs read since install(), by path: (mtime_ns, size) of the file, and the config.
+_model_configs: dict[str, tuple[tuple[int, int], ModelConfig]] = {}
+
+
+def model_config_of(config: Any) -> ModelConfig | None:
+    """The actor model's config when verl's ``config`` names a local one, else ``None``.
+
+    The path is ``actor_rollout_ref.model.hf_config_path`` when set, else
+    ``actor_rollout_ref.model.path`` (``~`` expanded): a model directory or a
+    ``config.json``. A path where nothing is (a hub id such as ``Qwen/Qwen3-30B-A3B``, an
+    ``hdfs://`` path) gives ``None``: nothing is downloaded. A file read once is read
+    again only when it changes.
+
+    Raises:
+        VerlConfigError: the key holds something other than a str.
+        ModelConfigError: the local config cannot be read (naming the file).
+    """
+    for key in MODEL_CONFIG_KEYS:
+        path = lookup(config, key, None)
+        if path is None:
+            continue
+        if not isinstance(path, str):
+            raise VerlConfigError(f"config.{key} must be a path (a str), found {_found(path)}")
+        local = os.path.expanduser(path)
+        if not os.path.lexists(local):
+            return None  # a hub id or a remote path: verl downloads it, trajschema does not
+        target = os.path.join(local, "config.json") if os.path.isdir(local) else local
+        try:
+            st = os.stat(target)
+            stamp = (st.st_mtime_ns, st.st_size)
+        except (OSError, ValueError):
+            stamp = (-1, -1)  # read_model_config names what is wrong with it
+        hit = _model_configs.get(target)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        model = read_model_config(local)
+        _model_configs[target] = (stamp, model)
+        return model
+    return None
+
+
+def pinned_schema(batch: Any, batch_multiple: Any, model: ModelConfig) -> Schema | None:
+    """The schema of the batch's first real sample with the dims ``model`` gives pinned, or ``None``.
+
+    ``None`` when no padding is needed or the batch is not one this can read:
+    `upsample_batch_to_divisible_size` then decides (and refuses a bad batch in its own
+    words). The sample is read as that function reads it; the schema is chosen for it as
+    that function chooses, so only the pinned sizes differ.
+
+    Raises:
+        ModelConfigError: the sample's schema reads a dim the model config does not give.
+    """
+    try:
+        view = check_meta(batch, "batch")
+        if padding_needed(len(view.keys), batch_multiple) == 0 or not view.partition_id:
+            return None
+        ref = next(((k, t) for k, t in zip(view.keys, view.tags, strict=True) if not is_padding(t)), None)
+    except (TypeError, ValueError):
+        return None
+    if ref is None:
+        return None
+    try:
+        import transfer_queue  # the client upsample_batch_to_divisible_size uses, as verl does
+    except ImportError:
+        return None  # upsample_batch_to_divisible_size says what is missing
+
+    key, tag = ref
+    got = bounded(
+        lambda: transfer_queue.kv_batch_get(keys=[key], partition_id=view.partition_id), _TIMEOUT_S, "kv_batch_get"
+    )
+    return pin_config_dims(schema_for_sample(one_row(got, key), tag), model)
 
 
 def _get_required_batch_multiple(self: Any, dp_size: int) -> int:

@@ -1,0 +1,228 @@
+"""install()'s reading of the actor model's config (``actor_rollout_ref.model``) and the pinned padding, without verl.
+
+The installed ``upsample_batch_to_divisible_size`` wrapper is run directly, with a trainer
+stub in the context install() gives it and the in-memory TransferQueue standing in for the
+``transfer_queue`` module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+import trajschema as ts
+from trajschema.core import FixedDim
+from trajschema.testing import MemoryTransferQueue, verl_sample
+from trajschema.verl import VerlConfigError
+from trajschema.verl import patch as _patch
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
+
+#: moe_routed as issue 16 declares it (shadowing the packaged file, so the tests hold whatever it says).
+MOE_ROUTED = """\
+name: moe_routed
+extends: [text]
+architectures: [Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
+dims:
+  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
+  topk: {min: 1, from_config: num_experts_per_tok}
+  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
+fields:
+  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _schemas(tmp_path, monkeypatch):
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / "moe_routed.yaml").write_text(MOE_ROUTED)
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
+    monkeypatch.setattr(_patch, "_model_configs", {})
+
+
+def verl_config(**model) -> dict:
+    return {"actor_rollout_ref": {"actor": {}, "model": model}, "critic": {"enable": False}}
+
+
+# -- which config is read ---------------------------------------------------------------------
+
+
+def test_the_model_path_is_read_a_directory_or_its_config_json():
+    for path in (FIXTURES / "mixtral", FIXTURES / "mixtral" / "config.json"):
+        model = _patch.model_config_of(verl_config(path=str(path)))
+        assert model is not None and model.top["num_local_experts"] == 8
+        assert model.source == str(FIXTURES / "mixtral" / "config.json")
+
+
+def test_hf_config_path_wins_over_path_as_verl_reads_it():
+    model = _patch.model_config_of(
+        verl_config(path=str(FIXTURES / "mixtral"), hf_config_path=str(FIXTURES / "qwen3-moe"))
+    )
+    assert model is not None and model.top["num_experts"] == 128
+    # hf_config_path null: verl falls back to path, and so does this
+    model = _patch.model_config_of(verl_config(path=str(FIXTURES / "qwen3-moe"), hf_config_path=None))
+    assert model is not None and model.top["num_experts"] == 128
+
+
+def test_a_home_relative_path_is_expanded(tmp_path, monkeypatch):
+    shutil.copytree(FIXTURES / "qwen3-moe", tmp_path / "models" / "q")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    model = _patch.model_config_of(verl_config(path="~/models/q"))
+    assert model is not None and model.top["num_experts"] == 128
+
+
+@pytest.mark.parametrize("path", ["Qwen/Qwen3-30B-A3B", "hdfs://cluster/models/q", "/no/such/dir"])
+def test_a_path_that_is_not_local_is_skipped_never_downloaded(path):
+    assert _patch.model_config_of(verl_config(path=path)) is None
+
+
+def test_no_model_section_means_no_model_config():
+    assert _patch.model_config_of({"actor_rollout_ref": {"actor": {}}}) is None
+    assert _patch.model_config_of({}) is None
+
+
+def test_a_model_path_that_is_not_a_str_names_the_key():
+    with pytest.raises(VerlConfigError, match=r"config.actor_rollout_ref.model.path must be a path"):
+        _patch.model_config_of(verl_config(path=5))
+    with pytest.raises(VerlConfigError, match=r"config.actor_rollout_ref.model must be a mapping"):
+        _patch.model_config_of({"actor_rollout_ref": {"model": "Qwen/Qwen3"}})
+
+
+def test_a_local_config_that_cannot_be_read_is_a_typed_error_naming_the_file(tmp_path):
+    (tmp_path / "m").mkdir()
+    with pytest.raises(ts.ModelConfigError, match=r"the directory holds no config.json"):
+        _patch.model_config_of(verl_config(path=str(tmp_path / "m")))
+    (tmp_path / "m" / "config.json").write_text("{oops")
+    with pytest.raises(ts.ModelConfigError, match=r"config.json: line 1, column 2: not JSON"):
+        _patch.model_config_of(verl_config(path=str(tmp_path / "m")))
+
+
+def test_a_config_is_read_once_and_again_when_it_changes(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"num_experts": 4}))
+    config = verl_config(path=str(tmp_path))
+    first = _patch.model_config_of(config)
+    assert _patch.model_config_of(config) is first
+    path.write_text(json.dumps({"num_experts": 16}))
+    os.utime(path, ns=(1, 1))  # a new stamp even on a coarse clock
+    again = _patch.model_config_of(config)
+    assert again is not first and again.top["num_experts"] == 16
+
+
+# -- the pinned schema the padding gets -------------------------------------------------------
+
+
+@pytest.fixture
+def tq(monkeypatch):
+    client = MemoryTransferQueue()
+    monkeypatch.setitem(sys.modules, "transfer_queue", client)  # `import transfer_queue` finds it
+    return client
+
+
+def put_batch(client, schema_name: str, n: int, **dims):
+    schema = ts.load_schema(schema_name)
+    writer = ts.TransferQueueWriter(schema, partition_id="p", eos_token_id=2, client=client)
+    samples = [verl_sample(schema, 4, 2 + i, seed=i, uid=f"q{i}", **dims) for i in range(n)]
+    return writer.put([f"k{i}" for i in range(n)], samples)
+
+
+def run_installed(meta, multiple: int, config: dict):
+    wrapper = _patch._upsample_for(None)
+    token = _patch._trainer.set(SimpleNamespace(config=config))
+    try:
+        return wrapper(meta, multiple, 2)
+    finally:
+        _patch._trainer.reset(token)
+
+
+def test_the_padding_gets_the_samples_schema_with_the_models_dims_pinned(tq, monkeypatch):
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
+    seen = {}
+    real = _patch.upsample_batch_to_divisible_size
+
+    def spy(batch, multiple, eos, **kw):
+        seen.update(kw)
+        return real(batch, multiple, eos, client=tq, **kw)
+
+    monkeypatch.setattr(_patch, "upsample_batch_to_divisible_size", spy)
+    out = run_installed(meta, 4, verl_config(path=str(FIXTURES / "mixtral")))
+    schema = seen["schema"]
+    assert schema.name == "moe_routed"
+    assert {n: (d.size, d.source) for n, d in schema.dims.items() if isinstance(d, FixedDim)} == {
+        "experts": (8, "config: num_local_experts"),
+        "topk": (2, "config: num_experts_per_tok"),
+        "layers": (32, "config: num_hidden_layers"),
+    }
+    assert seen["dims"] == {"prompt": 127, "response": 1}  # the layout's padding length, as before
+    assert len(out.keys) == 4
+    padded = tq.kv_batch_get(keys=[out.keys[-1]], partition_id="p")
+    assert tuple(padded["routed_experts"][0].shape) == (128, 32, 2)
+
+
+def test_samples_that_disagree_with_the_model_config_are_refused(tq):
+    """Routes over 3 experts per token where the config says 2: the reference breaks the pinned schema."""
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=3)
+    with pytest.raises(ts.SchemaError, match=r"like= sample"):
+        run_installed(meta, 4, verl_config(path=str(FIXTURES / "mixtral")))
+    assert len(tq.kv_list()["p"]) == 3  # nothing was written
+    # without a local model config the same batch pads as before
+    assert len(run_installed(meta, 4, verl_config(path="mistralai/Mixtral-8x7B-v0.1")).keys) == 4
+
+
+def test_a_schema_that_reads_nothing_from_the_config_is_padded_as_it_is(tq):
+    meta = put_batch(tq, "text", 3)
+    assert _patch.pinned_schema(meta, 4, _patch.model_config_of(verl_config(path=str(FIXTURES / "mixtral")))) is (
+        ts.load_schema("text")
+    )
+    assert len(run_installed(meta, 4, verl_config(path=str(FIXTURES / "mixtral"))).keys) == 4
+
+
+def test_a_model_config_lacking_a_key_the_schema_reads_is_named(tq, tmp_path):
+    config = json.loads((FIXTURES / "mixtral" / "config.json").read_text())
+    del config["num_experts_per_tok"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
+    with pytest.raises(ts.ModelConfigError, match=r"config.json: num_experts_per_tok: the config gives no"):
+        run_installed(meta, 4, verl_config(path=str(tmp_path)))
+
+
+def test_nothing_is_read_when_no_padding_is_needed_or_the_batch_is_not_one(tq):
+    model = _patch.model_config_of(verl_config(path=str(FIXTURES / "mixtral")))
+    meta = put_batch(tq, "moe_routed", 4, layers=32, topk=2)
+    calls = []
+    tq.kv_batch_get = lambda **kw: calls.append(kw)  # type: ignore[method-assign]
+    assert _patch.pinned_schema(meta, 4, model) is None  # 4 is a multiple of 4
+    assert _patch.pinned_schema(None, 3, model) is None  # upsample refuses it in its own words
+    assert _patch.pinned_schema(meta, 0, model) is None
+    assert calls == []
+
+
+def test_an_all_padding_batch_is_left_to_upsample_to_refuse(tq):
+    model = _patch.model_config_of(verl_config(path=str(FIXTURES / "mixtral")))
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
+    meta.tags = [{**t, "is_padding": True} for t in meta.tags]
+    assert _patch.pinned_schema(meta, 4, model) is None
+
+
+@pytest.mark.verl
+def test_install_reads_the_model_config_again(monkeypatch):
+    pytest.importorskip("verl")
+    _patch._model_configs["x"] = ((0, 0), None)  # type: ignore[assignment]
+    monkeypatch.setattr(_patch, "_trainer_module", lambda: (_ for _ in ()).throw(ImportError("no verl")))
+    with pytest.raises(ImportError):
+        _patch.install()
+    assert "x" in _patch._model_configs  # a refused install changes nothing
+    monkeypatch.undo()
+    monkeypatch.setattr(_patch, "_model_configs", {"x": ((0, 0), None)})
+    _patch.install()
+    try:
+        assert _patch._model_configs == {}
+    finally:
+        _patch.uninstall()
