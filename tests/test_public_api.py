@@ -116,6 +116,16 @@ IMPORT_CLAIMS = [
     # Optional extras and dev tools stay out of `import trajschema`; torch and yaml are its own
     # imports, and seeing them is what shows the check would see Ray or rich.
     ImportClaim("trajschema", "import trajschema", absent=HEAVY, loaded=("torch", "yaml")),
+    # A model config read from a mapping or a file never imports transformers (only a
+    # PretrainedConfig the caller passes, already imported, is read, through its to_dict()).
+    ImportClaim(
+        "trajschema.schema_for_config",
+        "import trajschema as ts\n"
+        "ts.schema_for_config({'architectures': ['Qwen2VLForConditionalGeneration']})\n"
+        "ts.schema_for_config({'architectures': ['Qwen3MoeForCausalLM'], 'num_experts': 8, "
+        "'num_experts_per_tok': 2, 'num_hidden_layers': 4})",
+        absent=("transformers",),
+    ),
     ImportClaim("trajschema.cli.demo", "import trajschema.cli.demo", absent=("rich", "ray", "transfer_queue")),
     ImportClaim(
         "trajschema.verl",
