@@ -865,3 +865,97 @@ def test_a_non_str_extra_key_is_reported_as_a_schema_error(key):
     with pytest.raises(ts.SchemaError) as info:
         schema.validate(sample)
     assert str(key) in str(info.value)
+
+
+# -- a derived dim solved from another is held to its own definition (issue 15 §3) -------------
+
+_CHAIN = ts.schema_from_dict(
+    {
+        "name": "chain",
+        "dims": {"x": {"max": 50}, "c": {}, "b": "2 * x", "a": "b + c"},
+        "fields": {
+            "z": {"shape": ["a"], "dtype": "int64", "pad": 0},
+            "y": {"shape": ["c"], "dtype": "int64", "pad": 0},
+        },
+    }
+)
+
+
+def _zeros(*sizes: int) -> dict:
+    return {name: torch.zeros(n, dtype=torch.int64) for name, n in zip(("z", "y"), sizes)}
+
+
+def test_a_solved_derived_dim_is_checked_against_its_definition():
+    """a = 5, c = 2 solves b = 3, which 2 * x never is: it passed before, unchecked."""
+    (v,) = _CHAIN.violations(_zeros(5, 2))
+    assert (v.field, v.code, v.expected, v.actual) == ("z", "dim_mismatch", "b = 2 * x", "3")
+    assert v.message == "b is 3 (solved from a = b + c on z), which no sizes of x satisfy"
+    assert _CHAIN.validate(_zeros(6, 2)) == {"x": 2, "c": 2, "b": 4, "a": 6}  # solved down to x
+
+
+def test_a_size_solved_down_the_chain_is_held_to_the_bounds_of_the_free_dim():
+    (v,) = _CHAIN.violations(_zeros(104, 2))  # b = 102, so x = 51, past its max
+    assert (v.field, v.code, v.actual) == ("z", "dim_range", "x=51")
+
+
+def test_the_batch_paths_agree_with_the_sample_check_on_a_solved_chain():
+    from tensordict import TensorDict
+
+    rows = [(5, 2), (6, 2), (104, 2), (9, 1)]
+    columns = {
+        name: torch.nested.nested_tensor([_zeros(*r)[name] for r in rows], layout=torch.jagged) for name in ("z", "y")
+    }
+    batch = TensorDict(columns, batch_size=[len(rows)])
+    one_by_one = [(i, v.code) for i, r in enumerate(rows) for v in _CHAIN.violations(_zeros(*r))]
+    assert one_by_one == [(0, "dim_mismatch"), (2, "dim_range")]
+    for b in (batch, [_zeros(*r) for r in rows]):
+        assert [(v.sample, v.code) for v in _CHAIN.batch_violations(b)] == one_by_one
+
+
+def test_a_deeper_chain_is_held_at_every_step():
+    schema = ts.schema_from_dict(
+        {
+            "name": "deep",
+            "dims": {"x": {}, "c": {}, "e": "3 * x", "b": "e + 1", "a": "b + c"},
+            "fields": {
+                "z": {"shape": ["a"], "dtype": "int64", "pad": 0},
+                "y": {"shape": ["c"], "dtype": "int64", "pad": 0},
+            },
+        }
+    )
+    assert schema.validate(_zeros(8, 1)) == {"x": 2, "c": 1, "e": 6, "b": 7, "a": 8}
+    (v,) = schema.violations(_zeros(10, 1))  # b = 9, so e = 8, which 3 * x never is
+    assert (v.field, v.expected, v.actual) == ("z", "e = 3 * x", "8")
+    assert v.message == "e is 8 (solved from a = b + c on z), which no sizes of x satisfy"
+
+
+def test_an_input_the_expression_does_not_depend_on_at_these_sizes_is_not_solved_and_the_message_says_so():
+    """a = x * y with y = 0: no unique x, so binding refuses it as it refuses two unbound inputs (one way for a
+    sample and a batch alike); the message no longer claims no size satisfies it."""
+    schema = ts.schema_from_dict(
+        {
+            "name": "times",
+            "dims": {"x": {"min": 1}, "y": {}, "a": "x * y"},
+            "fields": {
+                "z": {"shape": ["a"], "dtype": "int64", "pad": 0},
+                "y": {"shape": ["y"], "dtype": "int64", "pad": 0},
+            },
+        }
+    )
+    (v,) = schema.violations(_zeros(0, 0))
+    assert (
+        v.message == "a is 0 on z, which does not depend on x at these sizes, so validation cannot solve it for x (y=0)"
+    )
+    assert schema.validate(_zeros(6, 3)) == {"x": 2, "y": 3, "a": 6}
+
+
+def test_two_unbound_inputs_are_refused_and_the_message_says_why():
+    schema = ts.schema_from_dict(
+        {
+            "name": "two",
+            "dims": {"h": {}, "w": {}, "a": "h + w"},
+            "fields": {"z": {"shape": ["a"], "dtype": "int64", "pad": 0}},
+        }
+    )
+    (v,) = schema.violations({"z": torch.zeros(6, dtype=torch.int64)})
+    assert v.message == "a is 6 on z, validation solves for one unbound dim at a time, and h, w are bound by no field"

@@ -429,3 +429,164 @@ def test_parsing_still_builds_every_expression():
     for text in ["n", "4", "a + b * 2", "-(a - 1)", "a*b*c + 0"]:
         e = parse_expr(text)
         assert isinstance(e, Expr) and str(e) == text
+
+
+# ---------------------------------------------------------------------------
+# Dim arithmetic as methods (issue 15): sizes a dim allows, bounds, polynomials, linearity, the one walk
+
+import itertools  # noqa: E402
+import math  # noqa: E402
+
+from trajschema.core.dims import (  # noqa: E402
+    DerivedDim,
+    DimCycleError,
+    FixedDim,
+    depends_on,
+    derived_order,
+)
+
+
+@given(
+    lo=st.integers(0, 40),
+    extra=st.one_of(st.none(), st.integers(0, 40)),
+    step=st.one_of(st.none(), st.integers(1, 9)),
+    at_least=st.integers(-5, 60),
+    at_most=st.one_of(st.none(), st.integers(-5, 60)),
+)
+def test_size_range_is_the_first_and_last_size_allowed_counted_by_hand(lo, extra, step, at_least, at_most):
+    d = FreeDim("n", lo, None if extra is None else lo + extra, step)
+    box = 200  # past every bound drawn, so "no end" shows as sizes up to it
+    top = box if at_most is None else at_most
+    sizes = [s for s in range(max(at_least, 0), top + 1) if d.allows(s)]
+    got = d.size_range(at_least, at_most)
+    if not sizes:
+        assert got is None and d.first_size(at_least) in (None, *range(top + 1, 10**4))
+        return
+    first, last = got
+    assert first == sizes[0] == d.first_size(at_least)
+    if d.max is None and at_most is None:
+        assert last is None and sizes[-1] > box - d.step  # no end: every step-th size up to the box
+    else:
+        assert last == sizes[-1]
+    assert sizes == list(range(first, sizes[-1] + 1, d.step))
+
+
+def test_first_size_is_exact_for_sizes_floats_would_round():
+    d = FreeDim("n", min=2**62 + 1, multiple_of=3)
+    assert d.first_size() == next(s for s in range(2**62 + 1, 2**62 + 10) if s % 3 == 0)
+    assert FreeDim("n", 3, 3, 4).size_range() is None  # built by hand: no size, and it says so
+    assert FixedDim("k", 4).size_range() == (4, 4) and FixedDim("k", 4).size_range(5) is None
+    assert FixedDim("k", 4).first_size(4) == 4 and FixedDim("k", 4).first_size(5) is None
+
+
+def _single_use(t: tuple, seen: set[str]) -> bool:
+    if t[0] == "int":
+        return True
+    if t[0] == "name":
+        if t[1] in seen:
+            return False
+        seen.add(t[1])
+        return True
+    return all(_single_use(c, seen) for c in t[1:])
+
+
+spans = st.fixed_dictionaries({n: st.tuples(st.integers(0, 4), st.integers(0, 3)) for n in NAMES})
+
+
+@given(tree=trees, box=spans)
+def test_bounds_hold_every_value_over_the_box_and_are_exact_when_each_name_is_used_once(tree, box):
+    expr = parse_expr(_render_full(tree))
+    span = {n: (lo, lo + w) for n, (lo, w) in box.items()}
+    values = [
+        expr.evaluate(dict(zip(span, combo)))
+        for combo in itertools.product(*(range(lo, hi + 1) for lo, hi in span.values()))
+    ]
+    lo, hi = expr.bounds(span)
+    assert lo <= min(values) and max(values) <= hi
+    if _single_use(tree, set()):
+        assert (lo, hi) == (min(values), max(values))
+
+
+def test_bounds_of_an_unbounded_dim_times_zero_is_zero():
+    assert parse_expr("n * 0").bounds({"n": (0, math.inf)}) == (0, 0)
+    assert parse_expr("n - m").bounds({"n": (0, math.inf), "m": (2, 3)}) == (-3, math.inf)
+    assert parse_expr("n").bounds({}) == (-math.inf, math.inf)  # a name the box lacks may be anything
+
+
+def _poly_value(poly, env: dict[str, int]) -> int:
+    return sum(c * math.prod(env[n] for n in mono) for mono, c in poly)
+
+
+@given(tree=trees, env=envs)
+def test_the_polynomial_evaluates_to_the_expression(tree, env):
+    expr = parse_expr(_render_min(tree))
+    p = expr.poly()
+    assert p is not None  # ten leaves never reach the expansion limits
+    assert _poly_value(p, env) == expr.evaluate(env)
+    assert p == parse_expr(_render_full(tree)).poly()  # one polynomial however it is written
+
+
+def test_the_polynomial_is_canonical_and_gives_up_on_blow_ups():
+    assert parse_expr("a + b").poly() == parse_expr("b + a").poly() == ((("a",), 1), (("b",), 1))
+    assert parse_expr("a - a").poly() == ()
+    assert parse_expr("2 * (a + 1)").poly(subst={"a": ((("b",), 3),)}) == (((), 2), (("b",), 6))
+    wide = " * ".join(f"(x{i} + y{i})" for i in range(10))  # 2**10 terms
+    assert parse_expr(wide).poly() is None
+
+
+@given(tree=trees, env=envs, free=st.sets(st.sampled_from(NAMES), min_size=1, max_size=2))
+def test_linear_is_exactly_whether_the_expression_is_affine_in_the_names(tree, env, free):
+    expr = parse_expr(_render_full(tree))
+    names = sorted(free)
+    fixed = {n: v for n, v in env.items() if n not in free}
+    got = expr.linear(names, fixed)
+    degree = len(_tree_names(tree))  # no variable's degree is higher
+    grid = list(itertools.product(range(degree + 1), repeat=len(names)))
+    if got is not None:
+        a, coef = got
+        for point in grid:
+            at = dict(zip(names, point))
+            assert expr.evaluate({**fixed, **at}) == a + sum(coef[n] * at[n] for n in names)
+        return
+    # Not affine: the affine function through 0 and the unit points misses somewhere on the grid
+    # (a non-zero polynomial of degree <= d in each variable cannot vanish on d + 1 points per variable).
+    zero = expr.evaluate({**fixed, **dict.fromkeys(names, 0)})
+    slope = {n: expr.evaluate({**fixed, **dict.fromkeys(names, 0), n: 1}) - zero for n in names}
+    assert any(
+        expr.evaluate({**fixed, **dict(zip(names, p))}) != zero + sum(slope[n] * v for n, v in zip(names, p))
+        for p in grid
+    )
+
+
+def test_linear_refuses_a_dim_neither_free_nor_known():
+    assert parse_expr("x + y").linear(["x"], {}) is None
+    assert parse_expr("x * y").linear(["x"], {"y": 0}) == (0, {"x": 0})
+    assert parse_expr("x * x - x * x + 3 * x").linear(["x"], {}) == (0, {"x": 3})
+
+
+def _chain_dims(n: int) -> dict:
+    dims: dict = {"x": FreeDim("x")}
+    for i in range(n):
+        dims[f"d{i}"] = DerivedDim(f"d{i}", parse_expr(f"{'x' if i == 0 else f'd{i - 1}'} + 1"))
+    return dims
+
+
+def test_derived_order_puts_each_derived_dim_after_what_it_uses_without_recursing():
+    dims = dict(reversed(list(_chain_dims(5000).items())))  # declared top first
+    order = derived_order(dims)
+    assert [d.name for d in order] == [f"d{i}" for i in range(5000)]
+    assert depends_on(dims, ["d2"]) == ["d2", "d1", "d0", "x"]
+    assert depends_on(dims, ["nope", "x"]) == ["x"]  # an undeclared name is skipped
+
+
+def test_derived_order_names_a_cycle():
+    dims = {
+        "x": FreeDim("x"),
+        "a": DerivedDim("a", parse_expr("b + x")),
+        "b": DerivedDim("b", parse_expr("c * 2")),
+        "c": DerivedDim("c", parse_expr("a - 1")),
+    }
+    with pytest.raises(DimCycleError, match=r"a -> b -> c -> a") as info:
+        derived_order(dims)
+    assert info.value.loop == ["a", "b", "c"]
+    assert depends_on(dims, ["a"]) == ["a", "b", "c", "x"]  # the walk is safe on a cycle

@@ -400,12 +400,15 @@ def test_derived_dims():
 
 
 def test_a_derived_chain_with_equal_expansion_is_not_proved_compatible():
-    # a: b + c with b: 2 * x solves b = a - c = 3 and never checks b against x; a: 2 * x + c must solve for x.
+    # a: b + c with b: 2 * x solves b = a - c = 3, and then holds b to its own definition: 2 * x is never 3.
+    # It once never checked b against x, so old accepted what new (solving a: 2 * x + c for x) refused.
     f = {"F1": {"shape": ["a"], "dtype": "int64", "pad": 0}, "F2": {"shape": ["c"], "dtype": "int64", "pad": 0}}
     old = build({"name": "o", "dims": {"x": {}, "c": {}, "b": "2 * x", "a": "b + c"}, "fields": f})
     new = build({"name": "n", "dims": {"x": {}, "c": {}, "a": "2 * x + c"}, "fields": f})
-    sample = {"F1": torch.zeros(5, dtype=torch.long), "F2": torch.zeros(2, dtype=torch.long)}
-    breaks(old, new, sample)  # the counterexample is real
+    odd = {"F1": torch.zeros(5, dtype=torch.long), "F2": torch.zeros(2, dtype=torch.long)}
+    assert not valid(old, odd) and not valid(new, odd)  # the two schemas agree on it now
+    even = {"F1": torch.zeros(6, dtype=torch.long), "F2": torch.zeros(2, dtype=torch.long)}
+    assert old.validate(even) == {"x": 2, "c": 2, "b": 4, "a": 6} and new.validate(even) == {"x": 2, "c": 2, "a": 6}
     changes = old.compatibility(new, "full")
     assert ("dim_changed", "dims.a", True, True) in [
         (c.kind, c.path, c.backward_breaking, c.forward_breaking) for c in changes

@@ -2926,3 +2926,48 @@ def test_whatever_loads_pads_and_validates(fields, n, m, tags, padding) -> None:
     except ts.SchemaDefinitionError:
         return
     _pad_and_validate(schema)
+
+
+# -- the interval check stays cheap (issue 15 §2) ---------------------------------------------
+
+import time  # noqa: E402
+
+
+def _squarings(x: dict, n: int = 30, top: str | None = None) -> dict:
+    """``x``, then ``s0 = x * x``, ``s1 = s0 * s0``, ... : sizes of ``x**(2**n)`` were computed exactly."""
+    dims: dict = {"x": x}
+    prev = "x"
+    for i in range(n):
+        dims[f"s{i}"] = f"{prev} * {prev}"
+        prev = f"s{i}"
+    if top is not None:
+        dims["top"] = top.format(prev=prev)
+    shape = ["top" if top is not None else prev]
+    return {"name": "squares", "dims": dims, "fields": {"t": {"shape": shape, "dtype": "int64", "pad": 0}}}
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        pytest.param({"max": 2}, id="max-2"),
+        pytest.param({"max": 2**62}, id="max-2**62"),
+        pytest.param({"min": 3, "max": 2**62}, id="min-and-max"),
+        pytest.param({"min": 2**40}, id="large-min-no-max"),
+    ],
+)
+def test_a_chain_of_30_squarings_under_a_max_loads_in_well_under_a_second(x):
+    """It took ~14 s at max 2 (and did not end at max 2**62): the check squared x**(2**29) exactly."""
+    start = time.perf_counter()
+    schema = ts.schema_from_dict(_squarings(x))
+    assert time.perf_counter() - start < 2.0
+    assert schema.dims["s29"].expr.names() == ("s28",)
+
+
+def test_a_chain_of_squarings_still_refuses_what_is_negative_for_every_size():
+    start = time.perf_counter()
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.schema_from_dict(_squarings({"max": 2**62}, top="0 - {prev} - 1"))
+    assert time.perf_counter() - start < 2.0
+    assert info.value.path == "dims.top"
+    assert "is at most -1 for every size the dims allow; a size cannot be negative" in info.value.problem
+    ts.schema_from_dict(_squarings({"max": 2**62}, top="{prev} - 1"))  # s29 may be large: not refused

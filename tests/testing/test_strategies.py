@@ -557,3 +557,107 @@ def test_an_unsatisfiable_schema_says_so():
 
 # Importing trajschema.testing does not import hypothesis (until a strategy is used):
 # one of the import claims of tests/test_public_api.py, which one interpreter checks together.
+
+
+# -- samples validation accepts, over schemas with chains of derived dims (issue 15 §3) ---------
+
+from hypothesis import HealthCheck  # noqa: E402
+
+from trajschema.testing import LAYOUTS  # noqa: E402
+
+
+@st.composite
+def _chain_schemas(draw) -> dict:
+    """A schema dict built constructively: free dims whose bounds admit a size, derived dims over earlier dims
+    (sums, constant multiples, at most one product of dims, so every shape stays small), fields observing any
+    of them, and a field for each free dim no shape uses (so that, with every field present, every dim binds)."""
+    dims: dict = {}
+    names: list[str] = []
+    for i in range(draw(st.integers(1, 3))):
+        lo, step = draw(st.integers(0, 3)), draw(st.sampled_from([None, 1, 2, 3]))
+        d: dict = {"min": lo} if lo else {}
+        if step:
+            d["multiple_of"] = step
+        if draw(st.booleans()):
+            first = -(-lo // (step or 1)) * (step or 1)
+            d["max"] = first + (step or 1) * draw(st.integers(0, 2))
+        dims[f"x{i}"] = d
+        names.append(f"x{i}")
+    products = 0
+    for i in range(draw(st.integers(1, 4))):
+
+        def term() -> str:
+            k, n = draw(st.integers(1, 3)), draw(st.sampled_from(names))
+            return n if k == 1 else f"{k} * {n}"
+
+        e = term()
+        for _ in range(draw(st.integers(0, 2))):
+            op = draw(st.sampled_from(["+", "+ const", *(["*"] if not products else [])]))
+            products += op == "*"
+            e = f"{e} + {draw(st.integers(0, 3))} + {term()}" if op == "+ const" else f"({e}) {op} {term()}"
+        dims[f"d{i}"] = e
+        names.append(f"d{i}")
+    fields = {
+        f"f{j}": {"shape": [draw(st.sampled_from(names))], "dtype": "int64", "pad": 0, "required": draw(st.booleans())}
+        for j in range(draw(st.integers(1, 4)))
+    }
+    seen = {f["shape"][0] for f in fields.values()}
+    for n in [n for n in names if n.startswith("x") and n not in seen]:
+        fields[f"o_{n}"] = {"shape": [n], "dtype": "int64", "pad": 0, "required": draw(st.booleans())}
+    return {"name": "chain", "dims": dims, "fields": fields}
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(d=_chain_schemas(), data=st.data())
+def test_samples_of_schemas_with_chains_of_derived_dims_always_validate(d, data):
+    """Validation binds a sample from the fields it carries: a derived dim observed alone is solved for its one
+    unbound input, and a derived input solved so is held to its own definition. samples() yields only samples it
+    can bind (choosing which optional fields to carry), and every one validates."""
+    schema = ts.schema_from_dict(d)
+    sample = data.draw(samples(schema, max_len=3))
+    assert schema.violations(sample) == [], (d, {k: tuple(v.shape) for k, v in sample.items()})
+    batch = data.draw(batches(schema, size=st.integers(0, 3), max_len=3, layout=data.draw(st.sampled_from(LAYOUTS))))
+    assert schema.batch_violations(batch) == []
+
+
+_ALONE = {"name": "alone", "dims": {"h": {"max": 4}, "w": {"max": 4}, "a": "h + w"}}
+
+
+def test_a_schema_no_sample_of_which_validation_accepts_is_refused_when_the_strategy_is_made():
+    """a = h + w observed alone has two unbound inputs: validation refuses every sample that carries it."""
+    schema = ts.schema_from_dict({**_ALONE, "fields": {"t": {"shape": ["a"], "dtype": "int64", "pad": 0}}})
+    assert schema.violations({"t": torch.zeros(3, dtype=torch.int64)})  # what the refusal says is true
+    for make in (lambda: samples(schema), lambda: batches(schema, size=2)):
+        with pytest.raises(ValueError, match=r"has no sample validation accepts: .*a = h \+ w is 0 but validation"):
+            make()
+
+
+@settings(deadline=None)
+@given(data=st.data())
+def test_optional_fields_are_chosen_so_that_validation_can_bind(data):
+    fields = {
+        "t": {"shape": ["a"], "dtype": "int64", "pad": 0, "required": False},
+        "th": {"shape": ["h"], "dtype": "int64", "pad": 0, "required": False},
+        "tw": {"shape": ["w"], "dtype": "int64", "pad": 0, "required": False},
+    }
+    schema = ts.schema_from_dict({**_ALONE, "fields": fields})
+    sample = data.draw(samples(schema, max_len=3))
+    assert "t" not in sample or {"th", "tw"} & set(sample)  # t alone cannot be bound
+    schema.validate(sample)
+
+
+def test_samples_can_carry_the_derived_dim_when_its_inputs_come_with_it():
+    fields = {
+        "t": {"shape": ["a"], "dtype": "int64", "pad": 0},
+        "th": {"shape": ["h"], "dtype": "int64", "pad": 0, "required": False},
+        "tw": {"shape": ["w"], "dtype": "int64", "pad": 0, "required": False},
+    }
+    schema = ts.schema_from_dict({**_ALONE, "fields": fields})
+
+    @settings(deadline=None)
+    @given(samples(schema, max_len=3))
+    def check(sample):
+        assert {"th", "tw"} & set(sample)
+        schema.validate(sample)
+
+    check()

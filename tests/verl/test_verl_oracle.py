@@ -499,11 +499,16 @@ def test_padding_dims_rejects_non_positive_ints(arg, value):
         tv.padding_dims(**{arg: value})
 
 
-def test_padding_dims_needs_room_for_a_prompt_and_a_response_token():
-    """min_len 1 cannot hold 1 prompt + 1 response token."""
-    with pytest.raises(ValueError, match="min_len"):
-        tv.padding_dims(min_len=1)
-    assert tv.padding_dims(min_len=2) == {"prompt": 1, "response": 1}
+def test_padding_dims_answers_every_positive_min_len_by_the_rule():
+    """min_len 1 is answered too: the smallest multiple of 2*tp*cp that is >= 1 is 2*tp*cp itself, which holds
+    a prompt and a response token (it was refused as if the row could be 1 token long)."""
+    for tp, cp in itertools.product((1, 2, 3, 8), (1, 2, 5)):
+        for min_len in range(1, 4 * 2 * tp * cp + 2):
+            got = tv.padding_dims(tp_size=tp, cp_size=cp, min_len=min_len)
+            assert got == _brute_force_padding_dims(tp, cp, min_len), (tp, cp, min_len)
+            assert got["prompt"] >= 1 and got["response"] == 1
+    assert tv.padding_dims(min_len=1) == {"prompt": 1, "response": 1}
+    assert tv.padding_dims(tp_size=4, cp_size=2, min_len=1) == {"prompt": 15, "response": 1}
 
 
 #: (strategy, role section): Ulysses at the role level and/or in its engine (fsdp_config).

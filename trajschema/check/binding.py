@@ -7,7 +7,13 @@ size and who is at odds with it:
 2. otherwise the size most observers agree on wins (a majority vote); ties go to a
    derived dim's computed size, then to the first observer in declaration order;
 3. derived dims (``seq = prompt + response``) are evaluated from their inputs, or, when
-   one input is bound by nothing else, solved for it;
+   one input is bound by nothing else, solved for it; a derived dim solved this way
+   (``b`` in ``a = b + c`` with ``b = 2 * x``) is then held to its own definition, once
+   the other dims are bound, the same way (computed and compared, or solved for its one
+   unbound input), so a size no sizes of its inputs give is refused, however deep the
+   chain. Only a unique solution
+   is a solution: an expression that does not depend on its unbound input at the sizes
+   bound (``x * y`` with ``y = 0``) is refused, as one in two unbound inputs is;
 4. free dims must lie within their ``min``/``max``/``multiple_of``.
 
 The same code runs on Python ints for :mod:`._sample` and on int64 tensors of shape
@@ -124,12 +130,15 @@ class Binding(Generic[V]):
             agree on ``target`` where its expression gives ``computed`` (``None``: the
             expression could not be evaluated or solved), broken where ``mask``.
         ranges: ``(dim, mask)`` per bound free dim, out of its bounds where ``mask``.
+        solved_from: dim -> the derived dim whose relation solved it (its size came
+            from there, not from a field).
     """
 
     env: dict[str, V]
     odd: list[tuple[str, str, Any]]
     relations: list[tuple[str, V, V | None, Any]]
     ranges: list[tuple[FreeDim, Any]]
+    solved_from: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def bind(
@@ -149,8 +158,10 @@ def bind(
         else:
             continue
         out.odd.extend((f, name, s != out.env[name]) for f, s in seen)
+    held: list[str] = []  # derived dims solved from another's relation, held to their own definitions last
     for d in plan.derived:
-        _bind_derived(d, obs.get(d.name, ()), pinned.get(d.name), sizes, out)
+        _bind_derived(plan, d, obs.get(d.name, ()), pinned.get(d.name), sizes, out, held)
+    _hold_solved(plan, held, sizes, out)
     for d in plan.free:
         v = out.env.get(d.name)
         if v is not None:
@@ -158,7 +169,15 @@ def bind(
     return out
 
 
-def _bind_derived(d: DerivedDim, seen: Sequence[tuple[str, V]], pin: int | None, sizes: Sizes[V], out: Binding[V]):
+def _bind_derived(
+    plan: DimPlan,
+    d: DerivedDim,
+    seen: Sequence[tuple[str, V]],
+    pin: int | None,
+    sizes: Sizes[V],
+    out: Binding[V],
+    held: list[str],
+) -> None:
     env = out.env
     value = d.expr.evaluate(env)
     computed: V | None = None if value is None else sizes.lift(value)
@@ -174,17 +193,51 @@ def _bind_derived(d: DerivedDim, seen: Sequence[tuple[str, V]], pin: int | None,
         return
     env[d.name] = target
     out.odd.extend((f, d.name, s != target) for f, s in seen)
+    _relate(plan, d, target, computed, sizes, out, held)
+
+
+def _relate(
+    plan: DimPlan, d: DerivedDim, target: V, computed: V | None, sizes: Sizes[V], out: Binding[V], held: list[str]
+) -> None:
+    """Record whether ``d``, bound to ``target``, agrees with its definition.
+
+    Computed and compared, or solved for its one unbound input; a derived input solved
+    so joins ``held``, and its own definition is checked in turn.
+    """
     if computed is not None:
         out.relations.append((d.name, target, computed, computed != target))
         return
+    env = out.env
     unbound = [m for m in d.expr.names() if m not in env]
     if len(unbound) != 1:
         out.relations.append((d.name, target, None, sizes.always()))
         return
-    sol, ok = solve_linear(d.expr, unbound[0], target, env, lift=sizes.lift, where=sizes.where)
-    if isinstance(ok, torch.Tensor) or ok:
-        env[unbound[0]] = sol  # where unsolved the size is 0 and the relation below says so
-    out.relations.append((d.name, target, None, ~ok if isinstance(ok, torch.Tensor) else not ok))
+    u = unbound[0]
+    sol, ok = solve_linear(d.expr, u, target, env, lift=sizes.lift, where=sizes.where)
+    if not isinstance(ok, torch.Tensor) and not ok:
+        out.relations.append((d.name, target, None, True))
+        return
+    env[u] = sol  # where unsolved (a tensor) the size is 0 and the relation says so
+    out.solved_from[u] = d.name
+    out.relations.append((d.name, target, None, ~ok if isinstance(ok, torch.Tensor) else False))
+    if isinstance(plan.dims[u], DerivedDim):
+        held.append(u)
+
+
+def _hold_solved(plan: DimPlan, held: list[str], sizes: Sizes[V], out: Binding[V]) -> None:
+    """Hold each derived dim solved from another's relation to its own definition.
+
+    Done once every other dim is bound, since its inputs may be bound by then (by a
+    field observed later in the order, or by another solve): ``b = 2 * x`` solved as 3
+    from ``a = b + c`` is refused, whether ``x`` is bound or still to be solved for.
+    Iterative: a hold that solves a derived input appends it.
+    """
+    i = 0
+    while i < len(held):
+        d = plan.dims[held[i]]
+        i += 1
+        value = d.expr.evaluate(out.env)
+        _relate(plan, d, out.env[d.name], None if value is None else sizes.lift(value), sizes, out, held)
 
 
 def _out_of_bounds(d: FreeDim, v: Any) -> Any:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from trajschema.check.binding import DimPlan
+from trajschema.check.binding import DimPlan, ScalarSizes, bind
 from trajschema.check.fastpath import compile_fast_checker
-from trajschema.core import DerivedDim, Dim, Field, FixedDim, FreeDim, Tag
+from trajschema.core import DerivedDim, Dim, Field, FixedDim, FreeDim, Tag, derived_order
 
 __all__ = ["Axis", "Plan", "build_plan"]
 
@@ -61,6 +61,32 @@ class Plan:
         """``env`` without the hidden dims, in declaration order."""
         return {n: env[n] for n in self.dim_plan.dims if n in env and n not in self.hidden}
 
+    def unbindable(self, env: Mapping[str, int], present: Iterable[str], pinned: Mapping[str, int]) -> str | None:
+        """Why validation cannot bind the dims of a sample whose sizes are ``env``, or ``None`` when it can.
+
+        ``env`` holds every dim (sizes that satisfy every definition, as the strategies
+        draw them), ``present`` names the tensor fields the sample carries, ``pinned`` is
+        ``dims=``. Binding sees only what those fields observe, so a derived dim whose
+        inputs no field binds may have to be solved, and only one unbound input at a time
+        can be: ``a = h * w`` observed alone is refused whatever its size. The reason
+        names the first such dim.
+        """
+        here = set(present)
+        obs: dict[str, list[tuple[str, int]]] = {}
+        for f, axes in self.tensors:
+            if f.name in here:
+                for name, _ in axes:
+                    if name is not None:
+                        obs.setdefault(name, []).append((f.name, env[name]))
+        b = bind(self.dim_plan, obs, pinned, ScalarSizes())
+        for name, target, _, bad in b.relations:
+            if bad:
+                d = self.dim_plan.dims[name]
+                label = str(d.expr) if name in self.hidden else f"{name} = {d.expr}"
+                unbound = [n for n in d.expr.names() if n not in b.env]
+                return f"{label} is {target} but validation cannot solve it for {', '.join(unbound) or 'its inputs'}"
+        return None
+
 
 def build_plan(
     *,
@@ -91,7 +117,7 @@ def build_plan(
         others=tuple(f for f in fields.values() if not f.is_tensor),
         dim_plan=DimPlan(
             dims=all_dims,
-            derived=_dependency_order(all_dims),
+            derived=derived_order(all_dims),
             fixed={n: d.size for n, d in all_dims.items() if isinstance(d, FixedDim)},
             free=tuple(d for d in all_dims.values() if isinstance(d, FreeDim)),
         ),
@@ -111,22 +137,3 @@ def _axis(e: Any, dims: dict[str, Any], hidden: set[str]) -> Axis:
         dims[name] = DerivedDim(name, e)
         hidden.add(name)
     return (name, -1)
-
-
-def _dependency_order(dims: Mapping[str, Any]) -> tuple[DerivedDim, ...]:
-    order: list[DerivedDim] = []
-    seen: set[str] = set()
-
-    def visit(n: str) -> None:
-        if n in seen:
-            return
-        seen.add(n)
-        d = dims[n]
-        if isinstance(d, DerivedDim):
-            for m in d.expr.names():
-                visit(m)
-            order.append(d)
-
-    for n in dims:
-        visit(n)
-    return tuple(order)

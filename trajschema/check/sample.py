@@ -162,20 +162,48 @@ def _report_relations(plan: Plan, b: Binding[int], r: _Report) -> None:
         if not bad:
             continue
         d = plan.dim_plan.dims[name]
-        who = [f for f, _ in r.obs.get(name, [])]
-        field = who[0] if who else name
+        field, where = _where_bound(plan, b, r, name)
         label = str(d.expr) if name in plan.hidden else f"{name} = {d.expr}"
         inputs = ", ".join(f"{n}={b.env[n]}" for n in d.expr.names() if n in b.env)
         if computed is None:
             shown = d.expr if name in plan.hidden else name
-            msg = (
-                f"{shown} is {target} on {', '.join(who) or 'dims='}, "
-                f"which no sizes of {', '.join(d.expr.names())} satisfy ({inputs})"
-            )
+            msg = f"{shown} is {target} {where}, {_unsolved(d.expr, b.env)}" + (f" ({inputs})" if inputs else "")
             r.add(field, "dim_mismatch", label, str(target), msg)
         else:
-            msg = f"{'/'.join(who) or 'dims='} agree on {target} but {label} = {computed} ({inputs})"
+            msg = f"{where} agree on {target} but {label} = {computed} ({inputs})"
             r.add(field, "dim_mismatch", f"{computed} ({label})", str(target), msg)
+
+
+def _unsolved(e: Any, env: Mapping[str, int]) -> str:
+    """Why binding could not solve ``e`` for its unbound inputs, for a message."""
+    unbound = [n for n in e.names() if n not in env]
+    if len(unbound) > 1:
+        return f"validation solves for one unbound dim at a time, and {', '.join(unbound)} are bound by no field"
+    lin = e.linear(unbound, env) if unbound else None
+    if lin is not None and lin[1][unbound[0]] == 0:  # x * y with y = 0: every x gives it, none uniquely
+        return f"which does not depend on {unbound[0]} at these sizes, so validation cannot solve it for {unbound[0]}"
+    return f"which no sizes of {', '.join(unbound or e.names())} satisfy"
+
+
+def _where_bound(plan: Plan, b: Binding[int], r: _Report, name: str) -> tuple[str, str]:
+    """The field to blame for derived dim ``name``'s size, and where that size came from, for a message.
+
+    Its observers; else, for a size solved from another derived dim's relation, the
+    fields observing that one (``b`` solved from ``a = b + c`` on field ``z``); else ``dims=``.
+    """
+    who = [f for f, _ in r.obs.get(name, [])]
+    if who:
+        return who[0], f"on {', '.join(who)}"
+    src, chain = name, list[str]()
+    while src in b.solved_from and len(chain) <= len(b.solved_from):  # bounded: the map has no cycle
+        src = b.solved_from[src]
+        chain.append(src)
+    if not chain:
+        return name, "on dims="
+    top = plan.dim_plan.dims[src]
+    via = [f for f, _ in r.obs.get(src, [])]
+    shown = str(top.expr) if src in plan.hidden else f"{src} = {top.expr}"
+    return (via[0] if via else name), f"(solved from {shown} on {', '.join(via) or 'dims='})"
 
 
 def _report_ranges(plan: Plan, b: Binding[int], r: _Report) -> None:
@@ -185,7 +213,12 @@ def _report_ranges(plan: Plan, b: Binding[int], r: _Report) -> None:
         who = [f for f, _ in r.obs.get(d.name, [])]
         # A dim solved from an expression has no field of its own; name what bound it.
         via = (x.name for x in plan.dim_plan.derived if d.name in x.expr.names() and r.obs.get(x.name))
-        field = who[0] if who else next(via, d.name)
+        if who:
+            field = who[0]
+        elif d.name in b.solved_from:  # solved down a chain: the field observing its top
+            field = _where_bound(plan, b, r, d.name)[0]
+        else:
+            field = next(via, d.name)
         size = b.env[d.name]
         r.add(
             field,

@@ -6,12 +6,27 @@ front lists what the other rooms take from this one.
 """
 
 from trajschema.core.decl import DTYPES_BY_NAME, KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
-from trajschema.core.dims import DerivedDim, Expr, ExprError, FixedDim, FreeDim, parse_expr, solve_for, solve_linear
+from trajschema.core.dims import (
+    DerivedDim,
+    DimCycleError,
+    Expr,
+    ExprError,
+    FixedDim,
+    FreeDim,
+    Poly,
+    depends_on,
+    derived_order,
+    parse_expr,
+    solve_for,
+    solve_linear,
+)
 from trajschema.core.errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
 from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, shown_value
 from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
 from trajschema.core.validation import check_int, check_real, is_int, positive_int
 from trajschema.core.values import (
+    Domain,
+    ValueSet,
     checks_for,
     counts_exactly_to,
     element_failures,
@@ -41,12 +56,15 @@ __all__ = [
     "Depth",
     "DerivedDim",
     "Dim",
+    "DimCycleError",
+    "Domain",
     "Expr",
     "ExprError",
     "Field",
     "FixedDim",
     "FreeDim",
     "PadRule",
+    "Poly",
     "Sample",
     "SchemaDefinitionError",
     "SchemaError",
@@ -55,12 +73,15 @@ __all__ = [
     "SchemaNotFoundError",
     "Tag",
     "TagDict",
+    "ValueSet",
     "Violation",
     "ViolationCode",
     "check_int",
     "check_real",
     "checks_for",
     "counts_exactly_to",
+    "depends_on",
+    "derived_order",
     "describe_value",
     "dtype_name",
     "element_failures",

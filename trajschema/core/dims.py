@@ -6,22 +6,33 @@ names, ``+ - *`` and parentheses), never ``eval``::
     expr := term (("+" | "-") term)*
     term := unary ("*" unary)*
     unary := "-" unary | INT | NAME | "(" expr ")"
+
+The arithmetic every room needs lives here, once: the sizes a dim allows
+(`FreeDim.size_range`, `FreeDim.first_size`), an expression's bounds over intervals
+(`Expr.bounds`), its canonical polynomial (`Expr.poly`) and linearity (`Expr.linear`),
+solving it for one unbound dim (`solve_linear`), and the one walk over the dependencies
+of derived dims (`depends_on`, `derived_order`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "DerivedDim",
+    "DimCycleError",
     "Expr",
     "ExprError",
     "FixedDim",
     "FreeDim",
+    "Poly",
+    "depends_on",
+    "derived_order",
     "parse_expr",
     "solve_for",
     "solve_linear",
@@ -54,6 +65,72 @@ def _size_arg(owner: str, arg: str, v: Any, minimum: int = 0, *, optional: bool 
 def _str_arg(owner: str, arg: str, v: Any) -> None:
     if not isinstance(v, str):
         raise TypeError(f"{owner}: {arg} must be a str, found {type(v).__name__} {v!r}")
+
+
+#: A polynomial over dim names: ``((monomial, coefficient), ...)``, sorted, no zero terms;
+#: a monomial is a sorted tuple of names (``("a", "a", "b")`` is ``a*a*b``).
+Poly = tuple[tuple[tuple[str, ...], int], ...]
+
+# Expanding products can grow without bound (``(a+b)*(c+d)*...``, or derived dims
+# substituted into each other): past these sizes a polynomial is "too large" (``None``).
+_MAX_TERMS = 512
+_MAX_DEGREE = 64
+
+
+class _TooComplex(Exception):
+    pass
+
+
+def _freeze(p: Mapping[tuple[str, ...], int]) -> Poly:
+    return tuple(sorted((m, c) for m, c in p.items() if c))
+
+
+def _poly_mul(a: Poly, b: Poly) -> Poly:
+    out: dict[tuple[str, ...], int] = {}
+    for ma, ca in a:
+        for mb, cb in b:
+            m = tuple(sorted(ma + mb))
+            if len(m) > _MAX_DEGREE:
+                raise _TooComplex
+            out[m] = out.get(m, 0) + ca * cb
+            if len(out) > _MAX_TERMS:
+                raise _TooComplex
+    return _freeze(out)
+
+
+def _poly_add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b:
+        out[m] = out.get(m, 0) + sign * c
+    if len(out) > _MAX_TERMS:
+        raise _TooComplex
+    return _freeze(out)
+
+
+def _poly_of(e: Expr, subst: Mapping[str, Poly | None]) -> Poly:
+    if e.op == "int":
+        return _freeze({(): e.args[0]})
+    if e.op == "name":
+        name = e.args[0]
+        if name in subst:
+            p = subst[name]
+            if p is None:
+                raise _TooComplex
+            return p
+        return (((name,), 1),)
+    if e.op == "neg":
+        return tuple((m, -c) for m, c in _poly_of(e.args[0], subst))
+    a, b = (_poly_of(x, subst) for x in e.args)
+    if e.op == "+":
+        return _poly_add(a, b)
+    if e.op == "-":
+        return _poly_add(a, b, -1)
+    return _poly_mul(a, b)
+
+
+def _times(x: float, y: float) -> float:
+    """``x * y`` over the extended integers, where a zero factor wins (``0 * inf`` is 0: the size 0 times any size)."""
+    return 0 if x == 0 or y == 0 else x * y
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,6 +206,60 @@ class Expr:
         if op == "*":
             return vals[0] * vals[1]
         return -vals[0]  # neg
+
+    def bounds(self, span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
+        """The smallest and largest value over the box ``span`` (name -> ``(lo, hi)``, ends may be ±inf).
+
+        Plain interval arithmetic: exact for an expression that uses each name once, wider
+        otherwise (``n - n`` gives ``[lo - hi, hi - lo]``), never narrower. A name ``span``
+        lacks may be anything. The cost is that of the integers involved: a caller
+        feeding results back in (derived dims of derived dims) keeps its ends small.
+        """
+        if self.op == "int":
+            return self.args[0], self.args[0]
+        if self.op == "name":
+            return span.get(self.args[0], (-math.inf, math.inf))
+        if self.op == "neg":
+            lo, hi = self.args[0].bounds(span)
+            return -hi, -lo
+        (alo, ahi), (blo, bhi) = (a.bounds(span) for a in self.args)
+        if self.op == "+":
+            return alo + blo, ahi + bhi
+        if self.op == "-":
+            return alo - bhi, ahi - blo
+        products = [_times(x, y) for x in (alo, ahi) for y in (blo, bhi)]
+        return min(products), max(products)
+
+    def poly(self, subst: Mapping[str, Poly | None] | None = None) -> Poly | None:
+        """The canonical polynomial (``prompt + response`` and ``response + prompt`` give one),
+        names in ``subst`` replaced by theirs; ``None`` when too large to expand (or a
+        substituted name's polynomial is ``None``)."""
+        try:
+            return _poly_of(self, subst or {})
+        except _TooComplex:
+            return None
+
+    def linear(self, names: Sequence[str], env: Mapping[str, int]) -> tuple[int, dict[str, int]] | None:
+        """``(a, {name: c})`` such that the expression is ``a + sum(c * name)`` for every size of ``names``,
+        every other dim at its size in ``env``.
+
+        Exact (read off the polynomial, not probed): ``None`` when it is not linear in
+        ``names`` (``n * n``, ``x * y``), uses a dim that is neither in ``names`` nor in
+        ``env``, or is too large to expand.
+        """
+        subst: dict[str, Poly | None] = {n: _freeze({(): v}) for n, v in env.items() if n not in names}
+        p = self.poly(subst)
+        if p is None:
+            return None
+        a, coef = 0, dict.fromkeys(names, 0)
+        for mono, c in p:
+            if not mono:
+                a = c
+            elif len(mono) == 1 and mono[0] in coef:
+                coef[mono[0]] = c
+            else:
+                return None
+        return a, coef
 
     def __str__(self) -> str:
         return self.text or _render(self)
@@ -309,6 +440,21 @@ class FixedDim:
     def describe(self) -> str:
         return str(self.size)
 
+    @property
+    def step(self) -> int:
+        """The distance between two sizes the dim allows (it allows one: 1)."""
+        return 1
+
+    def size_range(self, at_least: int = 0, at_most: int | None = None) -> tuple[int, int] | None:
+        """``(size, size)`` when ``at_least <= size <= at_most``, else ``None`` (see `FreeDim.size_range`)."""
+        if self.size < at_least or (at_most is not None and self.size > at_most):
+            return None
+        return self.size, self.size
+
+    def first_size(self, at_least: int = 0) -> int | None:
+        """The size, when it is at least ``at_least``."""
+        return self.size if self.size >= at_least else None
+
 
 @dataclasses.dataclass(frozen=True)
 class FreeDim:
@@ -358,6 +504,36 @@ class FreeDim:
             return False
         return self.multiple_of is None or size % self.multiple_of == 0
 
+    @property
+    def step(self) -> int:
+        """The distance between two sizes the dim allows: ``multiple_of``, or 1."""
+        return self.multiple_of or 1
+
+    def size_range(self, at_least: int = 0, at_most: int | None = None) -> tuple[int, int | None] | None:
+        """The first and the last size the dim allows from ``at_least`` to ``at_most``; ``None`` when it allows none.
+
+        The last is ``None`` when there is no end (no ``max`` and no ``at_most``). The sizes
+        between are every ``step``-th from the first. Exact for any ints (no float
+        division): ``FreeDim("n", min=3, multiple_of=4).size_range()`` is ``(4, None)``.
+        """
+        m = self.step
+        first = -(-max(at_least, self.min) // m) * m  # the one ceiling division of a size in the package
+        top = self.max if at_most is None else at_most if self.max is None else min(at_most, self.max)
+        last = None if top is None else top // m * m
+        if last is not None and first > last:
+            return None
+        return first, last
+
+    def first_size(self, at_least: int = 0) -> int | None:
+        """The smallest size the dim allows that is at least ``at_least`` (``None``: there is none).
+
+        Examples:
+            >>> FreeDim("seq", min=129, multiple_of=64).first_size()
+            192
+        """
+        found = self.size_range(at_least)
+        return None if found is None else found[0]
+
 
 @dataclasses.dataclass(frozen=True)
 class DerivedDim:
@@ -380,3 +556,67 @@ class DerivedDim:
 
     def describe(self) -> str:
         return str(self.expr)
+
+
+# -- the dependencies of derived dims ---------------------------------------------------
+
+
+class DimCycleError(ValueError):
+    """Derived dims depend on each other in a cycle; ``loop`` lists it, from where the walk met it."""
+
+    def __init__(self, loop: list[str]) -> None:
+        self.loop = loop
+        super().__init__(f"dims depend on each other in a cycle: {' -> '.join([*loop, loop[0]])}")
+
+
+def _inputs(dims: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    d = dims[name]
+    return tuple(n for n in d.expr.names() if n in dims) if isinstance(d, DerivedDim) else ()
+
+
+def depends_on(dims: Mapping[str, Any], roots: Iterable[str]) -> list[str]:
+    """``roots`` and every dim they depend on through derived dims, in first-seen order.
+
+    Names ``dims`` does not declare are skipped. Iterative, and safe on a cycle.
+    """
+    seen: dict[str, None] = {}
+    todo = list(reversed(list(roots)))
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in dims:
+            continue
+        seen[n] = None
+        todo.extend(reversed(_inputs(dims, n)))
+    return list(seen)
+
+
+def derived_order(dims: Mapping[str, Any]) -> tuple[DerivedDim, ...]:
+    """Every derived dim of ``dims``, each after the derived dims it uses (declaration order otherwise).
+
+    Iterative, so a chain of any length is walked without recursion.
+
+    Raises:
+        DimCycleError: derived dims depend on each other in a cycle.
+    """
+    order: list[DerivedDim] = []
+    done: set[str] = set()
+    for root in dims:
+        if root in done:
+            continue
+        trail, on_trail, todo = [root], {root}, [iter(_inputs(dims, root))]
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                n = trail.pop()
+                on_trail.discard(n)
+                todo.pop()
+                done.add(n)
+                if isinstance(dims[n], DerivedDim):
+                    order.append(dims[n])
+            elif nxt in on_trail:
+                raise DimCycleError(trail[trail.index(nxt) :])
+            elif nxt not in done:
+                trail.append(nxt)
+                on_trail.add(nxt)
+                todo.append(iter(_inputs(dims, nxt)))
+    return tuple(order)

@@ -7,7 +7,7 @@ accepts: "is every X that ``a`` allows also allowed by ``b``?". The answer is a
 
 * sizes: a fixed or free dim allows an arithmetic progression of sizes;
 * values: a field's ``values``/``min``/``max``/``finite`` over the values its kind or one
-  dtype can hold (exact, as :mod:`trajschema.core.values` compares);
+  dtype can hold: the value engine's `ValueSet`, whose difference gives the witness;
 * kinds: which kinds accept every value of another (``int`` values are ``float`` values);
 * dim expressions: a canonical polynomial over ``+ - *`` (``prompt + response`` equals
   ``response + prompt``), with derived dims expanded;
@@ -20,13 +20,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
-import torch
-
 from trajschema.check import Plan
-from trajschema.core import DerivedDim, Expr, FixedDim, FreeDim, fits_dtype, float_bound
+from trajschema.core import (
+    DerivedDim,
+    Domain,
+    Expr,
+    FixedDim,
+    FreeDim,
+    Poly,
+    ValueSet,
+    depends_on,
+    derived_order,
+)
 
 __all__ = [
     "Poly",
@@ -50,14 +57,8 @@ __all__ = [
 
 def _progression(d: FixedDim | FreeDim) -> tuple[int, int, int | None] | None:
     """``(first, step, last)`` of the sizes ``d`` allows (``last`` ``None``: no end); ``None`` if none."""
-    if isinstance(d, FixedDim):
-        return d.size, 1, d.size
-    step = d.multiple_of or 1
-    first = -(-d.min // step) * step
-    last = None if d.max is None else (d.max // step) * step
-    if last is not None and last < first:
-        return None
-    return first, step, last
+    sizes = d.size_range()
+    return None if sizes is None else (sizes[0], d.step, sizes[1])
 
 
 def size_witness(a: FixedDim | FreeDim, b: FixedDim | FreeDim) -> int | None:
@@ -91,73 +92,10 @@ def size_witness(a: FixedDim | FreeDim, b: FixedDim | FreeDim) -> int | None:
 
 # -- dim expressions as canonical polynomials ---------------------------------------------
 
-#: A polynomial over dim names: ``((monomial, coefficient), ...)``, sorted, no zero terms;
-#: a monomial is a sorted tuple of names (``("a", "a", "b")`` is ``a*a*b``).
-Poly = tuple[tuple[tuple[str, ...], int], ...]
-
-# Expanding products of derived dims can grow without bound (``a: b*b``, ``b: c*c``, ...):
-# past these sizes a comparison gives up and says it cannot prove equality.
-_MAX_TERMS = 512
-_MAX_DEGREE = 64
-
-
-class _TooComplex(Exception):
-    pass
-
-
-def _freeze(p: Mapping[tuple[str, ...], int]) -> Poly:
-    return tuple(sorted((m, c) for m, c in p.items() if c))
-
-
-def _mul(a: Poly, b: Poly) -> Poly:
-    out: dict[tuple[str, ...], int] = {}
-    for ma, ca in a:
-        for mb, cb in b:
-            m = tuple(sorted(ma + mb))
-            if len(m) > _MAX_DEGREE:
-                raise _TooComplex
-            out[m] = out.get(m, 0) + ca * cb
-            if len(out) > _MAX_TERMS:
-                raise _TooComplex
-    return _freeze(out)
-
-
-def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
-    out = dict(a)
-    for m, c in b:
-        out[m] = out.get(m, 0) + sign * c
-    if len(out) > _MAX_TERMS:
-        raise _TooComplex
-    return _freeze(out)
-
-
-def _poly(e: Expr, subst: Mapping[str, Poly | None]) -> Poly:
-    if e.op == "int":
-        return _freeze({(): e.args[0]})
-    if e.op == "name":
-        name = e.args[0]
-        if name in subst:
-            p = subst[name]
-            if p is None:
-                raise _TooComplex
-            return p
-        return (((name,), 1),)
-    if e.op == "neg":
-        return tuple((m, -c) for m, c in _poly(e.args[0], subst))
-    a, b = (_poly(x, subst) for x in e.args)
-    if e.op == "+":
-        return _add(a, b)
-    if e.op == "-":
-        return _add(a, b, -1)
-    return _mul(a, b)
-
 
 def poly(e: Expr, subst: Mapping[str, Poly | None] | None = None) -> Poly | None:
     """``e`` as a canonical polynomial, names in ``subst`` replaced; ``None`` when too large to expand."""
-    try:
-        return _poly(e, subst or {})
-    except _TooComplex:
-        return None
+    return e.poly(subst)
 
 
 def direct_key(e: Expr) -> tuple[Poly | None, frozenset[str]]:
@@ -171,34 +109,14 @@ def direct_key(e: Expr) -> tuple[Poly | None, frozenset[str]]:
 def expansions(dims: Mapping[str, Any]) -> dict[str, Poly | None]:
     """Every derived dim of ``dims`` as a polynomial over fixed and free dims (``None``: too large)."""
     out: dict[str, Poly | None] = {}
-
-    def visit(name: str) -> Poly | None:
-        if name not in out:
-            d = dims[name]
-            for n in d.expr.names():
-                if isinstance(dims[n], DerivedDim):
-                    visit(n)
-            out[name] = poly(d.expr, out)
-        return out[name]
-
-    for name, d in dims.items():
-        if isinstance(d, DerivedDim):
-            visit(name)
+    for d in derived_order(dims):  # each after the derived dims it uses, so ``out`` holds them
+        out[d.name] = d.expr.poly(out)
     return out
 
 
 def reachable(dims: Mapping[str, Any], roots: Iterable[str]) -> set[str]:
     """``roots`` and every dim their derived dims depend on, transitively."""
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in dims:
-            continue
-        seen.add(n)
-        if isinstance(dims[n], DerivedDim):
-            todo.extend(dims[n].expr.names())
-    return seen
+    return set(depends_on(dims, roots))
 
 
 # -- kinds -------------------------------------------------------------------------------
@@ -230,210 +148,32 @@ def kind_witness(a: str | None, b: str | None) -> Any:
 # -- values --------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class ValueSet:
-    """The values a field's checks let through, among those one kind or dtype can hold.
-
-    Numbers are the listed ``members`` (when ``values`` is declared) or the interval
-    ``[lo, hi]`` (``None``: unbounded) — integers only when ``integral``, else reals, or
-    the values of float ``dtype`` when given; plus the flags for ``-inf``, ``+inf``, NaN
-    and ``others`` (values that are not numbers, such as strings, which pass only checks
-    without ``values``). ``empty`` marks an interval with no number in it.
-    """
-
-    integral: bool
-    members: frozenset[Any] | None = None
-    lo: Any = None
-    hi: Any = None
-    empty: bool = False
-    neg_inf: bool = False
-    pos_inf: bool = False
-    nan: bool = False
-    others: bool = False
-    numbers: bool = True
-    dtype: torch.dtype | None = None
-
-    def holds(self, x: Any) -> bool:
-        """Whether the number ``x`` (of this set's domain) is in the set."""
-        if isinstance(x, float) and math.isnan(x):
-            return self.nan
-        if self.members is not None:
-            return x in self.members
-        if isinstance(x, float) and math.isinf(x):
-            return self.pos_inf if x > 0 else self.neg_inf
-        return not self.empty and (self.lo is None or x >= self.lo) and (self.hi is None or x <= self.hi)
-
-
-#: Where values come from: a torch dtype, or a non-tensor kind.
-Domain = torch.dtype | str
-
-
-def _passes(v: Any, lo: Any, hi: Any, finite: bool) -> bool:
-    if (lo is not None and not v >= lo) or (hi is not None and not v <= hi):
-        return False
-    return not (finite and isinstance(v, float) and not math.isfinite(v))
-
-
-def _int_domain(domain: Domain) -> tuple[int | None, int | None] | None:
-    """``(lo, hi)`` of an integer domain (``None``: unbounded), or ``None`` for a real one."""
-    if domain == "int":
-        return None, None
-    if domain in ("bool", torch.bool):
-        return 0, 1
-    if isinstance(domain, torch.dtype) and not domain.is_floating_point:
-        info = torch.iinfo(domain)
-        return int(info.min), int(info.max)
-    return None
-
-
 def value_set(values: Sequence[Any] | None, lo: Any, hi: Any, finite: bool, domain: Domain) -> ValueSet:
     """What checks ``values``/``lo``/``hi``/``finite`` let through among the values of ``domain``.
 
     ``domain`` is a torch dtype (a tensor's elements) or a kind (``int``: integers, ``float``:
     reals, ±inf and NaN, ``bool``: 0 and 1, ``any``: reals and non-numbers, ``str`` and
-    ``mapping``: non-numbers only). A value that is not a number never equals a listed
-    number (an object with an unusual ``__eq__`` is out of scope).
+    ``mapping``: non-numbers only): the value engine's own set (`ValueSet.passing`), so
+    compatibility rounds a bound onto a dtype exactly as validation does. A value that is
+    not a number never equals a listed number (an object with an unusual ``__eq__`` is
+    out of scope).
     """
-    if domain in ("str", "mapping"):
-        return ValueSet(False, numbers=False, others=values is None)
-    others = domain == "any" and values is None
-    ints = _int_domain(domain)
-    dtype = domain if isinstance(domain, torch.dtype) and domain.is_floating_point else None
-    if ints is not None:
-        dlo, dhi = ints
-        if values is not None:
-            keep = {
-                int(v)
-                for v in values
-                if (not isinstance(v, float) or v.is_integer())
-                and (dlo is None or dlo <= v <= dhi)
-                and _passes(v, lo, hi, False)
-            }
-            return ValueSet(True, members=frozenset(keep))
-        a = math.ceil(lo) if lo is not None else None
-        b = math.floor(hi) if hi is not None else None
-        a = dlo if a is None or (dlo is not None and a < dlo) else a
-        b = dhi if b is None or (dhi is not None and b > dhi) else b
-        return ValueSet(True, lo=a, hi=b, empty=a is not None and b is not None and a > b)
-    return _real_set(values, lo, hi, finite, dtype, others)
-
-
-def _real_set(values: Any, lo: Any, hi: Any, finite: bool, dtype: torch.dtype | None, others: bool) -> ValueSet:
-    if values is not None:
-        keep = {
-            (float(v) if dtype is not None else int(v) if isinstance(v, bool) else v)
-            for v in values
-            if (dtype is None or fits_dtype(v, dtype)) and _passes(v, lo, hi, finite)
-        }
-        return ValueSet(False, members=frozenset(keep), dtype=dtype, others=others)
-    a, b = lo, hi
-    if dtype is not None:  # the dtype's own values nearest the bounds, as validation compares
-        big = torch.finfo(dtype).max
-        a = -big if lo is None else float_bound(lo, dtype, True)
-        b = big if hi is None else float_bound(hi, dtype, False)
-        a, b = max(a, -big), min(b, big)
-    checked = lo is not None or hi is not None or finite
-    return ValueSet(
-        False,
-        lo=a,
-        hi=b,
-        empty=a is not None and b is not None and a > b,
-        neg_inf=lo is None and not finite,
-        pos_inf=hi is None and not finite,
-        nan=not checked,
-        others=others,
-        dtype=dtype,
-    )
-
-
-def _numbers_in(a: ValueSet, limit: int) -> Iterable[Any]:
-    """Up to ``limit`` numbers of ``a``'s interval, from its lower end (or upper, or 0, when unbounded)."""
-    if a.empty:
-        return
-    if a.integral:
-        if a.lo is not None:
-            start, direction = a.lo, 1
-        elif a.hi is not None:
-            start, direction = a.hi, -1
-        else:
-            start, direction = 0, 1
-        for k in range(limit):
-            x = start + direction * k
-            if (a.hi is not None and x > a.hi) or (a.lo is not None and x < a.lo):
-                return
-            yield x
-        return
-    if a.dtype is not None:
-        x = torch.tensor(a.lo, dtype=a.dtype)
-        up = torch.tensor(math.inf, dtype=a.dtype)
-        for _ in range(limit):
-            if x.item() > a.hi:
-                return
-            yield x.item()
-            x = torch.nextafter(x, up)
-        return
-    yield from _reals_in(a.lo, a.hi, limit)
-
-
-def _reals_in(lo: Any, hi: Any, limit: int) -> Iterable[Any]:
-    """Distinct reals in ``[lo, hi]`` (``None``: unbounded): the ends, then points between them."""
-    if lo is not None and hi is not None:
-        yield lo
-        if hi == lo:
-            return
-        yield hi
-        left, right = Fraction(lo), Fraction(hi)
-        for k in range(2, limit):
-            m = left + (right - left) / k
-            yield float(m) if float(m) == m else m  # a float where one lies there exactly
-        return
-    start, sign = (lo, 1) if lo is not None else (hi, -1) if hi is not None else (0, 1)
-    for k in range(limit):
-        yield start + sign * k
+    return ValueSet.passing(values, lo, hi, finite, domain)
 
 
 def value_witness(a: ValueSet, b: ValueSet) -> Any:
     """A value of ``a`` that ``b`` refuses, or ``None`` when ``b`` holds all of ``a``.
 
-    Both sets must be built over the same domain. The witness is a number, ``nan``,
-    ``±inf``, or the string ``"x"`` standing for any value that is not a number.
+    Both sets must be built over the same domain. The witness is taken from ``a - b``: the
+    string ``"x"`` standing for any value that is not a number, else NaN, else its
+    simplest number (the one nearest 0, finite where one is; ``±inf`` otherwise).
     """
-    if a.others and not b.others:
+    d = a - b
+    if d.others:
         return "x"
-    if not a.numbers:
-        return None
-    for flag, x in ((a.nan, math.nan), (a.neg_inf, -math.inf), (a.pos_inf, math.inf)):
-        if flag and not b.holds(x):
-            return x
-    if a.members is not None:
-        return next((x for x in sorted(a.members, key=_order) if not b.holds(x)), None)
-    if a.empty:
-        return None
-    if b.members is None:
-        return _interval_witness(a, b)
-    # An interval inside a finite set: at most len(b.members) of its numbers can be members.
-    return next((x for x in _numbers_in(a, len(b.members) + 1) if not b.holds(x)), None)
-
-
-def _order(x: Any) -> tuple[int, Any]:
-    return (1, 0) if isinstance(x, float) and math.isnan(x) else (0, x)
-
-
-def _interval_witness(a: ValueSet, b: ValueSet) -> Any:
-    """A number of interval ``a`` outside interval ``b``: an end of ``a``, or one just past an end of ``b``.
-
-    An end of ``a`` is ``None`` only for integers and reals (a dtype has a largest value),
-    where ``b``'s end minus (plus) one lies outside ``b``.
-    """
-    if b.empty:
-        return a.lo if a.lo is not None else a.hi if a.hi is not None else 0
-    if b.lo is not None and (a.lo is None or a.lo < b.lo):
-        below = math.floor(b.lo) - 1  # an exact int: b.lo - 1 in floats can round back to b.lo
-        return a.lo if a.lo is not None else below if a.hi is None else min(a.hi, below)
-    if b.hi is not None and (a.hi is None or a.hi > b.hi):
-        above = math.ceil(b.hi) + 1
-        return a.hi if a.hi is not None else above if a.lo is None else max(a.lo, above)
-    return None
+    if d.nan:
+        return math.nan
+    return d.example()
 
 
 # -- binding --------------------------------------------------------------------------------
@@ -455,7 +195,7 @@ def axis_key(plan: Plan, name: str | None, lit: int) -> Any:
 def axis_poly(plan: Plan, exp: Mapping[str, Poly | None], name: str | None, lit: int) -> Poly | None:
     """The size of one axis as a polynomial over fixed and free dims (``exp``: from :func:`expansions`)."""
     if name is None:
-        return _freeze({(): lit})
+        return (((), lit),) if lit else ()  # the constant's canonical polynomial
     return exp[name] if isinstance(plan.dim_plan.dims[name], DerivedDim) else (((name,), 1),)
 
 
@@ -522,11 +262,12 @@ def _signature(v: _View, fields: Sequence[str], tags: Sequence[str]) -> tuple[An
 def binding_risk(source: Plan, target: Plan) -> str | None:
     """Why validation under ``target`` might bind a ``source``-valid sample's dims differently, or ``None``.
 
-    Binding (:mod:`trajschema.check.binding`) works step by step: a derived dim is computed
+    Binding (`trajschema.check.binding`) works step by step: a derived dim is computed
     when its inputs are bound, *solved* for its one unbound input when a field observes
-    it, and left alone otherwise; so two schemas whose shapes say the same sizes can
-    still accept different samples (``a: b + c`` with ``b: 2 * x`` accepts a sample
-    whose ``b`` is 3, which ``a: 2 * x + c`` refuses). Binding is provably the same when
+    it (and a derived input solved so is held to its own definition in turn), and left
+    alone otherwise; so two schemas whose shapes say the same sizes can still accept
+    different samples (a majority vote, or a solve for one unbound input, can land on
+    another dim when the expressions are grouped otherwise). Binding is provably the same when
     both schemas bind the same way (same derived dims in the same order, same axes,
     same fixed/free dims), or when neither ever has to solve: every derived dim a field
     observes is computable from dims that the source's ``required`` fields (or fixed

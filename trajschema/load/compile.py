@@ -13,8 +13,10 @@ import torch
 from trajschema._schema import Schema
 from trajschema.core import (
     KINDS,
+    MAX_SIZE,
     PAD_RULES,
     DerivedDim,
+    DimCycleError,
     Expr,
     ExprError,
     Field,
@@ -23,6 +25,9 @@ from trajschema.core import (
     PadRule,
     SchemaDefinitionError,
     Tag,
+    ValueSet,
+    depends_on,
+    derived_order,
     dtype_name,
     fits_dtype,
     number_label,
@@ -168,7 +173,7 @@ class _Blame:
 
     def dims_of(self, names: Sequence[str], dims: Mapping[str, Any], padding: bool = False) -> list[tuple[str, str]]:
         """The dim entries ``names`` rest on (through derived dims), with their padding sizes when asked."""
-        entries = [("dims", n) for n in _depends(names, dims)]
+        entries = [("dims", n) for n in depends_on(dims, names)]
         if padding:
             entries += [("padding", n) for _, n in entries if n in self.merged["padding"]]
         return entries
@@ -183,20 +188,6 @@ def _combined(blame: _Blame, entries: Sequence[tuple[str, str]]) -> str:
         f"{owner!r} declares {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}" for owner, keys in by_owner.items()
     ]
     return " and ".join(parts[:4]) + (" ..." if len(parts) > 4 else "")
-
-
-def _depends(names: Sequence[str], dims: Mapping[str, Any]) -> list[str]:
-    """``names`` and every dim they depend on through derived dims, in first-seen order."""
-    seen: dict[str, None] = {}
-    todo = list(reversed(names))
-    while todo:  # iterative; the dim graph may still hold a cycle when this runs
-        n = todo.pop()
-        if n in seen or n not in dims:
-            continue
-        seen[n] = None
-        if isinstance(dims[n], DerivedDim):
-            todo.extend(reversed(dims[n].expr.names()))
-    return list(seen)
 
 
 def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, merged, extra: str) -> Schema:
@@ -237,10 +228,10 @@ def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame) -> d
         else:
             if d.max is not None and d.max < d.min:
                 _raise(src, path, f"max {d.max} is below min {d.min}")
-            m = d.multiple_of
-            if m is not None and d.max is not None and -(-d.min // m) * m > d.max:
-                _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {m}")
-            dims[name] = FreeDim(name, d.min, d.max, m, description=d.description)
+            free = FreeDim(name, d.min, d.max, d.multiple_of, description=d.description)
+            if free.size_range() is None:
+                _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {d.multiple_of}")
+            dims[name] = free
     for d in dims.values():
         if isinstance(d, DerivedDim):
             _check_names(d.expr, dims, decls[d.name][1], f"dims.{d.name}")
@@ -308,33 +299,18 @@ def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) ->
 
 
 def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
-    """No cycles among derived dims, and no chain longer than ``_MAX_DIM_CHAIN`` (iteratively)."""
-
-    def deps(n: str) -> tuple[str, ...]:
-        d = dims[n]
-        return d.expr.names() if isinstance(d, DerivedDim) else ()
-
+    """No cycles among derived dims, and no chain longer than ``_MAX_DIM_CHAIN``."""
+    try:
+        order = derived_order(dims)
+    except DimCycleError as exc:
+        _cycle(exc.loop, blame)
     height: dict[str, int] = {}
-    for root in dims:
-        if root in height:
-            continue
-        trail, on_trail, todo = [root], {root}, [iter(deps(root))]
-        while todo:
-            nxt = next(todo[-1], None)
-            if nxt is None:
-                n = trail.pop()
-                on_trail.discard(n)
-                todo.pop()
-                height[n] = 1 + max((height[m] for m in deps(n)), default=0) if deps(n) else 0
-                if height[n] > _MAX_DIM_CHAIN:
-                    chain = [("dims", m) for m in _depends([n], dims) if isinstance(dims[m], DerivedDim)]
-                    blame.fail(chain[0], f"dims.{n}", chain[1:], f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
-            elif nxt in on_trail:
-                _cycle(trail[trail.index(nxt) :], blame)
-            elif nxt not in height:
-                trail.append(nxt)
-                on_trail.add(nxt)
-                todo.append(iter(deps(nxt)))
+    for d in order:  # each after the derived dims it uses
+        inputs = d.expr.names()
+        height[d.name] = 1 + max(height.get(m, 0) for m in inputs) if inputs else 0
+        if height[d.name] > _MAX_DIM_CHAIN:
+            chain = [("dims", m) for m in depends_on(dims, [d.name]) if isinstance(dims[m], DerivedDim)]
+            blame.fail(chain[0], f"dims.{d.name}", chain[1:], f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
 
 
 def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
@@ -538,21 +514,12 @@ def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tu
     lo, hi = out
     if lo is not None and hi is not None and lo > hi:
         _raise(src, path, f"min {_num(lo)} is above max {_num(hi)}; no value passes")
-    ranges = [_dtype_range(d) for d in dtypes]
-    if ranges and lo is not None and all(lo > top for _, top in ranges):
+    # The value engine's own sets: a float dtype holds +-inf, so only integer dtypes run out of values.
+    if dtypes and lo is not None and all(not ValueSet.at_least(lo, d).spans for d in dtypes):
         _raise(src, f"{path}.min", f"min {_num(lo)} is above every value of {_names(dtypes)}; no element passes")
-    if ranges and hi is not None and all(hi < bottom for bottom, _ in ranges):
+    if dtypes and hi is not None and all(not ValueSet.at_most(hi, d).spans for d in dtypes):
         _raise(src, f"{path}.max", f"max {_num(hi)} is below every value of {_names(dtypes)}; no element passes")
     return lo, hi
-
-
-def _dtype_range(d: torch.dtype) -> tuple[float, float]:
-    if d == torch.bool:
-        return 0, 1
-    if d.is_floating_point:
-        return -math.inf, math.inf
-    info = torch.iinfo(d)
-    return info.min, info.max
 
 
 def _names(dtypes: tuple[torch.dtype, ...]) -> str:
@@ -635,25 +602,38 @@ def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
 
 
 def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame) -> None:
-    """No derived dim or shape axis is negative for every size the dims allow (interval arithmetic)."""
+    """No derived dim or shape axis is negative for every size the dims allow (interval arithmetic).
+
+    Cheap for any expression a file can write: each derived dim's span is kept small
+    before the dims built on it use it (see `_size_span`), so a chain of squarings
+    compares ints of a few hundred bits instead of computing ``x**(2**30)``.
+    """
     span: dict[str, tuple[float, float]] = {}
     for d in dims.values():
         if isinstance(d, FixedDim):
             span[d.name] = (d.size, d.size)
         elif isinstance(d, FreeDim):
-            step = d.multiple_of or 1
-            span[d.name] = (-(-d.min // step) * step, math.inf if d.max is None else d.max // step * step)
-    todo = [d for d in dims.values() if isinstance(d, DerivedDim)]
-    while todo:  # derived dims of derived dims: the graph is acyclic, so each pass makes progress
-        ready = [d for d in todo if all(n in span for n in d.expr.names())]
-        for d in ready:
-            lo, hi = _interval(d.expr, span)
-            _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
-            span[d.name] = (max(lo, 0), hi)  # a valid sample's derived dim is a size
-        todo = [d for d in todo if d not in ready]
+            sizes = d.size_range()
+            if sizes is not None:  # the loader refused a free dim without sizes already
+                span[d.name] = (sizes[0], math.inf if sizes[1] is None else sizes[1])
+    for d in derived_order(dims):
+        lo, hi = d.expr.bounds(span)
+        _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
+        span[d.name] = _size_span(lo, hi)
     for name, f in fields.items():
         for i, e in enumerate(f.shape or ()):
-            _refuse_negative(e, _interval(e, span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
+            _refuse_negative(e, e.bounds(span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
+
+
+def _size_span(lo: float, hi: float) -> tuple[float, float]:
+    """A derived dim's span as the dims built on it see it: a size, and never a huge int.
+
+    A valid sample's derived dim is a size, so it is at least 0 (as before). Ends past
+    the largest size are widened (``hi`` to ``inf``, ``lo`` down to ``2**63``): a wider
+    span only ever refuses less, and keeps every end below ``2**64``.
+    """
+    lo = min(max(lo, 0), MAX_SIZE + 1)
+    return lo, (hi if hi <= MAX_SIZE else math.inf)
 
 
 def _refuse_negative(e: Expr, hi: float, blame: _Blame, checked: tuple[str, str], path: str, dims) -> None:
@@ -662,33 +642,13 @@ def _refuse_negative(e: Expr, hi: float, blame: _Blame, checked: tuple[str, str]
         blame.fail(checked, path, blame.dims_of(e.names(), dims), problem)
 
 
-def _interval(e: Expr, span: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
-    """The smallest and largest value of ``e`` over the box ``span`` (depth is bounded by _expr)."""
-    if e.is_int:
-        return e.args[0], e.args[0]
-    if e.is_name:
-        return span.get(e.args[0], (-math.inf, math.inf))
-    if e.op == "neg":
-        lo, hi = _interval(e.args[0], span)
-        return -hi, -lo
-    (alo, ahi), (blo, bhi) = _interval(e.args[0], span), _interval(e.args[1], span)
-    if e.op == "+":
-        return alo + blo, ahi + bhi
-    if e.op == "-":
-        return alo - bhi, ahi - blo
-    products = [0 if x == 0 or y == 0 else x * y for x in (alo, ahi) for y in (blo, bhi)]  # 0 * inf is 0 here
-    return min(products), max(products)
-
-
 def _padding_env(dims: Mapping[str, Any], padding: Mapping[str, int], blame: _Blame) -> dict[str, int]:
     """The sizes padding uses by default: fixed dims, ``padding:`` sizes, and the derived dims they give."""
     env = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
     env.update(padding)
-    derived = [d for d in dims.values() if isinstance(d, DerivedDim)]
-    while ready := [d for d in derived if all(n in env for n in d.expr.names())]:  # a pass per level
-        for d in ready:
+    for d in derived_order(dims):  # each after the derived dims it uses
+        if all(n in env for n in d.expr.names()):
             env[d.name] = _padding_size_of(d.expr, env, blame, ("dims", d.name), f"dims.{d.name}", (dims, padding))
-        derived = [d for d in derived if d not in ready]
     return env  # derived dims of free dims without a padding size stay unknown
 
 
@@ -714,7 +674,7 @@ def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[
         n = f.shape[-1].evaluate(env)
         last_dim = dims.get(f.shape[-1].args[0]) if f.shape[-1].is_name else None
         if n is None and isinstance(last_dim, FreeDim):  # no padding size: at least the smallest size
-            n = -(-last_dim.min // (last_dim.multiple_of or 1)) * (last_dim.multiple_of or 1)
+            n = last_dim.first_size()
         if not n:
             continue
         last = n - 1

@@ -50,7 +50,12 @@ derived dim needs it); a schema whose derived dims constrain each other beyond "
 last free input of each derived dim keeps it a size" (``a: x - y`` *and* ``b: y - x``)
 raises a ``ValueError`` naming the dim: pin sizes with ``dims=``. A pinned derived dim is
 solved for its last free input, so it cannot be pinned when all its inputs are decided by
-earlier derived dims (``u: t + 2`` with ``t: s - p``). One draw (a sample, or a whole
+earlier derived dims (``u: t + 2`` with ``t: s - p``). Validation binds a sample's dims
+from the fields it carries, solving a derived dim for one unbound input at a time
+(`trajschema.check.Plan.unbindable`), so a sample carries the optional fields that let it
+(every optional tensor field when the fields drawn do not, none when those do not either);
+a schema none of whose samples validation can bind is refused by ``samples`` and
+``batches`` when they are made. One draw (a sample, or a whole
 batch) holds at most 2**24 tensor elements and a batch at most 2**16 samples: arguments
 whose largest draws would hold more are refused when the strategy is made, and a draw
 that would (a ``size=`` strategy drawing a large batch) raises a ``ValueError`` instead of
@@ -77,8 +82,8 @@ from trajschema.core import (
     Expr,
     Field,
     FreeDim,
+    ValueSet,
     ViolationCode,
-    checks_for,
     element_failures,
     fits_dtype,
     float_bound,
@@ -123,16 +128,18 @@ def _largest(lo: int, hi: int) -> int:
 
 def _draw_free(pick: _Pick, d: FreeDim, lo: int, hi: int | None, cap: int) -> int:
     """A size of free dim ``d`` in ``[lo, hi]`` (``hi=None``: unbounded), drawn up to about ``cap``."""
-    m = d.multiple_of or 1
-    lo = max(lo, d.min)
-    if d.max is not None:
-        hi = d.max if hi is None else min(hi, d.max)
-    klo = -(-lo // m)
-    khi = None if hi is None else hi // m
-    if khi is not None and klo > khi:
-        raise _Infeasible(f"dim {d.name} has no size in [{lo}, {hi}] that is {d.describe()}")
-    top = max(klo, cap // m)
-    return m * pick(klo, top if khi is None else min(top, khi))
+    sizes = d.size_range(lo, hi)
+    if sizes is None:
+        raise _Infeasible(f"dim {d.name} has no size in [{lo}, {'inf' if hi is None else hi}] that is {d.describe()}")
+    first, last = sizes
+    m = d.step
+    top = max(first // m, cap // m)  # counted in steps: the k-th size from 0 is m * k
+    return m * pick(first // m, top if last is None else min(top, last // m))
+
+
+def _at_least(c: int, need: float) -> int:
+    """The smallest int ``y`` with ``c * y >= need`` (``c > 0``), exactly for ints."""
+    return -(-need // c) if isinstance(need, int) else math.ceil(need / c)
 
 
 def _solve_draw(
@@ -144,39 +151,21 @@ def _solve_draw(
         if sol is None or not x.allows(sol) or sol < low[1]:
             raise _Infeasible(f"no size of {x.name} makes {expr} equal {target}")
         return sol
-    probe = dict(env)
-    vals = []
-    for v in (0, 1, 2):
-        probe[x.name] = v
-        vals.append(expr.evaluate(probe))
-    a, b = vals[0], vals[1] - vals[0]
-    if b == 0 or vals[2] - vals[0] != 2 * b:  # constant or not linear in x: any size, checked after
+    lin = expr.linear([x.name], env)
+    if lin is None or lin[1][x.name] == 0:  # constant or not linear in x: any size, checked after
         return _draw_free(pick, x, low[1], None, cap)
+    a, b = lin[0], lin[1][x.name]
     if b > 0:
-        lo, hi = max(low[1], -(-(low[0] - a) // b)), None
+        lo, hi = max(low[1], _at_least(b, low[0] - a)), None
     else:
         lo, hi = low[1], (a - low[0]) // -b
     return _draw_free(pick, x, lo, hi, max(cap, lo))
 
 
-def _coefficients(expr: Expr, names: Sequence[str], env: Mapping[str, int]) -> tuple[int, dict[str, int]] | None:
-    """``(a, {name: c})`` with ``expr == a + sum(c * name)`` over the unbound ``names``, if it is linear in them."""
-    probe = {**env, **dict.fromkeys(names, 0)}
-    a = expr.evaluate(probe)
-    coef = {}
-    for n in names:
-        coef[n] = expr.evaluate({**probe, n: 1}) - a
-    for k in (1, 2):  # products of inputs (x * y) show up away from the axes
-        if expr.evaluate({**env, **dict.fromkeys(names, k)}) != a + k * sum(coef.values()):
-            return None
-    return a, coef
-
-
 def _span(d: FreeDim, lo: int, c: int) -> tuple[float, float]:
     """The values ``c * size`` takes over the sizes of ``d`` that are at least ``lo``."""
-    m = d.multiple_of or 1
-    first = -(-max(lo, d.min) // m) * m
-    last: float = math.inf if d.max is None else d.max // m * m
+    sizes = d.size_range(lo) or (lo, lo)  # none from lo: drawing d fails anyway, and says so
+    first, last = sizes[0], (math.inf if sizes[1] is None else sizes[1])
     ends = (c * first, c * last if c else 0)
     return min(ends), max(ends)
 
@@ -193,7 +182,7 @@ def _draw_inputs(
     """Draw every unbound input but the last so that some size of ``last`` can still put ``expr`` in ``[lo, hi]``."""
     lo_want, hi_want, at_least = want
     names = [d.name for d in others] + ([last.name] if last is not None else [])
-    lin = _coefficients(expr, names, env) if others else None
+    lin = expr.linear(names, env) if others else None
     for i, d in enumerate(others):
         ylo, yhi = at_least.get(d.name, 0), None
         if lin is not None:
@@ -205,7 +194,7 @@ def _draw_inputs(
             if c < 0:
                 lo_c, hi_c, c = -hi_c, -lo_c, -c
             if c and lo_c > -math.inf:
-                ylo = max(ylo, -(-int(lo_c) // c) if isinstance(lo_c, int) else math.ceil(lo_c / c))
+                ylo = max(ylo, _at_least(c, lo_c))
             if c and hi_c < math.inf:
                 yhi = int(hi_c) // c if isinstance(hi_c, int) else math.floor(hi_c / c)
         env[d.name] = _draw_free(pick, d, ylo, yhi, max(cap, ylo))
@@ -221,10 +210,10 @@ def _lower_bounds(plan: Plan, env: Mapping[str, int], at_least: Mapping[str, int
         unbound = [n for n in d.expr.names() if n not in env]
         if len(unbound) != 1 or isinstance(plan.dim_plan.dims[unbound[0]], DerivedDim):
             continue
-        lin = _coefficients(d.expr, unbound, env)
+        lin = d.expr.linear(unbound, env)
         if lin is not None and lin[1][unbound[0]] > 0:
             a, c = lin[0], lin[1][unbound[0]]
-            out[unbound[0]] = max(out.get(unbound[0], 0), -(-(out.get(d.name, 0) - a) // c))
+            out[unbound[0]] = max(out.get(unbound[0], 0), _at_least(c, out.get(d.name, 0) - a))
     return out
 
 
@@ -280,7 +269,11 @@ def _cannot_construct(spec: _Spec, exc: _Infeasible) -> ValueError:
 
 @dataclasses.dataclass(frozen=True)
 class _Allowed:
-    """The elements a dtype can hold that pass a field's value checks: listed ``members``, or ``[lo, hi]``."""
+    """The elements a dtype can hold that pass a field's value checks: listed ``members``, or ``[lo, hi]``.
+
+    A view of the value engine's `ValueSet` for the field and dtype, in the shape the
+    element drawing reads (`trajschema.testing.elements.AllowedLike`).
+    """
 
     is_float: bool
     lo: int | float
@@ -294,27 +287,19 @@ class _Allowed:
 
 
 def _allowed(f: Field, dtype: torch.dtype) -> _Allowed:
-    """What ``dtype`` may hold in ``f``, read from the value engine's own compiled checks."""
-    dom, checks = checks_for(f, dtype)
-    lo, hi, members = dom.lo, dom.hi, None
-    for c in checks:
-        if c.op == "bad":
-            return _Allowed(dom.is_float, 1, 0)
-        if c.op in ("ge", "range"):
-            lo = max(lo, c.bound)
-        if c.op == "le":
-            hi = min(hi, c.bound)
-        if c.op == "range":
-            hi = min(hi, c.upper)
-        if c.op == "in":
-            members = c.members if members is None else tuple(m for m in members if m in c.members)
-        if c.op == "finite":
-            big = torch.finfo(dtype).max
-            lo, hi = max(lo, -big), min(hi, big)
-    if members is not None:
-        members = tuple(m for m in members if lo <= m <= hi)
-    live = any(c.op != "ok" for c in checks)
-    return _Allowed(dom.is_float, lo, hi, members, nan=dom.is_float and not live)
+    """What ``dtype`` may hold in ``f``: the value engine's `ValueSet` of the field's checks over ``dtype``.
+
+    One span is read as ``[lo, hi]`` (its ends are values of the dtype, ±inf included);
+    several, which only listed ``values`` make, as their members.
+    """
+    s = ValueSet.passing(f.values, f.min, f.max, f.finite, dtype)
+    is_float = dtype.is_floating_point
+    if not s.spans:
+        return _Allowed(is_float, 1, 0, nan=s.nan)
+    if len(s.spans) == 1:
+        lo, _, hi, _ = s.spans[0]
+        return _Allowed(is_float, lo, hi, nan=s.nan)
+    return _Allowed(is_float, s.spans[0][0], s.spans[-1][2], tuple(s.points(len(f.values or ()))), nan=s.nan)
 
 
 def _specials(a: _Allowed, dtype: torch.dtype) -> list[float]:
@@ -493,7 +478,10 @@ def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) 
         found = tuple((u, tuple(b)) for u in usable if f.has_value_checks and (b := _bad_elements(f, *u)))
         if found:
             bad[name] = found
-    return _Spec(plan, pinned, max_len, dtypes, scalars, bad)
+    spec = _Spec(plan, pinned, max_len, dtypes, scalars, bad)
+    if call in ("samples", "batches"):  # what validation cannot bind is a valid sample of neither
+        _check_bindable(spec, call)
+    return spec
 
 
 # -- arguments no valid sample can have --------------------------------------------------
@@ -634,6 +622,58 @@ def _draw_choice(draw: Callable, spec: _Spec, force: frozenset[str] = frozenset(
     return _Choice(frozenset(present), dtypes)
 
 
+def _bindable(
+    spec: _Spec, env: Mapping[str, int], choice: _Choice, keep: frozenset[str] = frozenset(), pinned=None
+) -> _Choice:
+    """``choice``, or the nearest one whose sample validation can bind the dims of (see `Plan.unbindable`).
+
+    Validation solves a derived dim for one unbound input at a time, so which optional
+    fields a sample carries decides whether its sizes can be checked (``a = h * w``
+    observed alone never can). Tried in turn: the choice drawn, every optional tensor
+    field added (each binds dims directly), every optional tensor field but ``keep``
+    dropped (fewer dims to solve).
+
+    Raises:
+        _Infeasible: none of the three binds.
+    """
+    pins = spec.pinned if pinned is None else pinned
+    reason = spec.plan.unbindable(env, choice.present, pins)
+    if reason is None:
+        return choice
+    optional = {f.name for f in spec.fields_possible() if f.is_tensor and not f.required}
+    for present in (choice.present | optional, choice.present - (optional - keep)):
+        if spec.plan.unbindable(env, present, pins) is None:
+            return dataclasses.replace(choice, present=frozenset(present))
+    raise _Infeasible(f"no choice of optional fields lets validation bind the dims ({reason})")
+
+
+def _bindable_or_raise(spec: _Spec, env: Mapping[str, int], choice: _Choice) -> _Choice:
+    try:
+        return _bindable(spec, env, choice)
+    except _Infeasible as exc:
+        raise _cannot_construct(spec, exc) from None
+
+
+def _check_bindable(spec: _Spec, call: str) -> None:
+    """Refuse a schema none of whose samples validation accepts, when the strategy is made.
+
+    Read at the smallest sizes: a structure validation cannot bind (a derived dim whose
+    inputs no field binds, in a required field) fails at every size.
+    """
+    try:
+        env = _draw_env(_smallest, spec.plan, spec.pinned, 0, {})
+    except _Infeasible:
+        return  # beyond the constructive scheme: the draws say so
+    required = frozenset(f.name for f in spec.fields_possible() if f.required)
+    try:
+        _bindable(spec, env, _Choice(required, {}))
+    except _Infeasible as exc:
+        raise ValueError(
+            f"{call}: schema {spec.plan.name!r} has no sample validation accepts: {exc}; declare a field that "
+            "observes the inputs, or make the field observing the derived dim optional"
+        ) from None
+
+
 def _shape(axes: Sequence[tuple[str | None, int]], env: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(lit if name is None else env[name] for name, lit in axes)
 
@@ -763,7 +803,7 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
 def _samples(draw: Callable, spec: _Spec, with_tags: bool) -> Any:
     env = _env_or_raise(draw, spec)
     _spend([_MAX_ELEMENTS], spec.plan, env)
-    sample = _build(draw, spec, env, _draw_choice(draw, spec))
+    sample = _build(draw, spec, env, _bindable_or_raise(spec, env, _draw_choice(draw, spec)))
     if with_tags:
         return sample, draw(_tags(spec.plan, spec.plan.public_dims(env), False))
     return sample
@@ -847,7 +887,8 @@ def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, 
     n = draw(size)
     if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 0 <= int(n) <= _MAX_BATCH:
         raise ValueError(f"batches(size=...) must draw ints in 0..{_MAX_BATCH}, drew {n!r}")
-    rows, envs = [], []
+    rows: list[Any] = []
+    envs: list[Mapping[str, int]] = []
     choice = _draw_choice(draw, spec)
     shared = _env_or_raise(draw, spec) if layout == "dense" else {}
     budget, tensors = [_MAX_ELEMENTS], _Tensors(draw)
@@ -856,6 +897,9 @@ def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, 
         _spend(budget, spec.plan, env)
         if layout == "list":
             choice = _draw_choice(draw, spec)
+        if (fixed := _bindable_or_raise(spec, env, choice)) != choice and rows and layout != "list":
+            raise _cannot_construct(spec, _Infeasible("the rows of one batch need other optional fields to bind"))
+        choice = fixed
         rows.append(_build(draw, spec, env, choice, tensors))
         envs.append(env)
     batch = rows if layout == "list" else _table(spec, rows, layout, shared, choice)
@@ -966,10 +1010,10 @@ def _shape_corruptions(spec: _Spec) -> list[_Corruption]:
         first = obs.get(d.name, [("", 0)])[0][0]
         if d.name in spec.pinned or first not in spec.dtypes:
             continue
-        lowest = -(-d.min // (d.multiple_of or 1)) * (d.multiple_of or 1)
+        lowest = d.first_size()
         bad = [d.min - 1] if d.min > 0 else []
         bad += [d.max + 1] if d.max is not None else []
-        bad += [lowest + 1] if (d.multiple_of or 1) > 1 else []
+        bad += [lowest + 1] if d.step > 1 and lowest is not None else []
         out += [
             _Corruption("dim_range", first, force=frozenset({first}), dim=d.name, size=b)
             for b in bad
@@ -1097,7 +1141,7 @@ def _draw_case(draw: Callable, spec: _Spec, c: _Corruption) -> tuple[dict[str, A
     if c.code == "dim_range" and _elements(plan, env) > _MAX_ELEMENTS:
         raise _Infeasible(f"{c.dim}={c.size} is too large to build")
     _spend([_MAX_ELEMENTS], plan, env)
-    choice = _draw_choice(draw, spec, c.force)
+    choice = _bindable(spec, env, _draw_choice(draw, spec, c.force), c.force, pinned)
     if c.code == "value" and plan.fields[c.field].is_tensor:
         usable = draw(st.sampled_from(spec.bad[c.field]))
         choice = _Choice(choice.present, {**choice.dtypes, c.field: usable[0]})

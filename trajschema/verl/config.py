@@ -13,7 +13,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-from trajschema.core import MAX_SIZE
+from trajschema.core import MAX_SIZE, FreeDim
 
 __all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
 
@@ -152,10 +152,15 @@ def required_batch_multiple(config: Any, dp_size: int, *, global_steps: int) -> 
 def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
     """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``.
 
+    The total is the first size a free dim ``{min: min_len, multiple_of: multiple}`` allows,
+    at least 1 (a row holds its response token); ``multiple`` is at most ``2**63 - 1``
+    (``layout_multiple`` and `padding_dims` check it).
+
     Raises:
         ValueError: that total is longer than a torch tensor can be (``2**63 - 1``).
     """
-    total = -(-min_len // multiple) * multiple
+    total = FreeDim("row", min=1, multiple_of=multiple).first_size(min_len)
+    assert total is not None  # a dim without max allows sizes from its first on
     if total > MAX_SIZE:
         raise ValueError(
             f"a padding row of at least {min_len} tokens whose length is a multiple of {multiple} has {total} "
@@ -181,13 +186,22 @@ def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> d
         >>> padding_dims(tp_size=8, cp_size=16)
         {'prompt': 255, 'response': 1}
 
+    ``min_len`` may be 1: the smallest multiple is ``2 * tp_size * cp_size`` >= 2 tokens,
+    room for one prompt and one response token.
+
     Raises:
-        ValueError: an argument is not a positive int (``min_len`` must be >= 2: one
-            prompt and one response token).
+        ValueError: an argument is not a positive int, or the layout makes every row
+            longer than a torch tensor can be (``2**63 - 1`` tokens).
     """
     tp = _positive("tp_size", tp_size)
     cp = _positive("cp_size", cp_size)
-    return padding_dims_for(2 * tp * cp, _positive("min_len", min_len, minimum=2))
+    minimum = _positive("min_len", min_len)
+    if 2 * tp * cp > MAX_SIZE:  # no row length is a multiple of it
+        raise ValueError(
+            f"a padding row whose length is a multiple of 2 * {tp} * {cp} = {2 * tp * cp} has at least that many "
+            "tokens, more than a torch tensor holds (2**63 - 1)"
+        )
+    return padding_dims_for(2 * tp * cp, minimum)
 
 
 def _role_layout(config: Any, role: str) -> int | None:
