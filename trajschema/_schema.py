@@ -31,7 +31,7 @@ from trajschema.core import (
     dtype_name,
     short_dtype,
 )
-from trajschema.padding import samples as _padding
+from trajschema.padding import make_padding
 
 if TYPE_CHECKING:
     from trajschema.core import Violation
@@ -595,7 +595,9 @@ class Schema:
 
         Every padding sample validates against the schema; its loss and response masks
         are zero, and all samples of one call share a fresh uid (``pad`` + 32 hex digits)
-        so they form a GRPO group of their own.
+        so they form a GRPO group of their own. The sizes are resolved first and the
+        memory they need is checked before anything is allocated. No two samples share
+        anything that can be changed in place: writing into one row changes no other.
 
         Examples:
             >>> pad = ts.load_schema("text").padding(3, eos_token_id=2)
@@ -615,17 +617,18 @@ class Schema:
 
         Raises:
             ValueError: bad ``count``/``eos_token_id``/``dims``/``include`` (the message
-                names which); a free dim with no size (the message says to pass ``like=``
-                or ``dims=``); padding that would take more memory than this machine has
-                (refused before anything is allocated); a ``like`` value padding cannot
-                copy (a meta, sparse or nested tensor, an object copy refuses); a fill
-                that breaks its field's value checks.
+                names which); a free dim with no size, or a ``pad: copy`` field without
+                ``like``: a `trajschema.padding.PaddingSizeError` (a ``ValueError``; the
+                message says to pass ``like=`` or ``dims=``); padding that would take more
+                memory than this machine has: a `trajschema.padding.PaddingMemoryError`
+                (a ``ValueError`` carrying the bytes needed, the limit and the largest
+                fields; refused before anything is allocated); a ``like`` value padding
+                cannot copy (a meta, sparse or nested tensor, an object copy refuses); a
+                fill that breaks its field's value checks.
             TypeError: ``like`` is not one sample (a mapping with str keys; a TensorDict
                 with batch dims is a batch).
             SchemaError: ``like`` itself breaks the schema (each violation's message
                 starts ``like= sample:``), or has an undeclared tensor that seems to
                 follow a dim the padding resizes.
         """
-        return _padding.make_padding(
-            self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include
-        )
+        return make_padding(self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)

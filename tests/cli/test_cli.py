@@ -455,6 +455,60 @@ def test_pad_failure_leaves_no_file(capsys, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+# The padding's own refusals, worded for the command line from the errors' fields (issue 15).
+
+
+def _padding_refusal(schema: str, count: int, **kwargs: Any) -> Exception:
+    from trajschema.padding import resolve_padding
+
+    try:
+        resolve_padding(ts.load_schema(schema)._compiled(), count, **kwargs).check_memory(_cli_data.PAD_MEMORY_LIMIT)
+    except ValueError as exc:
+        return exc
+    raise AssertionError("padding accepted it")
+
+
+def test_pad_words_a_memory_refusal_from_the_padding_errors_fields(capsys, tmp_path):
+    code, out, err = run(capsys, "pad", "text", "--count", 10**8, "--eos-token-id", 2, "--out", tmp_path / "p.pt")
+    exc = _padding_refusal("text", 10**8)
+    assert code == 2 and out == "" and list(tmp_path.iterdir()) == []
+    assert one_error_line(err, "pad") == (
+        f"trajschema pad: error: --count 100000000: {exc.estimate}; pad writes at most 2.0 GiB; lower --count "
+        "or the --dim sizes (a batch needs fewer padding samples than its required multiple; see `trajschema plan`)"
+    )
+    assert "most in input_ids" in exc.estimate and "count=" not in err and "dims=" not in err
+
+
+def test_pad_names_the_machines_memory_when_it_has_less_than_pad_allows(capsys, tmp_path, monkeypatch):
+    from trajschema.padding import samples as _padding
+
+    monkeypatch.setattr(_padding, "_memory_limit", lambda: 2**20)
+    code, _, err = run(capsys, "pad", "text", "--count", 1000, "--eos-token-id", 2, "--out", tmp_path / "p.pt")
+    line = one_error_line(err, "pad")
+    assert code == 2 and "; more than this machine has (1.0 MiB); lower --count or the --dim sizes" in line
+    assert "pad writes at most" not in line
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEMAS if any(d in ts.load_schema(n).dims for d in FREE_DIMS)])
+def test_pad_says_what_to_type_for_a_dim_padding_cannot_size(capsys, tmp_path, name):
+    code, _, err = run(capsys, "pad", name, "--count", 1, "--eos-token-id", 2, "--out", tmp_path / "p.pt")
+    exc = _padding_refusal(name, 1)
+    assert code == 2 and exc.dim in FREE_DIMS
+    assert one_error_line(err, "pad") == (
+        f"trajschema pad: error: {exc.problem}; pass --like FILE (a real sample) or --dim {exc.dim}=SIZE"
+    )
+
+
+def test_pad_says_what_to_type_for_a_copy_field_without_a_reference(capsys, tmp_path):
+    schema = tmp_path / "copying.yaml"
+    schema.write_text("name: copying\nextends: [text]\nfields:\n  extra: {kind: mapping, pad: copy}\n")
+    code, _, err = run(capsys, "pad", schema, "--count", 1, "--eos-token-id", 2, "--out", tmp_path / "p.pt")
+    assert code == 2
+    assert one_error_line(err, "pad") == (
+        "trajschema pad: error: field 'extra' pads by copying the reference sample; pass --like FILE (a real sample)"
+    )
+
+
 # -- infer ----------------------------------------------------------------------------------
 
 

@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import difflib
 import json
-import math
 import os
 import re
 import sys
@@ -30,9 +29,16 @@ import torch
 
 from trajschema._schema import Schema
 from trajschema.check import batch_view, is_tensordict
-from trajschema.core import DEPTHS, MAX_SIZE, DerivedDim, FixedDim, FreeDim, SchemaError, Violation
+from trajschema.core import DEPTHS, MAX_SIZE, SchemaError, Violation
 from trajschema.load import choose_schema, config_sizes, load_schema, read_model_config
-from trajschema.padding import padding_needed, required_multiple
+from trajschema.padding import (
+    PaddingMemoryError,
+    PaddingSizeError,
+    format_bytes,
+    padding_needed,
+    required_multiple,
+    resolve_padding,
+)
 from trajschema.verl.config import padding_dims
 
 if TYPE_CHECKING:
@@ -618,8 +624,9 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
     target = _out_target(args.out)
     dims = _dims_for(schema, args.dim)
     like = load_samples(args.like, trust=args.trust).first() if args.like is not None else None
-    _check_memory(schema, args.count, like, dims)
     try:
+        # The sizes first, bounded by what pad writes; then the padding, which checks its own bound.
+        resolve_padding(schema._compiled(), args.count, like=like, dims=dims or None).check_memory(PAD_MEMORY_LIMIT)
         pad = schema.padding(args.count, eos_token_id=args.eos_token_id, like=like, dims=dims or None)
     except SchemaError as exc:  # only `like` can break the schema here
         n = len(exc.violations)
@@ -627,8 +634,11 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         raise CommandError(
             f"--like {args.like}: sample 0 breaks schema {schema.name!r} ({n} violation{'s' if n != 1 else ''}{first})"
         ) from None
-    except ValueError as exc:
-        raise CommandError(_on_the_command_line(str(exc))) from None
+    except PaddingMemoryError as exc:
+        raise CommandError(_memory_refusal(exc)) from None
+    except PaddingSizeError as exc:
+        remedy = f" or --dim {exc.dim}=SIZE" if exc.dim is not None else ""
+        raise CommandError(f"{exc.problem}\npass --like FILE (a real sample){remedy}") from None
     envelope = {
         "samples": [_plain(s, f"padding sample {i}") for i, s in enumerate(pad.samples)],
         "tags": [_plain(t, f"tags of padding sample {i}") for i, t in enumerate(pad.tags)],
@@ -647,80 +657,31 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
 #: otherwise end in the kernel's out-of-memory killer, with no message at all.
 PAD_MEMORY_LIMIT = 2 * 2**30
 
-#: Python objects per padding sample beyond its tensor data: its dicts, key, tags, tensor headers.
-_SAMPLE_OVERHEAD = 4096
 
-
-def _check_memory(schema: Schema, count: int, like: Mapping[str, Any] | None, dims: Mapping[str, int]) -> None:
-    per_sample, env = padding_bytes(schema, like, dims)
-    total = count * (per_sample + _SAMPLE_OVERHEAD)
-    if total <= PAD_MEMORY_LIMIT:
-        return
-    free = ", ".join(f"{n}={env[n]}" for n, d in schema.dims.items() if isinstance(d, FreeDim) and n in env)
-    raise CommandError(
-        f"--count {count}: {count} padding sample{'s' if count != 1 else ''} of schema {schema.name!r}"
-        f"{f' ({free})' if free else ''} would take about {_bytes(total)} of memory, {_bytes(per_sample)} of "
-        f"tensors each; pad writes at most {_bytes(PAD_MEMORY_LIMIT)}: lower --count or the --dim sizes "
-        "(a batch needs fewer padding samples than its required multiple; see `trajschema plan`)"
+def _memory_refusal(exc: PaddingMemoryError) -> str:
+    """The padding's refusal in the command line's words (its flags, its own limit), from the error's fields."""
+    bound = (
+        f"more than this machine has ({format_bytes(exc.limit)})"
+        if exc.machine
+        else f"pad writes at most {format_bytes(exc.limit)}"
+    )
+    return (
+        f"--count {exc.count}: {exc.estimate}; {bound}\n"
+        "lower --count or the --dim sizes (a batch needs fewer padding samples than its required multiple; "
+        "see `trajschema plan`)"
     )
 
 
 def padding_bytes(
     schema: Schema, like: Mapping[str, Any] | None, dims: Mapping[str, int]
 ) -> tuple[int, dict[str, int]]:
-    """An upper estimate of the tensor bytes of one padding sample, and the sizes it assumed; nothing is allocated.
+    """The tensor bytes of one padding sample, and every dim size padding would use; nothing is allocated.
 
-    Sizes are found as :meth:`Schema.padding` finds them (``dims``, then the schema's
-    padding sizes, then the reference sample, fixed dims as declared); an axis whose size
-    is unknown counts as 0 (padding will refuse it with its own message). Each field counts
-    at its widest dtype; ``copy`` fields and undeclared tensors of ``like`` at their own size.
+    What `trajschema.padding.resolve_padding` finds for one sample, which is what
+    `Schema.padding` builds: it raises as padding does for sizes it cannot resolve.
     """
-    env: dict[str, int] = {}
-    if like is not None:
-        # A reference sample that breaks the schema is reported by padding itself.
-        with contextlib.suppress(SchemaError, TypeError, ValueError):
-            env.update(schema.validate(like, depth="shapes"))
-    env.update(schema.padding_sizes)
-    env.update(dims)
-    env = {n: v for n, v in env.items() if not isinstance(schema.dims.get(n), DerivedDim)}
-    env.update({n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)})
-    for _ in schema.dims:  # derived dims over derived dims: evaluate until nothing changes
-        for n, d in schema.dims.items():
-            if isinstance(d, DerivedDim) and n not in env and (v := d.expr.evaluate(env)) is not None:
-                env[n] = v
-    total = 0
-    for f in schema.fields.values():
-        ref = like.get(f.name) if like is not None else None
-        if f.pad.rule == "copy":  # a copy of the reference's value (a mapping may hold pixel tensors)
-            total += _held_bytes(ref)
-        elif f.is_tensor and (f.required or ref is not None):
-            numel = math.prod(max(e.evaluate(env) or 0, 0) for e in f.shape or ())
-            total += numel * max(d.itemsize for d in f.dtypes)
-    if like is not None and schema.extra == "allow":  # undeclared values are copied into every sample
-        total += sum(_held_bytes(v) for k, v in like.items() if k not in schema.fields)
-    return total, env
-
-
-def _held_bytes(value: Any, depth: int = 0) -> int:
-    """The bytes of the tensors in ``value``, inside mappings and lists too (as a deep copy duplicates them)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size() if not value.is_nested else _held_bytes(list(value.unbind()))
-    if depth > 16:  # deeper than any real sample; padding refuses what it cannot copy
-        return 0
-    if isinstance(value, Mapping):
-        return sum(_held_bytes(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_held_bytes(v, depth + 1) for v in value)
-    return 0
-
-
-def _bytes(n: int) -> str:
-    if n >= 2**50:  # sizes up to 2**63 each multiply past what a float can hold
-        return f"2**{n.bit_length() - 1} bytes"
-    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+    sizes = resolve_padding(schema._compiled(), 1, like=like, dims=dims or None)
+    return sizes.sample_bytes, dict(sizes.dims)
 
 
 def _dims_for(schema: Schema, settings: list[tuple[str, int]]) -> dict[str, int]:
@@ -737,15 +698,6 @@ def _dims_for(schema: Schema, settings: list[tuple[str, int]]) -> dict[str, int]
             raise CommandError(f"--dim {name} is given twice, as {dims[name]} and {size}")
         dims[name] = size
     return dims
-
-
-def _on_the_command_line(message: str) -> str:
-    # The library speaks in keyword arguments; say what the user types instead.
-    return re.sub(
-        r"pass like=<a real sample of the batch> or dims=\{'(\w+)': <size>\}",
-        r"pass --like FILE (a real sample) or --dim \1=SIZE",
-        message,
-    )
 
 
 def _plain(value: Any, where: str) -> Any:

@@ -1,4 +1,4 @@
-"""Padding samples derived from a schema's pad rules."""
+"""Padding samples derived from a schema's pad rules, and the sizes they take before any is built."""
 
 from __future__ import annotations
 
@@ -30,7 +30,17 @@ from trajschema.core import (
     tensor_has_failures,
 )
 
-__all__ = ["PaddingBatch", "make_padding", "new_padding_uid"]
+__all__ = [
+    "FieldSize",
+    "PaddingBatch",
+    "PaddingMemoryError",
+    "PaddingSizeError",
+    "PaddingSizes",
+    "format_bytes",
+    "make_padding",
+    "new_padding_uid",
+    "resolve_padding",
+]
 
 
 def new_padding_uid() -> str:
@@ -45,6 +55,13 @@ def new_padding_uid() -> str:
 class PaddingBatch:
     """``count`` padding samples, ready to write to TransferQueue.
 
+    No two samples share anything that can be changed in place: writing into one row
+    (`pad.fields[0] = row`, `pad.fields.set_at_("uid", "x", 0)`, an in-place tensor op on
+    `pad.samples[0]["input_ids"]`, a tag dict) changes no other row. Each row of a
+    non-tensor column is its own `NonTensorData`; values every row shares are
+    immutable (a str, an int) or the read-only empty mapping of `pad: empty`, which
+    refuses changes with a `TypeError` that says to replace it instead.
+
     Attributes:
         keys: one distinct key per sample, ``{uid}_{index}_0``.
         tags: one tag dict per sample: ``is_padding=True`` plus the length tags.
@@ -53,7 +70,8 @@ class PaddingBatch:
         uid: the fresh uid every sample of this batch shares (its own GRPO group).
         dims: the dim sizes the samples were built with.
         samples: the same samples as a list of dicts (built on first access; its tensors
-            are views of ``fields``' columns).
+            are views of ``fields``' columns, so a sample and its row of ``fields`` change
+            together).
     """
 
     keys: list[str]
@@ -76,6 +94,346 @@ class PaddingBatch:
         )
 
 
+# -- the sizes of padding, resolved before anything is built ---------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldSize:
+    """What one field takes in each padding sample.
+
+    Attributes:
+        rule: how the value is made: the field's pad rule (``eos``, ``fill``, ``positions``,
+            ``copy``, ``uid``, ...), or ``undeclared`` for a field the schema does not name,
+            copied from ``like=``.
+        shape: the tensor's shape in one sample; ``None`` for a non-tensor value.
+        dtype: the tensor's dtype; ``None`` for a non-tensor value.
+        bytes: the tensor bytes of one sample's value (for a copied mapping or list, the
+            tensors inside it).
+        objects: an upper estimate of the bytes of the Python objects one sample's value
+            adds: a non-tensor value's own ``NonTensorData``, and the containers a copy
+            duplicates (a list of a million ids is 8 MB of pointers in every sample).
+    """
+
+    rule: str
+    shape: tuple[int, ...] | None
+    dtype: torch.dtype | None
+    bytes: int
+    objects: int = 0
+
+
+#: Python objects of one padding sample besides its fields: its key, its tag dict, its
+#: row of the TensorDict. An upper bound: measured at ~290 bytes (tests/padding/test_padding.py).
+_ROW_OVERHEAD = 512
+
+#: The ``NonTensorData`` a non-tensor value gets in each row (measured at ~550-630 bytes).
+_NONTENSOR_OVERHEAD = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class PaddingSizes:
+    """The sizes of ``count`` padding samples, found without allocating any of them.
+
+    `Schema.padding` refuses padding that would not fit in memory from these numbers
+    before it builds a column, and ``trajschema pad`` bounds what it writes by them.
+
+    Attributes:
+        schema_name: the schema padded.
+        count: how many padding samples.
+        dims: every dim the padding binds, in the schema's order.
+        free_dims: the free ones among them: the sizes ``dims=`` and ``like=`` set.
+        fields: every field each sample gets, the declared ones then those copied from
+            ``like=``, and what each takes (`FieldSize`).
+        sample_bytes: the tensor bytes of one padding sample.
+        row_overhead: an upper estimate of the bytes of one sample's Python objects: its
+            key, tag dict and row, and each field's ``objects``.
+        batch_bytes: the whole batch, ``count * (sample_bytes + row_overhead)``.
+    """
+
+    schema_name: str
+    count: int
+    dims: Mapping[str, int]
+    free_dims: Mapping[str, int]
+    fields: Mapping[str, FieldSize]
+    sample_bytes: int
+    row_overhead: int
+    batch_bytes: int
+
+    def largest(self, n: int = 3) -> list[tuple[str, int]]:
+        """The ``n`` fields that take most of the batch, as ``(name, bytes in the batch)``, biggest first."""
+        sized = [(name, (s.bytes + s.objects) * self.count) for name, s in self.fields.items() if s.bytes + s.objects]
+        return sorted(sized, key=lambda item: -item[1])[:n]
+
+    def check_memory(self, limit: int | None = None) -> None:
+        """Refuse padding larger than this machine's memory, or than ``limit`` bytes if that is smaller.
+
+        Allocating it would fail inside torch, or worse, succeed lazily and end in the
+        kernel's out-of-memory killer with no message at all.
+
+        Raises:
+            PaddingMemoryError: ``batch_bytes`` is above the bound.
+            ValueError: ``limit`` is not an int >= 1.
+        """
+        machine = _memory_limit()
+        if limit is not None:
+            limit = _check_int("limit", limit, 1)
+        bound = machine if limit is None else min(limit, machine)
+        if self.batch_bytes <= bound:
+            return
+        raise PaddingMemoryError(
+            schema_name=self.schema_name,
+            count=self.count,
+            dims=dict(self.free_dims),
+            needed=self.batch_bytes,
+            per_sample=self.sample_bytes,
+            limit=bound,
+            machine=bound == machine,
+            largest=tuple(self.largest()),
+        )
+
+
+def _rebuild_error(cls: type, kwargs: dict[str, Any]) -> Exception:
+    return cls(**kwargs)
+
+
+class PaddingMemoryError(ValueError):
+    """Padding that would take more memory than allowed, refused before any of it is allocated.
+
+    The message says how much, why and what to lower; the command line words its own
+    from these attributes.
+
+    Attributes:
+        schema_name: the schema padded.
+        count: how many padding samples were asked for.
+        dims: the sizes of the free dims (the ones ``dims=`` and ``like=`` set).
+        needed: the bytes the batch would take (`PaddingSizes.batch_bytes`).
+        per_sample: the tensor bytes of one padding sample.
+        limit: the bound it is above, in bytes.
+        machine: whether ``limit`` is this machine's memory (not a smaller limit given).
+        largest: the fields that take most, as ``(name, bytes in the batch)``, biggest first.
+    """
+
+    def __init__(
+        self,
+        *,
+        schema_name: str,
+        count: int,
+        dims: Mapping[str, int],
+        needed: int,
+        per_sample: int,
+        limit: int,
+        machine: bool,
+        largest: Sequence[tuple[str, int]],
+    ) -> None:
+        self.schema_name = schema_name
+        self.count = count
+        self.dims = dict(dims)
+        self.needed = needed
+        self.per_sample = per_sample
+        self.limit = limit
+        self.machine = machine
+        self.largest = tuple((str(n), int(b)) for n, b in largest)
+        bound = f"more than this machine has ({format_bytes(limit)})" if machine else f"above {format_bytes(limit)}"
+        super().__init__(
+            f"count={count}: {self.estimate}, {bound}; lower count or the sizes from dims= or like= (a batch "
+            "needs fewer padding samples than its required multiple: see padding_needed)"
+        )
+
+    @property
+    def estimate(self) -> str:
+        """What the padding would take, in words: ``7 padding samples of schema 'text' (...) would take ...``."""
+        n = self.count
+        sizes = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        most = ", ".join(f"{name} {format_bytes(b)}" for name, b in self.largest)
+        return (
+            f"{n} padding sample{'s' if n != 1 else ''} of schema {self.schema_name!r}{f' ({sizes})' if sizes else ''}"
+            f" would take about {format_bytes(self.needed)} of memory, {format_bytes(self.per_sample)} of tensors "
+            f"each{f' (most in {most})' if most else ''}"
+        )
+
+    def __reduce__(self):
+        fields = ("schema_name", "count", "dims", "needed", "per_sample", "limit", "machine", "largest")
+        return (_rebuild_error, (type(self), {k: getattr(self, k) for k in fields}))
+
+
+class PaddingSizeError(ValueError):
+    """Padding cannot be sized: a free dim has no padding size, or a ``pad: copy`` field no reference.
+
+    The message ends with the remedy in Python terms (``pass like=... or dims=...``); the
+    command line adds its own from these attributes.
+
+    Attributes:
+        schema_name: the schema padded.
+        problem: what is missing, without the remedy.
+        dim: the free dim without a size (``None`` for a copy field).
+        field: the ``pad: copy`` field without a reference value (``None`` for a dim).
+    """
+
+    def __init__(self, problem: str, *, schema_name: str, dim: str | None = None, field: str | None = None) -> None:
+        self.problem = problem
+        self.schema_name = schema_name
+        self.dim = dim
+        self.field = field
+        remedy = (
+            f"pass like=<a real sample of the batch> or dims={{{dim!r}: <size>}}"
+            if dim is not None
+            else "pass like=<a real sample>"
+        )
+        super().__init__(f"{problem}; {remedy}")
+
+    def __reduce__(self):
+        kwargs = {"problem": self.problem, "schema_name": self.schema_name, "dim": self.dim, "field": self.field}
+        return (_rebuild_error, (type(self), kwargs))
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes for a reader (``8.0 MiB``, ``2.3 GiB``); from 2**60 as a power of two, which a float would blur."""
+    if n >= 2**60:
+        return f"2**{n.bit_length() - 1} bytes"
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+@functools.cache
+def _memory_limit() -> int:
+    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf, or these names unknown to it
+        return 2**40
+
+
+def resolve_padding(
+    plan: Plan,
+    count: int,
+    *,
+    like: Mapping[str, Any] | None = None,
+    dims: Mapping[str, int] | None = None,
+    include: Sequence[str] | None = None,
+) -> PaddingSizes:
+    """The sizes of ``count`` padding samples (every dim, every field, the whole batch), allocating nothing.
+
+    Takes the arguments of `Schema.padding` (``plan`` is the schema's compiled plan) and
+    finds the sizes exactly as it does: ``dims=``, then the schema's padding sizes, then
+    ``like=``; fields and dtypes as it emits them. It refuses what it refuses for sizes
+    (bad arguments, a ``like=`` that breaks the schema, a dim without a size, a negative
+    axis, an undeclared tensor of ``like=`` that seems to follow a resized dim), but not
+    what only building would show (fill values, copies of uncopyable values) and not the
+    memory: call `PaddingSizes.check_memory` for that.
+    """
+    return _resolve(plan, _check_int("count", count), like, dims, include).sizes
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """A resolved padding request: its sizes, and what building it reads."""
+
+    sizes: PaddingSizes
+    emitted: list[Field]
+    like: Mapping[str, Any] | None
+    env: dict[str, int]
+    undeclared: tuple[str, ...]
+
+
+def _resolve(
+    plan: Plan, count: int, like: Any, dims: Mapping[str, int] | None, include: Sequence[str] | None
+) -> _Request:
+    names = _include_names(include)
+    like_dims: dict[str, int] = {}
+    if like is not None:
+        like, like_dims = _reference(plan, like)
+    emitted = _emitted_fields(plan, like, names)
+    env = _padding_dims(plan, emitted, like_dims, dims)
+    fields = {f.name: _field_size(plan, f, env, like) for f in emitted}
+    undeclared: tuple[str, ...] = ()
+    if like is not None:
+        undeclared = _undeclared(plan, like, like_dims, env)
+        fields.update({k: _value_size("undeclared", like[k]) for k in undeclared})
+    per_sample = sum(s.bytes for s in fields.values())
+    overhead = _ROW_OVERHEAD + sum(s.objects for s in fields.values())
+    sizes = PaddingSizes(
+        schema_name=plan.name,
+        count=count,
+        dims={n: env[n] for n in plan.dims if n in env},
+        free_dims={n: env[n] for n, d in plan.dims.items() if isinstance(d, FreeDim) and n in env},
+        fields=fields,
+        sample_bytes=per_sample,
+        row_overhead=overhead,
+        batch_bytes=count * (per_sample + overhead),
+    )
+    return _Request(sizes, emitted, like, env, undeclared)
+
+
+def _field_size(plan: Plan, f: Field, env: Mapping[str, int], like: Mapping[str, Any] | None) -> FieldSize:
+    ref = like.get(f.name) if like is not None else None
+    if f.pad.rule == "copy":
+        if ref is None:
+            raise PaddingSizeError(
+                f"field {f.name!r} pads by copying the reference sample", schema_name=plan.name, field=f.name
+            )
+        return _value_size("copy", ref)
+    if not f.is_tensor:
+        return FieldSize(f.pad.rule, None, None, 0, _NONTENSOR_OVERHEAD)
+    shape = _axes(f, env)
+    dtype = _dtype(f, like)
+    return FieldSize(f.pad.rule, shape, dtype, math.prod(shape) * dtype.itemsize)
+
+
+def _value_size(rule: str, value: Any) -> FieldSize:
+    tensors, objects = _held_bytes(value)
+    if isinstance(value, torch.Tensor) and not value.is_nested:  # a tensor column: no objects per row
+        return FieldSize(rule, tuple(value.shape), value.dtype, tensors)
+    return FieldSize(rule, None, None, tensors, _NONTENSOR_OVERHEAD + objects)
+
+
+#: What a deep copy does not copy (it shares them), nor holds anything.
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes, complex})
+
+#: The built-in containers a deep copy duplicates, measured by their own ``__sizeof__``
+#: (a subclass's override is not called: it could run anything).
+_CONTAINERS = (dict, list, tuple, set, frozenset, bytearray)
+
+
+def _held_bytes(value: Any) -> tuple[int, int]:
+    """What a deep copy of ``value`` duplicates: the bytes of its tensors and arrays, and of its containers.
+
+    Walked without recursion and at any depth (a value nested deeper than any real
+    sample still holds what it holds); a tensor or container reached twice, or in a
+    cycle, counts once, as a deep copy keeps it once. A ``meta`` tensor holds nothing;
+    a sparse one counts as dense (an upper bound). Strings and numbers are not copied;
+    other objects count as nothing.
+    """
+    tensors = objects = 0
+    seen: set[int] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if type(v) in _ATOMS or id(v) in seen:  # atoms first: a list of a million ids is walked in 0.1 s
+            continue
+        seen.add(id(v))
+        if isinstance(v, torch.Tensor):
+            if v.is_nested:
+                todo.extend(v.unbind())
+            elif not v.is_meta:
+                tensors += v.numel() * v.element_size()
+            continue
+        if type(v).__module__ == "numpy" and isinstance(getattr(v, "nbytes", None), int):  # an ndarray
+            tensors += v.nbytes
+            continue
+        base = next((c for c in _CONTAINERS if isinstance(v, c)), None)
+        if base is not None:
+            objects += base.__sizeof__(v) + 16  # + the garbage collector's header
+        if isinstance(v, Mapping):
+            todo.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            todo.extend(v)
+    return tensors, objects
+
+
+# -- building the padding ------------------------------------------------------------------
+
+
 def _check_int(name: str, v: Any, minimum: int = 0) -> int:
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not minimum <= int(v) <= MAX_SIZE:
         raise ValueError(f"{name} must be an int in {minimum}..2**63-1, found {shown_value(v)}")
@@ -91,24 +449,29 @@ def make_padding(
     dims: Mapping[str, int] | None,
     include: Sequence[str] | None,
 ) -> PaddingBatch:
-    """See :meth:`trajschema.Schema.padding`."""
+    """See `trajschema.Schema.padding`: resolve the sizes, check memory and every column, then build."""
     count = _check_int("count", count)
     eos = _check_int("eos_token_id", eos_token_id)
-    names = _include_names(include)
-    like_dims: dict[str, int] = {}
-    if like is not None:
-        like, like_dims = _reference(plan, like)
-    emitted = _emitted_fields(plan, like, names)
-    env = _padding_dims(plan, emitted, like_dims, dims)
-    _check_memory(plan, emitted, env, count, like)
-    for f in emitted:
-        _check_field(plan, f, env, eos, like)
+    request = _resolve(plan, count, like, dims, include)
+    request.sizes.check_memory()
+    for f in request.emitted:
+        _check_field(plan, f, request.env, eos, request.like)
+    for k in request.undeclared:  # a meta or sparse tensor is refused before any column is built
+        ref = request.like[k] if request.like is not None else None
+        if isinstance(ref, torch.Tensor):
+            _copied(ref, 0, k)
+    return _build(plan, request, eos)
+
+
+def _build(plan: Plan, request: _Request, eos: int) -> PaddingBatch:
+    count, env, like = request.sizes.count, request.env, request.like
     uid = new_padding_uid()
     columns: dict[str, Any] = {}
-    for f in emitted:
+    for f in request.emitted:
         columns[f.name] = _like_reference(_column(f, count, env, eos, uid, like), like, f)
-    if like is not None and plan.extra == "allow":
-        columns.update(_undeclared_copies(plan, like, like_dims, env, count))
+    if request.undeclared:  # fields the schema does not name, copied from like=
+        assert like is not None  # only a like= sample has them
+        columns.update({k: _copied(like[k], count, k) for k in request.undeclared})
     tag_values = {t.name: t.equals.evaluate(env) for t in plan.length_tags if t.equals is not None}
     tag = {"is_padding": True, **{k: v for k, v in tag_values.items() if v is not None}}
     return PaddingBatch(
@@ -116,7 +479,7 @@ def make_padding(
         tags=[dict(tag) for _ in range(count)],
         fields=_table(columns, count),
         uid=uid,
-        dims={n: env[n] for n in plan.dims if n in env},
+        dims=dict(request.sizes.dims),
         _columns=columns,
     )
 
@@ -151,79 +514,6 @@ def _reference(plan: Plan, like: Any) -> tuple[Mapping[str, Any], dict[str, int]
         raise SchemaError(found, schema_name=exc.schema_name, bindings=exc.bindings) from None
 
 
-#: Python objects of one padding sample besides its tensor data: its key, tag dict and
-#: row entries, an upper bound measured at ~330 bytes (tests/padding/test_padding.py).
-_ROW_OVERHEAD = 1024
-
-
-@functools.cache
-def _memory_limit() -> int:
-    """This machine's physical memory in bytes (1 TiB where the system does not say)."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf, or these names unknown to it
-        return 2**40
-
-
-def _check_memory(
-    plan: Plan, emitted: list[Field], env: Mapping[str, int], count: int, like: Mapping[str, Any] | None
-) -> None:
-    """Refuse padding that could not fit in this machine's memory, before allocating any of it.
-
-    Allocating it would fail inside torch, or worse, succeed lazily and end in the
-    kernel's out-of-memory killer with no message at all.
-    """
-    per_sample = _sample_bytes(plan, emitted, env, like)
-    total = count * (per_sample + _ROW_OVERHEAD)
-    limit = _memory_limit()
-    if total <= limit:
-        return
-    sizes = ", ".join(f"{n}={env[n]}" for n in plan.dims if n in env)
-    raise ValueError(
-        f"count={count}: {count} padding sample{'s' if count != 1 else ''} of schema {plan.name!r}"
-        f"{f' ({sizes})' if sizes else ''} "
-        f"would take about {_bytes(total)} of memory ({_bytes(per_sample)} of tensors each), more than this "
-        f"machine has ({_bytes(limit)}); lower count or the sizes from dims= or like= (a batch needs fewer "
-        "padding samples than its required multiple: see padding_needed)"
-    )
-
-
-def _sample_bytes(plan: Plan, emitted: list[Field], env: Mapping[str, int], like: Mapping[str, Any] | None) -> int:
-    """The tensor bytes of one padding sample, from the sizes alone: nothing is allocated."""
-    total = 0
-    for f in emitted:
-        if f.pad.rule == "copy":
-            total += _held_bytes(like.get(f.name) if like is not None else None)
-        elif f.is_tensor:
-            numel = math.prod(max(e.evaluate(env), 0) for e in f.shape or ())
-            total += numel * _dtype(f, like).itemsize
-    if like is not None and plan.extra == "allow":  # undeclared values are copied into every sample
-        total += sum(_held_bytes(v) for k, v in like.items() if k not in plan.fields)
-    return total
-
-
-def _held_bytes(value: Any, depth: int = 0) -> int:
-    """The bytes of the tensors in ``value``, inside mappings and lists too (a deep copy duplicates them)."""
-    if isinstance(value, torch.Tensor):
-        return 0 if value.is_nested or value.is_meta else value.numel() * value.element_size()
-    if depth > 16:  # deeper than any real sample; copying refuses what is nested too deeply
-        return 0
-    if isinstance(value, Mapping):
-        return sum(_held_bytes(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_held_bytes(v, depth + 1) for v in value)
-    return 0
-
-
-def _bytes(n: int) -> str:
-    if n >= 2**60:  # sizes up to 2**63 each multiply past what a float shows readably
-        return f"2**{n.bit_length() - 1} bytes"
-    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
-
-
 def _like_reference(col: Any, like: Mapping[str, Any] | None, f: Field) -> Any:
     """A non-tensor column as 0-d tensors where the reference wrote 0-d tensors (a dense ``(B,)`` column).
 
@@ -247,18 +537,20 @@ def _table(columns: Mapping[str, Any], count: int) -> Any:
     return fields
 
 
-def _undeclared_copies(
-    plan: Plan, like: Mapping[str, Any], like_dims: Mapping[str, int], env: Mapping[str, int], count: int
-) -> dict[str, Any]:
-    """The reference's undeclared fields, copied; refused where a copy would keep a stale length.
+def _undeclared(
+    plan: Plan, like: Mapping[str, Any], like_dims: Mapping[str, int], env: Mapping[str, int]
+) -> tuple[str, ...]:
+    """The reference's undeclared fields padding copies; refused where a copy would keep a stale length.
 
     A tensor that has an axis as long as a dim the padding resizes (a ``routed_experts``
     of ``(111, 48, 8)`` beside ``seq=111`` when the schema does not declare it) would be
     copied at the reference's length, not the padding's: that is an error, not a guess.
     Axes of size 0 or 1 say nothing and are not matched.
     """
+    if plan.extra != "allow":
+        return ()
     resized = {n: v for n, v in like_dims.items() if n in env and env[n] != v and v > 1}
-    out: dict[str, Any] = {}
+    out = []
     problems = []
     for k, v in like.items():
         if k in plan.fields or v is None:
@@ -268,10 +560,10 @@ def _undeclared_copies(
             if follows:
                 problems.append(_stale_copy(plan, k, v, follows, env))
                 continue
-        out[k] = _copied(v, count, k)
+        out.append(k)
     if problems:
         raise SchemaError(problems, schema_name=plan.name)
-    return out
+    return tuple(out)
 
 
 def _stale_copy(plan: Plan, name: str, v: torch.Tensor, follows: list[tuple[str, int]], env: Mapping[str, int]):
@@ -357,9 +649,10 @@ def _padding_dims(
         size = dims.get(name, plan.padding_sizes.get(name, like_dims.get(name)))
         if size is None:
             users = [f.name for f in emitted if any(name in e.names() for e in f.shape or ())]
-            raise ValueError(
-                f"schema {plan.name!r} has no padding size for dim {name!r} (used by {', '.join(users) or 'tags'}); "
-                f"pass like=<a real sample of the batch> or dims={{{name!r}: <size>}}"
+            raise PaddingSizeError(
+                f"schema {plan.name!r} has no padding size for dim {name!r} (used by {', '.join(users) or 'tags'})",
+                schema_name=plan.name,
+                dim=name,
             )
         if not d.allows(size):
             raise ValueError(f"padding size {name}={size} breaks the dim's bounds ({d.describe()})")
@@ -377,15 +670,10 @@ def _axes(f: Field, env: Mapping[str, int]) -> tuple[int, ...]:
 
 
 def _check_field(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Mapping[str, Any] | None) -> None:
-    """Everything that could refuse ``f``'s column, checked before any column is built."""
-    if f.pad.rule == "copy":
-        if like is None or like.get(f.name) is None:
-            raise ValueError(f"field {f.name!r} pads by copying the reference sample; pass like=<a real sample>")
-        ref = like[f.name]
-        if isinstance(ref, torch.Tensor):
-            _copied(ref, 0, f.name)  # refuses what cannot be copied, at no cost
-    elif f.is_tensor:
-        _axes(f, env)
+    """Everything that could refuse ``f``'s column beyond its size, checked before any column is built."""
+    ref = like.get(f.name) if like is not None else None
+    if f.pad.rule == "copy" and isinstance(ref, torch.Tensor):
+        _copied(ref, 0, f.name)  # refuses what cannot be copied, at no cost
     _check_fill(plan, f, env, eos, like)
 
 
@@ -492,7 +780,7 @@ def _column(f: Field, count: int, env: Mapping[str, int], eos: int, uid: str, li
             return torch.arange(shape[-1], dtype=dtype).expand(shape).contiguous()
         raise AssertionError(rule)  # the loader only admits the rules above for tensors
     if rule == "fill":
-        return _Same(value, count)
+        return _Same(value, count) if _immutable(value) else [copy.deepcopy(value) for _ in range(count)]
     if rule == "eos":
         return _Same(eos, count)
     if rule == "uid":
@@ -512,8 +800,9 @@ def _copied(v: Any, count: int, name: str) -> Any:
                 f"field {name!r} of like= is a {describe_value(v)}: {what}; padding cannot copy it"
                 + ("" if v.is_meta else " (declare it in the schema)")
             )
-        return v.unsqueeze(0).expand(count, *v.shape).clone()
-    if isinstance(v, (str, int, float, bool, type(None))):
+        # detach: padding is data; a reference's autograd graph would make it unpicklable (non-leaf)
+        return v.detach().unsqueeze(0).expand(count, *v.shape).clone()
+    if _immutable(v):
         return _Same(v, count)
     try:
         return [copy.deepcopy(v) for _ in range(count)]
@@ -577,12 +866,36 @@ class _Same(Sequence):
         return self.value
 
 
+def _immutable(value: Any) -> bool:
+    """Whether every padding row may hold this very object: nothing can change it in place."""
+    return type(value) in _SCALARS or value is EMPTY_MAPPING
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _nontensor_stack(values: Sequence[Any]):
+    """A non-tensor column laid out as TransferQueue returns one: each row its own `NonTensorData`.
+
+    One `NonTensorData` shared by every row would be cheaper, but a write into one row
+    (`fields[0] = row`, `set_at_`) replaces the value it holds: every row's uid would
+    change with it. The value inside may be shared: `_Same` holds only immutable ones.
+    Not `NonTensorStack.from_list`: it turns a list value into a stack of its items (a
+    `NonTensorData` each, ~600 bytes an item) and refuses a ragged one.
+    """
     from tensordict import NonTensorData, NonTensorStack
 
-    if isinstance(values, _Same) and len(values):
-        # One NonTensorData shared by every row is safe for an immutable value (and the
-        # read-only EMPTY_MAPPING) and much cheaper than building `count` of them.
-        one = NonTensorData(data=values.value)
-        return NonTensorStack(*([one] * len(values)))
-    return nontensor_column(values)
+    if not len(values):
+        return nontensor_column(values)  # the empty column every tensordict version accepts
+    if isinstance(values, _Same):
+        if type(values.value) in _SCALARS:  # newer tensordicts wrap plain scalars on a fast path
+            return NonTensorStack(*values)
+        # the read-only EMPTY_MAPPING: unbinding one batched NonTensorData beats n constructors
+        return NonTensorStack(*NonTensorData(data=values.value, batch_size=[len(values)]).unbind(0))
+    # Plain scalars as they are; a TensorDict value wrapped, or the stack would take it for a member.
+    return NonTensorStack(
+        *(
+            v if type(v) in _SCALARS or isinstance(v, (NonTensorData, NonTensorStack)) else NonTensorData(data=v)
+            for v in values
+        )
+    )
