@@ -470,3 +470,135 @@ def test_checks_on_a_trillion_element_expanded_tensor_stay_in_bounded_memory(tmp
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert float(done.stdout.split()[-1]) < 100, done.stdout
+
+
+# -- the one value set (issue 15 §2): exact for every dtype, against enumeration --------------
+
+from trajschema.core.values import ValueSet, value_failures  # noqa: E402
+
+#: Dtypes small enough to enumerate every value of (float8 through its 256 bit patterns).
+_ENUMERABLE = [torch.bool, torch.uint8, torch.int8, torch.float8_e5m2, torch.float8_e4m3fn]
+
+
+def _every_value(dtype: torch.dtype) -> list:
+    if dtype == torch.bool:
+        return [0, 1]
+    if dtype.is_floating_point:
+        patterns = torch.arange(256, dtype=torch.uint8).view(dtype).to(torch.float64).tolist()
+        return [*sorted({v for v in patterns if not math.isnan(v)} | {math.inf, -math.inf}), math.nan]
+    info = torch.iinfo(dtype)
+    return list(range(info.min, info.max + 1))
+
+
+def _passes(x, values, lo, hi, finite) -> bool:
+    return not value_failures(x, values=values, lo=lo, hi=hi, finite=finite)
+
+
+_CHECKS = st.tuples(
+    st.none() | st.lists(NUMBER, min_size=1, max_size=5).map(tuple),
+    st.none() | NUMBER,
+    st.none() | NUMBER,
+    st.booleans(),
+)
+
+
+@given(dtype=st.sampled_from(_ENUMERABLE), checks=_CHECKS)
+def test_a_fields_value_set_holds_exactly_the_values_its_checks_pass(dtype, checks):
+    s = ValueSet.passing(*checks, dtype)
+    for x in _every_value(dtype):
+        assert (x in s) == _passes(x, *checks), (x, s)
+
+
+@given(dtype=st.sampled_from(_ENUMERABLE), a=_CHECKS, b=_CHECKS)
+def test_union_intersection_and_difference_are_exact_and_equal_sets_are_equal(dtype, a, b):
+    sa, sb = ValueSet.passing(*a, dtype), ValueSet.passing(*b, dtype)
+    both, either, only = sa & sb, sa | sb, sa - sb
+    member_a, member_b = [], []
+    for x in _every_value(dtype):
+        ina, inb = x in sa, x in sb
+        member_a.append(ina)
+        member_b.append(inb)
+        assert (x in both, x in either, x in only) == (ina and inb, ina or inb, ina and not inb), x
+    assert (sa == sb) == (member_a == member_b)  # one form per set: the spans are canonical
+    numbers = [x for x in _every_value(dtype) if x in only and not math.isnan(x)]
+    assert only.example() == min(numbers, key=lambda v: (math.isinf(v), abs(v)), default=None)  # nearest 0
+
+
+def test_a_set_is_one_form_however_it_was_built():
+    """Adjacent spans merge: ints next to each other, float values with none between them."""
+    a, b = ValueSet.listed(range(6), torch.int8), ValueSet.at_least(0, torch.int8) & ValueSet.at_most(5.5, torch.int8)
+    assert a == b and a.spans == ((0, True, 5, True),)
+    assert ValueSet.listed([1, 2], "int") | ValueSet.listed([3], "int") == ValueSet.at_least(
+        1, "int"
+    ) - ValueSet.at_least(4, "int")
+    f8 = torch.float8_e5m2
+    small = sorted(v for v in _every_value(f8) if 0 <= v <= 1)
+    assert ValueSet.listed(small, f8) == ValueSet.at_least(0, f8) & ValueSet.at_most(1, f8)
+    assert len((ValueSet.at_least(0, f8) - ValueSet.listed(small[1:-1], f8)).spans) == 2
+
+
+# Values around the ends of the wide float dtypes, where rounding a bound goes wrong.
+_NEAR = st.sampled_from([0.1, 1e-8, 1e-40, 65504.0, 65520.0, 3.4e38, 3.5e38, 1.0, 0.5, 2.0**-24, 2.0**-149])
+
+
+@given(
+    dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]),
+    checks=_CHECKS,
+    near=st.lists(_NEAR, max_size=3),
+    raw=st.binary(min_size=8, max_size=64),
+)
+def test_on_the_wide_float_dtypes_membership_is_what_the_checks_pass(dtype, checks, near, raw):
+    s = ValueSet.passing(*checks, dtype)
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = raw[: len(raw) - len(raw) % size]
+    xs = torch.frombuffer(bytearray(raw), dtype=dtype).to(torch.float64).tolist() if raw else []
+    for v in [*near, *checks[1:3]]:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+            xs += [_values.float_bound(v, dtype, up) for up in (True, False)]  # the dtype's values either side
+    for x in xs:
+        assert (x in s) == _passes(x, *checks), (x, s)
+    assert 0.1 not in ValueSet.everything(torch.float32) and 0.5 in ValueSet.everything(torch.float16)
+
+
+@given(
+    kind=st.sampled_from(["int", "float", "bool", "any", "str", "mapping"]),
+    a=_CHECKS,
+    b=_CHECKS,
+    xs=st.lists(NUMBER | st.sampled_from(["x", None]), max_size=12),
+)
+def test_value_sets_of_kinds_are_exact_and_a_difference_gives_a_witness(kind, a, b, xs):
+    from trajschema.core import kind_ok
+
+    sa, sb = ValueSet.passing(*a, kind), ValueSet.passing(*b, kind)
+    for x in xs:
+        if kind_ok(kind, x) or (kind == "int" and isinstance(x, bool)) or (kind == "bool" and x in (0, 1)):
+            number = isinstance(x, (int, float))
+            if kind in ("str", "mapping") and number:
+                continue
+            assert (x in sa) == _passes(x, *a), (x, sa)
+            assert (x in sa - sb) == (_passes(x, *a) and not _passes(x, *b)), x
+    d = sa - sb
+    if d.spans:
+        w = d.example()
+        assert w in sa and w not in sb
+        assert _passes(w, *a) and not _passes(w, *b)
+
+
+def test_value_sets_refuse_to_mix_domains_and_name_what_they_hold():
+    with pytest.raises(ValueError, match="do not combine"):
+        ValueSet.everything(torch.int8) & ValueSet.everything(torch.int16)
+    with pytest.raises(TypeError, match="combines with a ValueSet"):
+        ValueSet.everything("int") | 3
+    with pytest.raises(ValueError, match="a torch dtype or a kind"):
+        ValueSet.everything("tensor")
+    with pytest.raises(TypeError, match="complex"):
+        ValueSet.everything(torch.complex64)
+    s = ValueSet.at_least(0.5, torch.int64)
+    assert s.spans == ((1, True, 2**63 - 1, True),) and 0 not in s and 1 in s and 0.5 not in s
+    assert ValueSet.at_least(1e-8, torch.float16).spans[0][0] == 2.0**-24  # the smallest float16 above
+    assert ValueSet.at_most(300, torch.int8) == ValueSet.everything(torch.int8) - ValueSet.listed([], torch.int8)
+    assert ValueSet.listed([True, 1, 1.0], "any") == ValueSet.listed([1], "any")
+    assert ValueSet.listed([-0.0], torch.float32) == ValueSet.listed([0], torch.float32)
+    assert math.nan in ValueSet.everything("float") and math.nan not in ValueSet.at_least(-math.inf, "float")
+    assert "x" in ValueSet.at_least(3, "any") and "x" not in ValueSet.listed([3], "any")
+    assert ValueSet.everything(torch.bool).points(5) == [0, 1] and ValueSet.nothing("int").empty

@@ -11,11 +11,16 @@ for the exact value ``x`` of an element, as Python's int/float arithmetic sees i
 torch compares a tensor with a Python number by first converting the number to the
 tensor's dtype, which rounds (``0.5`` becomes ``0`` in int64, ``1e-8`` becomes ``0`` in
 float16) or overflows. So the bounds and value sets are never converted as given:
-each check is compiled, per dtype, into an equivalent test whose operands the dtype
-represents exactly (``x >= 0.5`` on integers is ``x >= 1``; ``x <= 300`` on int8 holds
+each check becomes, per dtype, the `ValueSet` of the dtype's values it lets through,
+and its test is read off that set, with operands the dtype represents exactly
+(``x >= 0.5`` on integers is ``x >= 1``; ``x <= 300`` on int8 holds
 for every element; ``x >= 1e-8`` on float16 is ``x >= 5.96e-08``, the smallest float16
 above 1e-8). Dtypes that torch cannot compare natively (``uint16``-``uint64``, float8)
 are mapped order-preservingly onto one it can, without rounding.
+
+`ValueSet` is the package's one description of "which values": compatibility takes
+differences of two for a witness, the strategies draw from one, the loader asks one
+whether a bound leaves a dtype any value.
 
 Checks run in bounded memory, whatever a tensor's logical size: an axis of stride 0
 (``expand``) repeats one element, so it is checked once and its repeats are counted;
@@ -26,11 +31,13 @@ every temporary (the operand's copy, a mask) stays a few MB. Only
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import fractions
 import functools
 import math
 import numbers
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -38,7 +45,9 @@ import torch
 from trajschema.core.decl import Field
 
 __all__ = [
+    "Domain",
     "Failures",
+    "ValueSet",
     "counts_exactly_to",
     "element_failures",
     "failing_positions",
@@ -155,53 +164,473 @@ def float_bound(b: int | float, dtype: torch.dtype, up: bool) -> float:
     return d
 
 
-def _int_bound(b: int | float, up: bool) -> int | None:
-    """``ceil(b)`` (``up``) or ``floor(b)`` as an int; ``None`` for ±inf."""
-    if isinstance(b, int):
-        return int(b)
-    if math.isinf(b):
+# -- the one value set ----------------------------------------------------------------
+
+#: Where values come from: a torch dtype (a tensor's elements), or a kind (``int float bool
+#: str mapping any``: a non-tensor field's values).
+Domain = torch.dtype | str
+
+#: One end of a span: ``(value, closed)``; value may be ±inf (an unbounded end, or the
+#: infinity itself when closed and the domain holds it).
+_End = tuple[Any, bool]
+#: A span: ``(lo, lo_closed, hi, hi_closed)``.
+_Span = tuple[Any, bool, Any, bool]
+
+_NATIVE_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+class _Line:
+    """The numbers a domain holds, and how a span's ends snap onto them.
+
+    Three kinds: integers (``lo..hi``, or unbounded), the values of a float dtype (with
+    ±inf), and the reals (what Python's int/float arithmetic compares: any int, any
+    float). On the first two every span is stored closed, its ends on the line, so equal
+    sets have equal spans.
+    """
+
+    discrete = True
+    full: _Span
+
+    def snap(self, s: _Span) -> _Span | None:
+        """``s`` as a span of this line's numbers, or ``None`` when it holds none."""
+        raise NotImplementedError
+
+    def after(self, p: Any) -> Any:
+        """The next number of the line after ``p`` (itself one), or ``None``."""
+        raise NotImplementedError
+
+    def has(self, x: Any) -> bool:
+        """Whether the real number ``x`` is a number of the line."""
+        raise NotImplementedError
+
+
+class _Ints(_Line):
+    def __init__(self, lo: int | None, hi: int | None) -> None:
+        self.lo, self.hi = lo, hi
+        self.full = (-_INF if lo is None else lo, lo is not None, _INF if hi is None else hi, hi is not None)
+
+    def _end(self, v: Any, closed: bool, up: bool) -> Any:
+        """The first integer at or past ``v`` going ``up`` (or down); ±inf for an unbounded end."""
+        if isinstance(v, float) and math.isinf(v):
+            return v
+        if up:
+            return math.ceil(v) if closed else math.floor(v) + 1
+        return math.floor(v) if closed else math.ceil(v) - 1
+
+    def snap(self, s: _Span) -> _Span | None:
+        lo, hi = self._end(s[0], s[1], True), self._end(s[2], s[3], False)
+        if lo == _INF or hi == -_INF:
+            return None
+        if self.lo is not None:
+            lo = max(lo, self.lo)
+        if self.hi is not None:
+            hi = min(hi, self.hi)
+        if lo > hi:
+            return None
+        return lo, not math.isinf(lo), hi, not math.isinf(hi)
+
+    def after(self, p: Any) -> Any:
+        return None if math.isinf(p) else p + 1
+
+    def has(self, x: Any) -> bool:
+        if isinstance(x, float) and not x.is_integer():
+            return False
+        if not isinstance(x, (int, float)) and x != math.floor(x):  # a Fraction, a NumPy number
+            return False
+        return (self.lo is None or x >= self.lo) and (self.hi is None or x <= self.hi)
+
+
+class _Floats(_Line):
+    """The values of one float dtype, and ±inf (which `fits_dtype` counts for every float dtype)."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+        self.big = float(torch.finfo(dtype).max)
+        self.full = (-_INF, True, _INF, True)
+        self.table: list[float] | None = None
+        if dtype not in _NATIVE_FLOATS:  # float8: 256 bit patterns, read once (torch cannot step them)
+            every = torch.arange(256, dtype=torch.uint8).view(dtype).to(torch.float64).tolist()
+            self.table = sorted({v for v in every if math.isfinite(v)})
+
+    def _up(self, x: Any) -> float:
+        """The smallest value >= x."""
+        if isinstance(x, float) and math.isinf(x):
+            return x
+        if self.table is not None:
+            i = bisect.bisect_left(self.table, x)
+            return self.table[i] if i < len(self.table) else _INF
+        return float_bound(x, self.dtype, True) + 0.0  # + 0.0: -0.0 is 0.0
+
+    def _down(self, x: Any) -> float:
+        if isinstance(x, float) and math.isinf(x):
+            return x
+        if self.table is not None:
+            i = bisect.bisect_right(self.table, x)
+            return self.table[i - 1] if i else -_INF
+        return float_bound(x, self.dtype, False) + 0.0
+
+    def after(self, p: Any) -> Any:
+        if p == _INF:
+            return None
+        if p == -_INF:
+            return -self.big
+        if self.table is not None:
+            return self._up(math.nextafter(p, _INF))
+        return _step(p, self.dtype, True) + 0.0
+
+    def _before(self, p: Any) -> Any:
+        if p == -_INF:
+            return None
+        if p == _INF:
+            return self.big
+        if self.table is not None:
+            return self._down(math.nextafter(p, -_INF))
+        return _step(p, self.dtype, False) + 0.0
+
+    def snap(self, s: _Span) -> _Span | None:
+        lo = self._up(s[0])
+        if not s[1] and lo == s[0]:
+            lo = self.after(lo)
+        hi = self._down(s[2])
+        if not s[3] and hi == s[2]:
+            hi = self._before(hi)
+        if lo is None or hi is None or lo > hi:
+            return None
+        return lo, True, hi, True
+
+    def has(self, x: Any) -> bool:
+        if isinstance(x, float) and math.isinf(x):
+            return True
+        try:
+            f = float(x)
+        except OverflowError:
+            return False
+        if f != x or math.isinf(f):
+            return False
+        return self._up(f) == f
+
+
+class _Reals(_Line):
+    """Every number Python compares: spans keep open and closed ends as given."""
+
+    discrete = False
+    full = (-_INF, True, _INF, True)
+
+    def snap(self, s: _Span) -> _Span | None:
+        lo, lc, hi, hc = s
+        return s if lo < hi or (lo == hi and lc and hc) else None
+
+    def after(self, p: Any) -> Any:
+        raise AssertionError("the reals have no next number")
+
+    def has(self, x: Any) -> bool:
+        return True
+
+
+@functools.lru_cache(maxsize=64)
+def _line(domain: Domain) -> _Line | None:
+    """The numbers ``domain`` holds (``None``: none, for ``str`` and ``mapping``)."""
+    if isinstance(domain, torch.dtype):
+        if domain.is_complex:
+            raise TypeError(f"value sets do not apply to complex dtype {domain}")
+        if domain == torch.bool:
+            return _Ints(0, 1)
+        if domain.is_floating_point:
+            return _Floats(domain)
+        info = torch.iinfo(domain)
+        return _Ints(int(info.min), int(info.max))
+    lines: dict[str, _Line | None] = {"int": _Ints(None, None), "bool": _Ints(0, 1), "float": _Reals(), "any": _Reals()}
+    if domain in ("str", "mapping"):
         return None
-    return math.ceil(b) if up else math.floor(b)
+    if domain not in lines:
+        kinds = "int, float, bool, any, str, mapping"
+        raise ValueError(f"a value set's domain is a torch dtype or a kind ({kinds}), found {domain!r}")
+    return lines[domain]
 
 
-def _is_nan(b: Any) -> bool:
-    return isinstance(b, float) and math.isnan(b)
+def _lower_key(s: _Span) -> tuple[Any, int]:
+    return s[0], 0 if s[1] else 1
+
+
+def _touch(line: _Line, a: _Span, b: _Span) -> bool:
+    """Whether span ``b`` (starting at or after ``a``'s start) overlaps ``a`` or continues it with no number between."""
+    if line.discrete:
+        nxt = line.after(a[2])
+        return nxt is None or b[0] <= nxt
+    return b[0] < a[2] or (b[0] == a[2] and (a[3] or b[1]))
+
+
+def _normal(line: _Line, spans: Iterable[_Span]) -> tuple[_Span, ...]:
+    """Spans snapped onto the line, sorted and merged: the one form of a set."""
+    snapped = sorted((s for s in (line.snap(s) for s in spans) if s is not None), key=_lower_key)
+    out: list[_Span] = []
+    for s in snapped:
+        if out and _touch(line, out[-1], s):
+            last = out[-1]
+            if (s[2], s[3]) > (last[2], last[3]):  # a closed end reaches past an open one at the same value
+                out[-1] = (last[0], last[1], s[2], s[3])
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def _overlap(a: _Span, b: _Span) -> _Span:
+    lo = max((a[0], not a[1]), (b[0], not b[1]))  # the later start; an open one starts later
+    hi = min((a[2], a[3]), (b[2], b[3]))  # the earlier end; an open one ends earlier
+    return lo[0], not lo[1], hi[0], hi[1]
+
+
+def _intersect(line: _Line, a: Sequence[_Span], b: Sequence[_Span]) -> tuple[_Span, ...]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):  # both sorted and disjoint: one sweep
+        out.append(_overlap(a[i], b[j]))
+        if (a[i][2], a[i][3]) <= (b[j][2], b[j][3]):
+            i += 1
+        else:
+            j += 1
+    return _normal(line, out)
+
+
+def _complement(line: _Line, spans: Sequence[_Span]) -> tuple[_Span, ...]:
+    """The domain's numbers outside ``spans``."""
+    lo, lc = line.full[0], line.full[1]
+    out = []
+    for s in spans:
+        out.append((lo, lc, s[0], not s[1]))
+        lo, lc = s[2], not s[3]
+    out.append((lo, lc, line.full[2], line.full[3]))
+    return _normal(line, out)
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueSet:
+    """A set of values of one domain, exactly: membership, union, intersection, difference.
+
+    The one description of "which values" in the package. A field's checks compile to
+    it per dtype (`ValueSet.passing`): validation reads its tensor tests off it,
+    compatibility takes differences of two of them for a witness, the strategies draw
+    from it, the loader asks it whether a bound leaves a dtype any value. Like
+    hypothesis's ``IntervalSet``, it is a sorted tuple of disjoint spans, here over the
+    numbers of its ``domain`` (see `Domain`): integers of an int dtype or kind, the values
+    of a float dtype (with ±inf; ``0.1`` is no ``float32`` value, ``-0.0`` is ``0.0``), or
+    the reals; plus ``nan`` (NaN is in the set) and ``others`` (values that are not
+    numbers, such as strings: in the set for the kinds ``any``, ``str`` and ``mapping``
+    unless ``values`` is checked). On the discrete domains spans are stored closed, so
+    two sets are equal exactly when they hold the same values.
+
+    Examples:
+        >>> s = ValueSet.at_least(0.5, torch.int64)
+        >>> 0 in s, 1 in s, s.spans[0][:1]
+        (False, True, (1,))
+        >>> (ValueSet.everything("int") - ValueSet.listed([1, 2, 3], "int")).example()
+        0
+    """
+
+    domain: Domain
+    spans: tuple[_Span, ...] = ()
+    nan: bool = False
+    others: bool = False
+
+    # -- construction
+
+    @classmethod
+    def _make(cls, domain: Domain, spans: Iterable[_Span], nan: bool, others: bool) -> ValueSet:
+        line = _line(domain)
+        if line is None:
+            return cls(domain, (), False, others)
+        return cls(domain, _normal(line, spans), nan and not isinstance(line, _Ints), others)  # ints hold no NaN
+
+    @classmethod
+    def everything(cls, domain: Domain) -> ValueSet:
+        """Every value of ``domain``: NaN with the floats, non-numbers with ``any``, ``str``, ``mapping``."""
+        return _everything(domain)
+
+    @classmethod
+    def nothing(cls, domain: Domain) -> ValueSet:
+        _line(domain)
+        return cls(domain)
+
+    @classmethod
+    def listed(cls, values: Iterable[Any], domain: Domain) -> ValueSet:
+        """The values of ``domain`` equal to a listed one (``values``): ``True == 1``, and NaN equals nothing."""
+        line = _line(domain)
+        if line is None:
+            return cls(domain)
+        points = [v for v in values if isinstance(v, numbers.Real) and not _is_nan(v) and line.has(v)]
+        return cls._make(domain, [(_plain(v), True, _plain(v), True) for v in points], False, False)
+
+    @classmethod
+    def at_least(cls, bound: Any, domain: Domain) -> ValueSet:
+        """The values ``x`` of ``domain`` with ``x >= bound`` as Python compares (NaN passes nothing)."""
+        return cls._bounded(bound, domain, True)
+
+    @classmethod
+    def at_most(cls, bound: Any, domain: Domain) -> ValueSet:
+        """The values ``x`` of ``domain`` with ``x <= bound``."""
+        return cls._bounded(bound, domain, False)
+
+    @classmethod
+    def _bounded(cls, bound: Any, domain: Domain, up: bool) -> ValueSet:
+        line = _line(domain)
+        others = domain in ("any", "str", "mapping")  # the ordering checks pass what is no number
+        if line is None or _is_nan(bound):
+            return cls(domain, (), False, others)
+        full = line.full
+        span = (bound, True, full[2], full[3]) if up else (full[0], full[1], bound, True)
+        return cls._make(domain, [span], False, others)
+
+    @classmethod
+    def finite(cls, domain: Domain) -> ValueSet:
+        """The values that pass ``finite``: no ±inf, no NaN (integers are finite; non-numbers pass)."""
+        line = _line(domain)
+        others = domain in ("any", "str", "mapping")
+        spans = [] if line is None else [(-_INF, False, _INF, False)]
+        return cls._make(domain, spans, False, others)
+
+    @classmethod
+    def passing(cls, values: Iterable[Any] | None, lo: Any, hi: Any, finite: bool, domain: Domain) -> ValueSet:
+        """What a field's checks (``values``, ``min``, ``max``, ``finite``) let through among ``domain``'s values."""
+        out = cls.everything(domain)
+        if values is not None:
+            out &= cls.listed(values, domain)
+        if lo is not None:
+            out &= cls.at_least(lo, domain)
+        if hi is not None:
+            out &= cls.at_most(hi, domain)
+        if finite:
+            out &= cls.finite(domain)
+        return out
+
+    # -- the set operations
+
+    def _same(self, other: ValueSet) -> _Line | None:
+        if not isinstance(other, ValueSet):
+            raise TypeError(f"a ValueSet combines with a ValueSet, found {type(other).__name__}")
+        if other.domain != self.domain:
+            raise ValueError(f"value sets of domains {self.domain} and {other.domain} do not combine")
+        return _line(self.domain)
+
+    def __and__(self, other: ValueSet) -> ValueSet:
+        line = self._same(other)
+        spans = () if line is None else _intersect(line, self.spans, other.spans)
+        return ValueSet(self.domain, spans, self.nan and other.nan, self.others and other.others)
+
+    def __or__(self, other: ValueSet) -> ValueSet:
+        line = self._same(other)
+        spans = () if line is None else _normal(line, (*self.spans, *other.spans))
+        return ValueSet(self.domain, spans, self.nan or other.nan, self.others or other.others)
+
+    def __sub__(self, other: ValueSet) -> ValueSet:
+        line = self._same(other)
+        spans = () if line is None else _intersect(line, self.spans, _complement(line, other.spans))
+        return ValueSet(self.domain, spans, self.nan and not other.nan, self.others and not other.others)
+
+    intersection = __and__
+    union = __or__
+    difference = __sub__
+
+    def __contains__(self, x: Any) -> bool:
+        if _is_nan(x):
+            return self.nan
+        if not isinstance(x, numbers.Real):
+            return self.others
+        line = _line(self.domain)
+        if line is None or not line.has(x):
+            return False
+        return any(_holds(s, x) for s in self.spans)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the set holds no value at all."""
+        return not (self.spans or self.nan or self.others)
+
+    # -- reading it
+
+    def points(self, limit: int) -> list[Any]:
+        """Up to ``limit`` numbers of the set, smallest first (of a discrete domain; its spans' ends on the reals)."""
+        line = _line(self.domain)
+        out: list[Any] = []
+        for lo, lc, hi, hc in self.spans:
+            if line is None or not line.discrete:
+                out += [v for v, closed in ((lo, lc), (hi, hc)) if closed and (not out or out[-1] != v)]
+                continue
+            p = lo if lc else None  # an integer span unbounded below has no smallest number
+            while p is not None and len(out) < limit and p <= hi:
+                out.append(p)
+                p = line.after(p)
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
+    def example(self) -> Any:
+        """A simple number of the set: the one nearest 0, finite when it holds one; ``None`` when it holds none."""
+        picks = [_simplest(s) for s in self.spans]
+        return min(picks, key=lambda v: (math.isinf(v), abs(v)), default=None)
+
+
+@functools.lru_cache(maxsize=64)
+def _everything(domain: Domain) -> ValueSet:
+    line = _line(domain)
+    return ValueSet._make(domain, [line.full] if line else [], True, domain in ("any", "str", "mapping"))
+
+
+def _plain(v: Any) -> Any:
+    """A listed value as a number: ``True`` is 1, and a float 0 has no sign."""
+    return int(v) if isinstance(v, bool) else v + 0.0 if isinstance(v, float) else v
+
+
+def _holds(s: _Span, x: Any) -> bool:
+    lo, lc, hi, hc = s
+    return (x > lo or (lc and x == lo)) and (x < hi or (hc and x == hi))
+
+
+def _simplest(s: _Span) -> Any:
+    """The number of span ``s`` nearest 0 (or just inside an open end), exactly."""
+    lo, lc, hi, hc = s
+    if _holds(s, 0):
+        return 0
+    end, closed, toward = (lo, lc, 1) if lo >= 0 else (hi, hc, -1)
+    if closed:
+        return end
+    if math.isinf(end):  # an unbounded end towards 0 cannot be: 0 would be inside
+        raise AssertionError(s)
+    inside = math.floor(end) + 1 if toward == 1 else math.ceil(end) - 1
+    if _holds(s, inside):
+        return inside
+    other = hi if toward == 1 else lo
+    mid = (fractions.Fraction(end) + fractions.Fraction(other)) / 2 if not math.isinf(other) else None
+    if mid is None:
+        return end + toward
+    return float(mid) if _holds(s, float(mid)) else mid
 
 
 # -- compiling a field's checks for one dtype -----------------------------------------
 
 
-def _bound_check(label: str, b: int | float, up: bool, dom: _Domain, dtype: torch.dtype) -> _Check:
-    """``x >= b`` (``up``) or ``x <= b`` as an exact test on the operand."""
-    op = "ge" if up else "le"
-    if _is_nan(b):
+def _read(label: str, s: ValueSet, dom: _Domain, listed: int = 0) -> _Check:
+    """The test on a dtype's operand that passes exactly the elements in ``s``, one check's value set.
+
+    The set already holds only values of the dtype (a bound rounded inwards, a listed
+    value no element can equal left out), so each bound below is a value of the dtype
+    and compares exactly. ``listed``: how many values the check lists (its set's most numbers).
+    """
+    full = ValueSet.everything(s.domain)
+    if not s.spans:
         return _Check(label, "bad")
-    if dom.is_float:
-        return _Check(label, op, float_bound(b, dom.compute or dtype, up))
-    c = _int_bound(b, up)
-    if c is None:  # x >= +inf or x <= -inf: never; x >= -inf or x <= +inf: always
-        return _Check(label, "bad" if (b > 0) == up else "ok")
-    if (up and c <= dom.lo) or (not up and c >= dom.hi):
+    if s.spans == full.spans and not full.nan:  # every element passes: there is no NaN to fail
         return _Check(label, "ok")
-    if (up and c > dom.hi) or (not up and c < dom.lo):
-        return _Check(label, "bad")
-    return _Check(label, op, c - dom.shift)
-
-
-def _member_check(label: str, values: Sequence[Any], dom: _Domain, dtype: torch.dtype) -> _Check:
-    """Membership in ``values``, keeping only the members the dtype can hold exactly."""
-    if dom.is_float:
-        compute = dom.compute or dtype
-        kept = sorted({float(v) for v in values if not _is_nan(v) and fits_dtype(v, compute)})
-        return _Check(label, "in", members=tuple(kept)) if kept else _Check(label, "bad")
-    ints = sorted({int(v) for v in values if (not isinstance(v, float) or v.is_integer()) and dom.lo <= v <= dom.hi})
-    if not ints:
-        return _Check(label, "bad")
-    if ints[-1] - ints[0] + 1 == len(ints):  # distinct and sorted, so contiguous
-        if ints[0] == dom.lo and ints[-1] == dom.hi:
-            return _Check(label, "ok")
-        return _Check(label, "range", ints[0] - dom.shift, ints[-1] - dom.shift)
-    return _Check(label, "in", members=tuple(i - dom.shift for i in ints))
+    if len(s.spans) > 1:  # only a values list has gaps
+        return _Check(label, "in", members=tuple(m - dom.shift for m in s.points(listed)))
+    (lo, _, hi, _), (first, _, last, _) = s.spans[0], full.spans[0]
+    if lo == first:
+        return _Check(label, "le", hi - dom.shift)
+    if hi == last:
+        return _Check(label, "ge", lo - dom.shift)
+    return _Check(label, "range", lo - dom.shift, hi - dom.shift)
 
 
 def number_label(x: Any) -> str:
@@ -218,14 +647,16 @@ def values_label(values: Sequence[Any]) -> str:
 def _compile(
     values: tuple[Any, ...] | None, lo: Any, hi: Any, finite: bool, dtype: torch.dtype
 ) -> tuple[_Domain, tuple[_Check, ...]]:
+    """Each check as the test of its `ValueSet` over ``dtype`` (``finite`` as ``isfinite``, which is faster)."""
     dom = _domain(dtype)
     checks = []
     if values is not None:
-        checks.append(_member_check(f"in {{{', '.join(map(number_label, values))}}}", values, dom, dtype))
+        label = f"in {{{', '.join(map(number_label, values))}}}"
+        checks.append(_read(label, ValueSet.listed(values, dtype), dom, len(values)))
     if lo is not None:
-        checks.append(_bound_check(f">= {number_label(lo)}", lo, True, dom, dtype))
+        checks.append(_read(f">= {number_label(lo)}", ValueSet.at_least(lo, dtype), dom))
     if hi is not None:
-        checks.append(_bound_check(f"<= {number_label(hi)}", hi, False, dom, dtype))
+        checks.append(_read(f"<= {number_label(hi)}", ValueSet.at_most(hi, dtype), dom))
     if finite and dom.is_float:
         checks.append(_Check("finite", "finite"))
     return dom, tuple(checks)
@@ -253,8 +684,8 @@ def _mask(c: _Check, x: torch.Tensor) -> torch.Tensor:
         return ~(x >= c.bound)
     if c.op == "le":
         return ~(x <= c.bound)
-    if c.op == "range":
-        return (x < c.bound) | (x > c.upper)
+    if c.op == "range":  # on floats written so that NaN breaks it (only listed values make a float range)
+        return ~((x >= c.bound) & (x <= c.upper)) if x.is_floating_point() else (x < c.bound) | (x > c.upper)
     if c.op == "in":
         return ~torch.isin(x, torch.tensor(c.members, dtype=x.dtype, device=x.device))
     if c.op == "finite":
@@ -604,19 +1035,6 @@ def fits_dtype(value: int | float | bool, dtype: torch.dtype) -> bool:
         >>> fits_dtype(127, torch.int8), fits_dtype(128, torch.int8), fits_dtype(0.1, torch.float16)
         (True, False, False)
     """
-    if not isinstance(value, numbers.Real):
+    if not isinstance(value, numbers.Real) or dtype.is_complex:
         return False
-    if dtype.is_floating_point:
-        if isinstance(value, float) and not math.isfinite(value):
-            return True
-        try:
-            f = float(value)
-        except OverflowError:
-            return False
-        return f == value and _to_dtype(f, dtype) == f
-    if dtype.is_complex:
-        return False
-    if isinstance(value, float) and not value.is_integer():
-        return False
-    dom = _domain(dtype)
-    return dom.lo <= value <= dom.hi
+    return value in ValueSet.everything(dtype)
