@@ -522,12 +522,6 @@ def test_the_rewriter_links_exactly_the_anchors_of_the_api_page(site: Path) -> N
 
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 15 §4: the docstrings still use Sphinx roles; the docstring pass "
-    "(python -m docs_hooks.sphinx_roles --fix trajschema/) removes them and this mark",
-)
 def test_api_page_shows_no_sphinx_role(site: Path) -> None:
     text = _text((site / "api" / "index.html").read_text())
     found = [text[max(0, m.start() - 30) : m.end() + 30].replace("\n", " ") for m in SPHINX_ROLE.finditer(text)]

@@ -249,7 +249,7 @@ _DECLARATIONS = (
 class Schema:
     """A compiled trajectory schema for one model family.
 
-    Build one with :func:`trajschema.load_schema`; it is immutable and safe to share:
+    Build one with [`load_schema`][trajschema.load_schema]; it is immutable and safe to share:
     ``dims``, ``fields``, ``tags`` and ``padding_sizes`` are read-only dicts and the
     attributes cannot be reassigned (``AttributeError``), because ``load_schema`` hands
     the same object to every caller and checks run from a plan derived from them once.
@@ -478,11 +478,11 @@ class Schema:
     ) -> dict[str, int]:
         """Check one sample and return every dim it binds (free, fixed and derived).
 
-        Args: as for :meth:`violations`.
+        Args: as for [`violations`][trajschema.Schema.violations].
 
         Raises:
             SchemaError: with every violation found.
-            TypeError / ValueError: bad arguments, as for :meth:`violations`.
+            TypeError / ValueError: bad arguments, as for [`violations`][trajschema.Schema.violations].
         """
         return _check.validate_sample(self._compiled(), sample, tag=tag, dims=dims, depth=depth)
 
@@ -507,7 +507,7 @@ class Schema:
                 sequence of one entry per sample is a ``batch`` violation, a tag that is
                 not a mapping a ``tag`` violation of its sample.
             dims: dim sizes every sample must have.
-            depth: ``"shapes"`` or ``"values"``, as for :meth:`violations`.
+            depth: ``"shapes"`` or ``"values"``, as for [`violations`][trajschema.Schema.violations].
 
         A TensorDict without exactly one batch dim is a ``batch`` violation.
 
@@ -515,7 +515,7 @@ class Schema:
             SchemaError: with every violation of every sample.
             TypeError: ``batch`` is neither a sequence of mappings nor a TensorDict (the
                 message names ``batch[i]``, the first sample that is not a mapping).
-            ValueError: an unknown ``depth`` or bad ``dims``, as for :meth:`violations`.
+            ValueError: an unknown ``depth`` or bad ``dims``, as for [`violations`][trajschema.Schema.violations].
         """
         found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
         if found:
@@ -529,10 +529,10 @@ class Schema:
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
     ) -> list[Violation]:
-        """Like :meth:`validate_batch`, but return the violations instead of raising.
+        """Like [`validate_batch`][trajschema.Schema.validate_batch], but return the violations instead of raising.
 
         Raises:
-            TypeError / ValueError: bad arguments, as for :meth:`validate_batch`.
+            TypeError / ValueError: bad arguments, as for [`validate_batch`][trajschema.Schema.validate_batch].
         """
         return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
 
@@ -556,7 +556,7 @@ class Schema:
         return all_annotations(self)
 
     def to_yaml(self) -> str:
-        """This schema as a YAML document that :func:`trajschema.load_schema` accepts."""
+        """This schema as a YAML document that [`load_schema`][trajschema.load_schema] accepts."""
         from trajschema.export import schema_to_yaml
 
         return schema_to_yaml(self)

@@ -474,6 +474,8 @@ def test_checks_on_a_trillion_element_expanded_tensor_stay_in_bounded_memory(tmp
 
 # -- the one value set (issue 15 §2): exact for every dtype, against enumeration --------------
 
+import pickle  # noqa: E402
+
 from trajschema.core.values import ValueSet, value_failures  # noqa: E402
 
 #: Dtypes small enough to enumerate every value of (float8 through its 256 bit patterns).
@@ -602,3 +604,5 @@ def test_value_sets_refuse_to_mix_domains_and_name_what_they_hold():
     assert math.nan in ValueSet.everything("float") and math.nan not in ValueSet.at_least(-math.inf, "float")
     assert "x" in ValueSet.at_least(3, "any") and "x" not in ValueSet.listed([3], "any")
     assert ValueSet.everything(torch.bool).points(5) == [0, 1] and ValueSet.nothing("int").empty
+    used = ValueSet.passing((1, 2.5, True), 0, 10**400, True, torch.float16)
+    assert pickle.loads(pickle.dumps(used)) == used and 2.5 in pickle.loads(pickle.dumps(used))  # after use too

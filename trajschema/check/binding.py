@@ -16,9 +16,9 @@ size and who is at odds with it:
    bound (``x * y`` with ``y = 0``) is refused, as one in two unbound inputs is;
 4. free dims must lie within their ``min``/``max``/``multiple_of``.
 
-The same code runs on Python ints for :mod:`._sample` and on int64 tensors of shape
-``(n,)`` for the vectorized batch screen :mod:`._screen`; only the three primitives of
-:class:`Sizes` differ. The results are masks (a bool, or a bool tensor), never messages:
+The same code runs on Python ints for `_sample` and on int64 tensors of shape
+``(n,)`` for the vectorized batch screen `_screen`; only the three primitives of
+`Sizes` differ. The results are masks (a bool, or a bool tensor), never messages:
 callers decide whether a mask means a violation record or a row to look at again.
 """
 

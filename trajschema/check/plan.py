@@ -1,6 +1,6 @@
 """The checking plan: everything about a schema that checks and padding need, derived once.
 
-A :class:`Plan` is built from the schema's declarations alone and cached on the schema
+A `Plan` is built from the schema's declarations alone and cached on the schema
 object; it is never pickled (the schema drops it and rebuilds it on first use).
 """
 
@@ -29,7 +29,7 @@ class Plan:
         name / dims / fields / tags / extra / padding_sizes: as declared.
         tensors: each tensor field with its axes.
         others: the non-tensor fields.
-        dim_plan: what :func:`trajschema.check.binding.bind` needs.
+        dim_plan: what `trajschema.check.binding.bind` needs.
         hidden: names of the dims made up for inline shape expressions (``"(a + b)"``).
         valued: the fields with value checks.
         length_tags: tags tied to a dim expression (``seq_len: {equals: seq}``).

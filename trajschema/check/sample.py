@@ -1,8 +1,8 @@
 """Checking one sample: the single source of violation records.
 
 The check runs in phases — observe (presence, kinds, dtypes, ranks and what each axis
-says about the dims), bind (:func:`trajschema.check.binding.bind` on Python ints), then tags,
-extra fields and values (:mod:`trajschema.core.values`) — and each phase appends records.
+says about the dims), bind (`trajschema.check.binding.bind` on Python ints), then tags,
+extra fields and values (`trajschema.core.values`) — and each phase appends records.
 The fast paths (the generated checker, the vectorized batch screen) never write a
 message: they only say "clean" or "look closer", and this module writes the records.
 """

@@ -6,7 +6,7 @@ batch), a list of sample dicts, one sample dict, or the ``{"samples": [...], "ta
 ``torch.load(weights_only=True)``, which cannot run code; full unpickling happens only
 when the user passes ``--trust``.
 
-Bad input raises :class:`CommandError` (or a library error) with a one-line message;
+Bad input raises `CommandError` (or a library error) with a one-line message;
 ``trajschema.cli.app`` turns it into ``trajschema <command>: error: ...`` and exit code 2.
 """
 

@@ -2,7 +2,7 @@
 
 Each ``add_*`` function registers one subcommand (its help, description and epilog are
 the text of the generated CLI reference) and each ``run_*`` function runs it, returning
-the exit status. Bad input raises a library error or :class:`~trajschema.cli.data.CommandError`;
+the exit status. Bad input raises a library error or `CommandError`;
 ``trajschema.cli.app`` prints it as one line and exits 2.
 """
 

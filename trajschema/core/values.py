@@ -994,7 +994,7 @@ def scalar_failures(f: Field, v: Any) -> list[str]:
 
 
 def value_failures(v: Any, *, values: Sequence[Any] | None, lo: Any, hi: Any, finite: bool) -> list[str]:
-    """:func:`scalar_failures` for checks given one by one (e.g. while a field is being compiled)."""
+    """`scalar_failures` for checks given one by one (e.g. while a field is being compiled)."""
     out = []
     if values is not None and not any(_equal(v, w) for w in values):
         out.append(f"one of {values_label(values)}")

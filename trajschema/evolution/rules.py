@@ -12,7 +12,7 @@ accepts: "is every X that ``a`` allows also allowed by ``b``?". The answer is a
 * dim expressions: a canonical polynomial over ``+ - *`` (``prompt + response`` equals
   ``response + prompt``), with derived dims expanded;
 * binding: whether validation binds a sample's dims under one schema as it did under the
-  other (:func:`binding_risk`).
+  other (`binding_risk`).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ _KIND_EXAMPLES: tuple[Any, ...] = (1, 0.5, True, "x", {}, [1])
 def kind_within(a: str | None, b: str | None) -> bool:
     """Whether every value of kind ``a`` is of kind ``b`` (``None``, an unchecked tag, is ``any``).
 
-    ``int`` values are ``float`` values (:func:`trajschema.core.kinds.kind_ok` accepts any
+    ``int`` values are ``float`` values (`trajschema.core.kinds.kind_ok` accepts any
     non-boolean real as a float); ``any`` accepts everything; ``bool`` is not ``int``.
     """
     a, b = a or "any", b or "any"
@@ -180,10 +180,10 @@ def value_witness(a: ValueSet, b: ValueSet) -> Any:
 
 
 def axis_key(plan: Plan, name: str | None, lit: int) -> Any:
-    """What one axis of a tensor field observes, as binding sees it (see :func:`binding_risk`).
+    """What one axis of a tensor field observes, as binding sees it (see `binding_risk`).
 
     An integer literal, a declared dim (by name), or an inline expression (by its
-    :func:`direct_key`, so ``p+r`` and ``r + p`` are the same).
+    `direct_key`, so ``p+r`` and ``r + p`` are the same).
     """
     if name is None:
         return ("literal", lit)
@@ -193,7 +193,7 @@ def axis_key(plan: Plan, name: str | None, lit: int) -> Any:
 
 
 def axis_poly(plan: Plan, exp: Mapping[str, Poly | None], name: str | None, lit: int) -> Poly | None:
-    """The size of one axis as a polynomial over fixed and free dims (``exp``: from :func:`expansions`)."""
+    """The size of one axis as a polynomial over fixed and free dims (``exp``: from `expansions`)."""
     if name is None:
         return (((), lit),) if lit else ()  # the constant's canonical polynomial
     return exp[name] if isinstance(plan.dim_plan.dims[name], DerivedDim) else (((name,), 1),)

@@ -75,7 +75,7 @@ def fill_fits_dtype(value: Any, dtype: torch.dtype) -> bool:
       rounding (``0.1`` is not a float32; ``0.5`` is), no overflow (``1e40`` is not a
       float32), no underflow; an ``int`` only when exact (``2**24 + 1`` is not a float32).
 
-    Exactness is the value engine's (:func:`trajschema.core.values.fits_dtype`); the boolean
+    Exactness is the value engine's (`trajschema.core.values.fits_dtype`); the boolean
     rules are the loader's own. Non-numbers are simply ``False``.
 
     Examples:

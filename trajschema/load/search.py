@@ -1,14 +1,14 @@
 """Finding, parsing, composing (``extends``) and compiling schema files.
 
 Schema files are strict: anything malformed fails at load time with a
-:class:`SchemaDefinitionError` naming the file, the key path and the problem — never a
+[`SchemaDefinitionError`][trajschema.SchemaDefinitionError] naming the file, the key path and the problem — never a
 Python or torch error, and never later at first use. Reading a file goes through four
 gates, each of which refuses what the next one could not survive:
 
 1. bytes: a regular file of at most ``_MAX_FILE_BYTES``, UTF-8;
-2. YAML (:class:`_SchemaYAMLLoader`): no key given twice, no merge keys, string keys
+2. YAML (`_SchemaYAMLLoader`): no key given twice, no merge keys, string keys
    only, at most ``_MAX_DEPTH`` levels of nesting;
-3. the parsed tree (:func:`_check_tree`): no structure that contains itself (an alias
+3. the parsed tree (`_check_tree`): no structure that contains itself (an alias
    inside its own anchor) and at most ``_MAX_NODES`` values once aliases are expanded;
 4. declarations (pydantic models and the ``_compile_*`` functions): every key, type,
    range, dim, dtype and pad fill.

@@ -1,6 +1,6 @@
 """Realistic samples for tests, examples and benchmarks.
 
-:func:`verl_sample` builds one rollout sample the way verl's TransferQueue trainer
+[`verl_sample`][trajschema.testing.verl_sample] builds one rollout sample the way verl's TransferQueue trainer
 writes it — token ids with the response following the prompt, text (and mrope) position
 ids, 0/1 masks, negative log-probs, int16 routed experts — for any schema that uses the
 packaged field names. It is written by hand from verl's layout, *not* derived from the

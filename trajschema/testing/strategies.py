@@ -4,10 +4,10 @@ Everything is generated *constructively*, never by rejection (no ``assume``, no
 ``.filter``): dim sizes are drawn inside each free dim's ``min``/``max``/``multiple_of``,
 derived dims are evaluated from their inputs, and where a derived dim (or an inline
 shape expression) must stay a size, the last free input it uses is drawn from the
-sizes that keep it one (solved with :func:`trajschema.core.dims.solve_for` when the caller
+sizes that keep it one (solved with `trajschema.core.dims.solve_for` when the caller
 pins it). Tensor values are drawn from exactly what each dtype can hold under the
 field's ``values``/``min``/``max``/``finite``, as the value engine
-(:mod:`trajschema.core.values`) compiles those checks per dtype; optional fields are present
+(`trajschema.core.values`) compiles those checks per dtype; optional fields are present
 or absent at random.
 
 Small tensors (at most 64 elements, up to 64 elements in one draw) are drawn element by
@@ -18,11 +18,11 @@ tensors are filled from a seed hypothesis draws (see `trajschema.testing.element
 Batch layouts (``batches(layout=...)``):
 
 ``"tq"``
-    what ``transfer_queue.kv_batch_get`` returns (:func:`trajschema.tq.layout.tq_layout`):
+    what ``transfer_queue.kv_batch_get`` returns (`trajschema.tq.layout.tq_layout`):
     tensor fields as jagged nested tensors, the strided nested fallback where two dims
     vary between samples, dense ``(B,)`` for 0-dim tensors, ``NonTensorStack`` for
     Python values. Optional fields are present in all samples or in none and each
-    tensor field has one dtype per batch, as :func:`~trajschema.tq.layout.to_tq_fields`
+    tensor field has one dtype per batch, as `to_tq_fields`
     requires of a writer.
 ``"dense"``
     every sample has the same dims; tensor fields are dense ``(B, ...)`` tensors,
@@ -33,7 +33,7 @@ Batch layouts (``batches(layout=...)``):
 ``"list"``
     a list of sample dicts, each drawn on its own (presence and dtypes per sample).
 
-Tags: :func:`tags` draws tag dicts for given ``sizes``; ``samples(..., with_tags=True)``
+Tags: [`tags`][trajschema.testing.tags] draws tag dicts for given ``sizes``; ``samples(..., with_tags=True)``
 and ``batches(..., with_tags=True)`` draw each sample's tag dict with it, so length tags
 (``seq_len: {equals: seq}``) agree with the sample.
 
@@ -96,7 +96,7 @@ from trajschema.tq import tq_layout
 
 __all__ = ["LAYOUTS", "ExpectedViolation", "batches", "corruptions", "invalid_samples", "samples", "tags"]
 
-#: The batch layouts :func:`batches` draws (see the module docstring).
+#: The batch layouts [`batches`][trajschema.testing.batches] draws (see the module docstring).
 LAYOUTS = ("tq", "dense", "nontensor", "list")
 
 _I64 = (-(2**63), 2**63 - 1)
@@ -562,7 +562,7 @@ def _check_constructible(plan: Plan, pinned: Mapping[str, int], where: str, arg:
         ) from None
 
 
-#: The most samples :func:`batches` puts in one batch.
+#: The most samples [`batches`][trajschema.testing.batches] puts in one batch.
 _MAX_BATCH = 2**16
 
 #: A draw (one sample, or a whole batch) holds at most this many tensor elements; larger
@@ -759,7 +759,7 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
 
     Each declared tag is present or absent at random. Length tags (``seq_len: {equals:
     seq}``) are present only when ``sizes`` (the sample's dims, e.g. what
-    :meth:`~trajschema.Schema.validate` returns) gives their expression, and then equal
+    [`validate`][trajschema.Schema.validate] returns) gives their expression, and then equal
     it; ``sizes`` is completed with the fixed dims and the derived dims it decides
     (``prompt`` and ``response`` give ``seq``). An undeclared key (``status``) is
     sometimes added, as verl does. ``is_padding`` follows ``padding`` even where the
@@ -822,7 +822,7 @@ def samples(
 
     Args:
         schema: a Schema or a schema name.
-        dims: sizes every sample must have (as for :meth:`~trajschema.Schema.validate`).
+        dims: sizes every sample must have (as for [`validate`][trajschema.Schema.validate]).
         max_len: free dims are drawn up to this size (their ``min`` wins when larger).
         with_tags: draw ``(sample, tag)`` pairs whose length tags agree with the sample.
 
@@ -927,7 +927,7 @@ def batches(
     Args:
         schema: a Schema or a schema name.
         size: how many samples (a strategy of ints, or an int).
-        layout: one of :data:`LAYOUTS`: ``"tq"`` (as TransferQueue returns it),
+        layout: one of [`LAYOUTS`][trajschema.testing.LAYOUTS]: ``"tq"`` (as TransferQueue returns it),
             ``"dense"``, ``"nontensor"`` or ``"list"`` (see the module docstring).
         dims: sizes every sample must have.
         max_len: free dims are drawn up to this size.
@@ -936,7 +936,7 @@ def batches(
     Raises:
         ValueError: an unknown layout; an int ``size`` outside ``0..65536`` (a strategy
             drawing one fails the draw); bad ``dims`` or ``max_len``, as for
-            :func:`samples`; sizes that let a batch of an int ``size`` hold more than 2**24
+            [`samples`][trajschema.testing.samples]; sizes that let a batch of an int ``size`` hold more than 2**24
             tensor elements (a larger batch drawn from a strategy fails the draw).
         TypeError: ``size`` is neither an int nor a strategy; ``with_tags`` is not a bool;
             ``schema`` is neither a Schema nor a name.
@@ -963,7 +963,9 @@ def batches(
 
 @dataclasses.dataclass(frozen=True)
 class ExpectedViolation:
-    """What :func:`invalid_samples` broke: ``schema.violations(sample, tag=tag)`` reports ``(field, code)``.
+    """What [`invalid_samples`][trajschema.testing.invalid_samples] broke.
+
+    ``schema.violations(sample, tag=tag)`` reports ``(field, code)``.
 
     Other violations may come with it (a field of the wrong kind also leaves its dims
     unobserved); this one is always among them.
@@ -1183,7 +1185,7 @@ def _invalid(draw: Callable, spec: _Spec, cases: tuple[_Corruption, ...]) -> tup
 
 
 def corruptions(schema: Any, *, dims: Mapping[str, int] | None = None) -> list[tuple[ViolationCode, str]]:
-    """The ``(code, field)`` pairs :func:`invalid_samples` may produce for ``schema``."""
+    """The ``(code, field)`` pairs that [`invalid_samples`][trajschema.testing.invalid_samples] may produce."""
     spec = _spec(schema, dims, 0, "corruptions")
     return sorted({(c.code, c.field) for c in _cases(spec)})
 
@@ -1233,7 +1235,7 @@ def invalid_samples(
 
     Raises:
         ValueError: ``codes`` names a code that is not one of the corruptions above, or
-            none this schema allows; bad ``dims``/``max_len``, as for :func:`samples`.
+            none this schema allows; bad ``dims``/``max_len``, as for [`samples`][trajschema.testing.samples].
         TypeError: ``codes`` is a string or not a collection of strings; ``schema`` is
             neither a Schema nor a name.
     """
@@ -1247,7 +1249,7 @@ def invalid_samples(
     return _invalid(spec, cases)
 
 
-#: The corruptions :func:`invalid_samples` makes, by code.
+#: The corruptions [`invalid_samples`][trajschema.testing.invalid_samples] makes, by code.
 _CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra")
 
 

@@ -1,9 +1,9 @@
 """Switching a running verl 0.9.1 trainer to trajschema's padding, batch multiple, advantages and metrics.
 
-:func:`install` replaces five attributes of ``verl.trainer.ppo.v1.trainer_base`` (the
+[`install`][trajschema.verl.install] replaces five attributes of ``verl.trainer.ppo.v1.trainer_base`` (the
 module's ``upsample_batch_to_divisible_size`` and four ``PPOTrainer`` methods) with
-wrappers that call verl's own code on the real rows; :func:`uninstall` puts the very
-same objects back. verl is imported only by :func:`install`.
+wrappers that call verl's own code on the real rows; [`uninstall`][trajschema.verl.uninstall] puts the very
+same objects back. verl is imported only by [`install`][trajschema.verl.install].
 """
 
 from __future__ import annotations
@@ -112,8 +112,10 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
     ``verl.trainer.ppo.v1.trainer_base`` (so for the sync and both async trainers):
 
     - ``upsample_batch_to_divisible_size`` (called by ``_balance_batch``) with the
-      schema-driven :func:`upsample_batch_to_divisible_size`; with ``dims=None`` the
-      padding length follows the trainer's parallel layout (:func:`padding_dims` of
+      schema-driven
+      [`upsample_batch_to_divisible_size`][trajschema.verl.upsample_batch_to_divisible_size];
+      with ``dims=None`` the padding length follows the trainer's parallel layout
+      ([`padding_dims`][trajschema.verl.padding_dims] of
       the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic). When
       verl's config names a local model (``actor_rollout_ref.model.hf_config_path``,
       else ``actor_rollout_ref.model.path``: a model directory or a ``config.json``),
@@ -121,7 +123,8 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
       ``layers`` of ``moe_routed``) are pinned at that model's sizes, so padding routes
       spread over the real expert count; a hub id or a remote path is not read (nothing
       is downloaded);
-    - ``PPOTrainer._get_required_batch_multiple`` with :func:`required_batch_multiple`;
+    - ``PPOTrainer._get_required_batch_multiple`` with
+      [`required_batch_multiple`][trajschema.verl.required_batch_multiple];
     - ``PPOTrainer._compute_advantage`` with verl's own run on the real rows only, and
       exact zeros written for the padding rows (so no estimator sees padding: GPG's
       batch-size scale and OPO's NaN for the padding group cannot reach real rows);
@@ -179,7 +182,10 @@ def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
 
 
 def uninstall() -> bool:
-    """Put back every attribute :func:`install` replaced (the very same objects). ``False`` if none was."""
+    """Put back every attribute [`install`][trajschema.verl.install] replaced (the very same objects).
+
+    ``False`` if none was.
+    """
     global _originals
     with _lock:
         if _originals is None:
@@ -190,7 +196,7 @@ def uninstall() -> bool:
 
 
 def installed() -> bool:
-    """Whether :func:`install` is in effect."""
+    """Whether [`install`][trajschema.verl.install] is in effect."""
     return _originals is not None
 
 
