@@ -393,6 +393,11 @@ def test_the_hooks_themselves_hold_no_role(capsys: pytest.CaptureFixture[str]) -
     assert sphinx_roles.main([str(ROOT / "docs_hooks")]) == 0, capsys.readouterr().out
 
 
+def test_the_package_holds_no_role(capsys: pytest.CaptureFixture[str]) -> None:
+    # Its docstrings feed the API page, where mkdocstrings would show a role as literal text.
+    assert sphinx_roles.main([str(ROOT / "trajschema")]) == 0, capsys.readouterr().out
+
+
 def test_what_cannot_be_imported_is_an_error_not_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
