@@ -1,8 +1,10 @@
 """The benchmark's workload: samples shaped as verl writes them, the hand-written baselines each
 trajschema operation is compared with, and the checks that every candidate accepts good data and
-rejects bad data before it is timed."""
+rejects bad data before it is timed.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: the jaxtyping baselines are timed with the
+annotation objects themselves, as the hand-written signature in bench_core always was.
+"""
 
 import contextlib
 import copy
@@ -159,14 +161,14 @@ def verl_samples(
 
 @jaxtyped(typechecker=beartype_checker)
 def check_jaxtyping(
-    prompts: Int64[Tensor, P],  # noqa: F821 - jaxtyping dim strings
-    responses: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    input_ids: Int64[Tensor, S],  # noqa: F821 - jaxtyping dim strings
+    prompts: Int64[Tensor, "P"],  # noqa: F821 - jaxtyping dim strings
+    responses: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    input_ids: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
     position_ids: Int64[Tensor, "4 S"],  # noqa: F722 - jaxtyping dim strings
-    response_mask: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    loss_mask: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    attention_mask: Int64[Tensor, S],  # noqa: F821 - jaxtyping dim strings
-    rollout_log_probs: Float32[Tensor, R],  # noqa: F821 - jaxtyping dim strings
+    response_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    loss_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    attention_mask: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    rollout_log_probs: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
     routed_experts: Int16[Tensor, "S layers topk"],  # noqa: F722 - jaxtyping dim strings
     num_turns: int,
     uid: str,
@@ -181,15 +183,15 @@ def check_jaxtyping(
 
 @jaxtyped(typechecker=beartype_checker)
 def check_jaxtyping_verl(
-    prompts: Int64[Tensor, P],  # noqa: F821 - jaxtyping dim strings
-    responses: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    input_ids: Int64[Tensor, S],  # noqa: F821 - jaxtyping dim strings
+    prompts: Int64[Tensor, "P"],  # noqa: F821 - jaxtyping dim strings
+    responses: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    input_ids: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
     position_ids: Int64[Tensor, "4 S"],  # noqa: F722 - jaxtyping dim strings
-    response_mask: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    loss_mask: Int64[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    attention_mask: Int64[Tensor, S],  # noqa: F821 - jaxtyping dim strings
-    rollout_log_probs: Float32[Tensor, R],  # noqa: F821 - jaxtyping dim strings
-    rm_scores: Float32[Tensor, R],  # noqa: F821 - jaxtyping dim strings
+    response_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    loss_mask: Int64[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    attention_mask: Int64[Tensor, "S"],  # noqa: F821 - jaxtyping dim strings
+    rollout_log_probs: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
+    rm_scores: Float32[Tensor, "R"],  # noqa: F821 - jaxtyping dim strings
     routed_experts: Int16[Tensor, "S layers topk"],  # noqa: F722 - jaxtyping dim strings
     num_turns: int,
     uid: str,
