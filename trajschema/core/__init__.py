@@ -5,7 +5,18 @@ Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.tes
 front lists what the other rooms take from this one.
 """
 
-from trajschema.core.decl import DTYPES_BY_NAME, KINDS, PAD_RULES, Dim, Field, PadRule, Tag, dtype_name, short_dtype
+from trajschema.core.decl import (
+    DTYPES_BY_NAME,
+    KINDS,
+    PAD_RULES,
+    SPREAD,
+    Dim,
+    Field,
+    PadRule,
+    Tag,
+    dtype_name,
+    short_dtype,
+)
 from trajschema.core.dims import (
     DerivedDim,
     DimCycleError,
@@ -51,6 +62,7 @@ __all__ = [
     "KINDS",
     "MAX_SIZE",
     "PAD_RULES",
+    "SPREAD",
     "VERSION",
     "Batch",
     "Depth",

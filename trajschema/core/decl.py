@@ -8,16 +8,31 @@ the [`Schema`][trajschema.Schema] front door — can read them without importing
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from trajschema.core.dims import DerivedDim, Expr, FixedDim, FreeDim
 
-__all__ = ["DTYPES_BY_NAME", "KINDS", "PAD_RULES", "Dim", "Field", "PadRule", "Tag", "dtype_name", "short_dtype"]
+__all__ = [
+    "DTYPES_BY_NAME",
+    "KINDS",
+    "PAD_RULES",
+    "SPREAD",
+    "Dim",
+    "Field",
+    "PadRule",
+    "Tag",
+    "dtype_name",
+    "short_dtype",
+]
 
 #: Pad rules that are names rather than literals.
 PAD_RULES = ("eos", "positions", "uid", "index", "empty", "copy")
+#: The pad rule written as a mapping, ``pad: {spread: experts}``: integer ids spread evenly
+#: over ``0 .. experts - 1``, distinct along the last axis (see `PadRule.over`).
+SPREAD = "spread"
 #: Non-tensor kinds a field may declare.
 KINDS = ("int", "float", "bool", "str", "mapping", "any")
 
@@ -53,10 +68,14 @@ DTYPES_BY_NAME: dict[str, torch.dtype] = {dtype_name(d): d for d in _SHORT_DTYPE
 class PadRule:
     """How a padding sample fills one field: a named rule or a literal fill value."""
 
-    rule: str  # one of PAD_RULES, or "fill"
+    rule: str  # one of PAD_RULES, "fill", or SPREAD
     value: int | float | bool | None = None
+    #: For ``spread``: the dim whose size is the number of ids to spread over (``experts``).
+    over: str | None = None
 
     def __str__(self) -> str:
+        if self.rule == SPREAD:
+            return f"{{spread: {self.over}}}"
         return repr(self.value) if self.rule == "fill" else self.rule
 
 
@@ -73,6 +92,10 @@ class Field:
         required: whether every sample must have it.
         pad: the padding rule.
         values / min / max / finite: value checks (``depth="values"``).
+        min_expr / max_expr: bounds written in dims (``max: experts - 1``), checked
+            like ``min`` / ``max`` once every dim they name is bound, and skipped before.
+        distinct: every slice along the last axis holds distinct values (a token's
+            ``topk`` routed experts); a break is the violation code ``repeated``.
     """
 
     name: str
@@ -86,6 +109,9 @@ class Field:
     max: int | float | None = None
     finite: bool = False
     description: str = ""
+    min_expr: Expr | None = None
+    max_expr: Expr | None = None
+    distinct: bool = False
 
     @property
     def is_tensor(self) -> bool:
@@ -93,7 +119,36 @@ class Field:
 
     @property
     def has_value_checks(self) -> bool:
-        return self.values is not None or self.min is not None or self.max is not None or self.finite
+        return (
+            self.values is not None
+            or self.min is not None
+            or self.max is not None
+            or self.finite
+            or self.min_expr is not None
+            or self.max_expr is not None
+            or self.distinct
+        )
+
+    @property
+    def has_dim_bounds(self) -> bool:
+        return self.min_expr is not None or self.max_expr is not None
+
+    def bounded(self, env: Mapping[str, int]) -> Field:
+        """This field with its dim bounds evaluated under ``env`` and folded into ``min`` / ``max``.
+
+        A bound whose dims are not all bound in ``env`` is left out (it is checked once
+        they are); the field itself is returned when nothing changes, so callers may cache
+        on it. Literal and dim bounds combine: the tighter one holds.
+        """
+        if not self.has_dim_bounds:
+            return self
+        lo = self.min_expr.evaluate(env) if self.min_expr is not None else None
+        hi = self.max_expr.evaluate(env) if self.max_expr is not None else None
+        if lo is None and hi is None:
+            return self
+        new_lo = self.min if lo is None else (lo if self.min is None else max(self.min, lo))
+        new_hi = self.max if hi is None else (hi if self.max is None else min(self.max, hi))
+        return dataclasses.replace(self, min=new_lo, max=new_hi, min_expr=None, max_expr=None)
 
     def describe(self) -> str:
         """``int64[prompt + response]`` or ``int``."""

@@ -25,8 +25,9 @@ class Violation:
         sample: index of the sample in a batch; ``None`` for a single sample.
         field: the field (or tag) at fault.
         code: stable machine-readable reason: ``missing``, ``kind``, ``dtype``, ``rank``,
-            ``shape``, ``dim_mismatch``, ``dim_range``, ``value``, ``tag``, ``extra``,
-            ``batch`` (the batch as a whole, e.g. tag dicts of the wrong length),
+            ``shape``, ``dim_mismatch``, ``dim_range``, ``value``, ``repeated`` (a value
+            repeated along the last axis of a field that declares ``distinct``), ``tag``,
+            ``extra``, ``batch`` (the batch as a whole, e.g. tag dicts of the wrong length),
             ``key`` (a TransferQueue key that repeats or already exists),
             ``padding`` (a break of the is_padding contract) or ``transport`` (a
             field or tag value TransferQueue cannot send and read back, e.g. a

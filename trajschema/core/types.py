@@ -26,6 +26,7 @@ ViolationCode = Literal[
     "dim_mismatch",
     "dim_range",
     "value",
+    "repeated",
     "tag",
     "extra",
     "batch",
