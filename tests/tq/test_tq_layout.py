@@ -135,6 +135,17 @@ def test_no_samples_is_an_error():
         to_tq_fields([])
 
 
+@pytest.mark.parametrize("where", [0, 1])
+def test_a_tensordict_valued_field_is_refused_by_name(where):
+    """tensordict's own RuntimeError from NonTensorStack(TensorDict, ...) never leaks out."""
+    samples = [{"uid": "a", "extra": 1}, {"uid": "b", "extra": 2}]
+    samples[where]["extra"] = TensorDict({"x": torch.ones(2)}, batch_size=[])
+    with pytest.raises(ValueError, match=r"fields \['extra'\] hold TensorDicts"):
+        tq_layout(samples)
+    with pytest.raises(ValueError, match="'extra' holds TensorDicts"):
+        to_tq_fields(samples)
+
+
 def _same(a: TensorDict, b: TensorDict) -> None:
     assert list(a.keys()) == list(b.keys()) and a.batch_size == b.batch_size
     for k in a.keys():

@@ -65,11 +65,15 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
         values) or cast to the first sample's dtype (strided fallback).
 
     Raises:
-        ValueError: if ``samples`` is empty (``kv_batch_get`` raises for no keys too).
+        ValueError: if ``samples`` is empty (``kv_batch_get`` raises for no keys too), or a
+            field holds a TensorDict (the writer refuses those: `to_tq_fields`).
     """
     if len(samples) == 0:
         raise ValueError("tq_layout needs at least one sample; kv_batch_get finds nothing for no keys")
     common = set(samples[0]).intersection(*samples[1:])
+    nested = sorted(n for n in common if any(isinstance(s[n], TensorDictBase) for s in samples))
+    if nested:
+        raise ValueError(f"fields {nested[:8]!r} hold TensorDicts; store their entries as fields of their own")
     columns = {name: _pack_column([s[name] for s in samples]) for name in sorted(common)}
     return TensorDict(columns, batch_size=[len(samples)])
 
