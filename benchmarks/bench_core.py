@@ -190,6 +190,48 @@ def nontensor_share(schema: ts.Schema, td: TensorDict, timing: Mapping[str, Any]
     )
 
 
+#: Padding rows of the spread-routes row (issue 16's figure: 255 rows, 128 experts).
+SPREAD_COUNT = 255
+SPREAD_EXPERTS = 128
+
+
+def routes_schemas(schema: ts.Schema) -> tuple[ts.Schema, ts.Schema]:
+    """``schema`` with its routes padded by spreading over ``experts`` (pinned, as from a model config), and by 0."""
+    routes = {"shape": ["seq", "layers", "topk"], "dtype": ["int16", "int32", "int64"], "min": 0}
+    made = []
+    for pad in ({"spread": "experts"}, 0):
+        made.append(
+            ts.schema_from_dict(
+                {
+                    "name": f"{schema.name}_routes",
+                    "extends": [schema.name],
+                    "dims": {"experts": {"min": 1}},
+                    "fields": {"routed_experts": {**routes, "pad": pad}},
+                }
+            ).with_dims({"experts": SPREAD_EXPERTS}, sources={"experts": "config: num_experts"})
+        )
+    return made[0], made[1]
+
+
+def spread_row(schema: ts.Schema, sample: dict[str, Any], timing: Mapping[str, Any]) -> Row:
+    """Padding with spread routes against the same padding with routes 0 (issue 16: at most 1.5x)."""
+    spread, zeros = routes_schemas(schema)
+    pad = spread.padding(SPREAD_COUNT, eos_token_id=EOS, like=sample)
+    routes = pad.fields["routed_experts"]
+    share = -(-routes.shape[0] * routes.shape[1] * routes.shape[-1] // SPREAD_EXPERTS)
+    assert int(torch.bincount(routes[:, :, 0].flatten().long()).max()) <= share  # spread, not zeros
+    assert not zeros.padding(1, eos_token_id=EOS, like=sample).fields["routed_experts"].any()
+    t = measure(
+        {
+            "spread": lambda: spread.padding(SPREAD_COUNT, eos_token_id=EOS, like=sample),
+            "zeros": lambda: zeros.padding(SPREAD_COUNT, eos_token_id=EOS, like=sample),
+        },
+        **timing,
+    )
+    op = f"padding({SPREAD_COUNT}), routes spread over {SPREAD_EXPERTS}"
+    return Row(op, t["spread"], "the same padding, routes 0", t["zeros"], 1.5, kind="overhead")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if not __debug__:
         sys.exit("bench_core.py needs assertions (the hand-written baseline is asserts): run without -O")
@@ -351,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(
                 Row(f"padding({count}, like=sample)", t["ours"], "clone-and-deepcopy loop + stack", t["theirs"], target)
             )
+        rows.append(spread_row(schema, sample, timing))
 
     # 4 and 5. On a real TransferQueue (one Ray + TransferQueue for both) -------------
     tq_parts = (["put", "pad"] if "4" in parts else []) + (["upsample"] if "5" in parts else [])
@@ -420,7 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
-        "except in the put, pad_to_multiple and upsample_batch_to_divisible_size rows, where it is "
+        "except in the put, pad_to_multiple, upsample_batch_to_divisible_size and spread-routes rows, where it is "
         "trajschema / baseline (an overhead, lower is better), and in the @checked rows, where it is the time "
         "the decorator adds per call (decorated - baseline)."
     )

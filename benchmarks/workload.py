@@ -23,7 +23,7 @@ from tensordict import NonTensorStack, TensorDict
 from torch import Tensor
 
 import trajschema as ts
-from trajschema.testing import tq_batch, verl_sample
+from trajschema.testing import random_routes, tq_batch, verl_sample
 
 EOS = 2
 VOCAB = 151_936
@@ -106,7 +106,7 @@ def make_sample(
         "loss_mask": response_mask.clone(),
         "attention_mask": torch.ones(seq, dtype=torch.int64),
         "rollout_log_probs": -torch.rand(response, generator=gen, dtype=torch.float32) * 5,
-        "routed_experts": torch.randint(0, NUM_EXPERTS, (seq, layers, topk), generator=gen, dtype=torch.int16),
+        "routed_experts": random_routes(seq, layers, topk, experts=NUM_EXPERTS, generator=gen),
         "num_turns": 1 + index % 3,
         "uid": str(uuid.UUID(int=index // 8 + 1)),  # GRPO groups of 8
         "multi_modal_inputs": {"image_grid_thw": torch.tensor([[1, 2 * side, 2 * side]])},

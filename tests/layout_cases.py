@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from trajschema.testing import random_routes
+
 
 def layout_sample(p: int, r: int, *, mrope: int = 0, layers: int = 2, topk: int = 3, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
@@ -21,7 +23,7 @@ def layout_sample(p: int, r: int, *, mrope: int = 0, layers: int = 2, topk: int 
         "response_mask": torch.ones(r, dtype=torch.int64),
         "loss_mask": torch.ones(r, dtype=torch.int64),
         "rollout_log_probs": torch.randn(r, generator=g),
-        "routed_experts": torch.randint(0, 64, (s, layers, topk), generator=g).to(torch.int16),
+        "routed_experts": random_routes(s, layers, topk, experts=64, generator=g),
         "num_turns": 1 + seed,
         "uid": f"uid-{seed}",
         "multi_modal_inputs": {"image_grid_thw": torch.tensor([[1, 2, 2]])} if mrope else {},

@@ -69,6 +69,23 @@ def test_public_classes_report_the_package_module(name: str) -> None:
     assert getattr(trajschema, name).__module__ == "trajschema"
 
 
+def test_the_padding_errors_are_caught_from_the_front_door() -> None:
+    """What `Schema.padding` documents raising is importable from `trajschema`, and pickles by that path."""
+    import pickle
+
+    schema = trajschema.load_schema("moe_routed")
+    with pytest.raises(trajschema.PaddingSizeError) as size:
+        schema.padding(2, eos_token_id=2)  # layers and topk have no padding size
+    assert size.value.dim in schema.dims and isinstance(size.value, ValueError)
+    with pytest.raises(trajschema.PaddingMemoryError) as memory:
+        trajschema.load_schema("text").padding(10**6, eos_token_id=2, dims={"prompt": 10**6, "response": 10**6})
+    assert memory.value.count == 10**6
+    for exc in (size.value, memory.value):
+        again = pickle.loads(pickle.dumps(exc))
+        assert type(again) is type(exc) and str(again) == str(exc)
+        assert type(exc).__module__ == "trajschema"
+
+
 def test_version() -> None:
     assert isinstance(trajschema.__version__, str)
     assert trajschema.__version__.count(".") >= 1

@@ -7,7 +7,7 @@ samples for growing a batch to the multiple a PPO/GRPO step needs.
 
     >>> import trajschema as ts
     >>> schema = ts.load_schema("vlm_mrope_moe")
-    >>> pad = schema.padding(7, eos_token_id=2, dims={"layers": 48, "topk": 8})
+    >>> pad = schema.padding(7, eos_token_id=2, dims={"layers": 48, "topk": 8, "experts": 128})
     >>> schema.validate_batch(pad.fields, tags=pad.tags)
 
 Importing this package imports torch, tensordict and pydantic, but never Ray,
@@ -52,7 +52,14 @@ from trajschema.load import (
     schema_names,
     schema_search_path,
 )
-from trajschema.padding import PaddingBatch, new_padding_uid, padding_needed, required_multiple
+from trajschema.padding import (
+    PaddingBatch,
+    PaddingMemoryError,
+    PaddingSizeError,
+    new_padding_uid,
+    padding_needed,
+    required_multiple,
+)
 from trajschema.runtime import check_mode, checked, checks, set_check_mode
 from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
 
@@ -70,7 +77,9 @@ __all__ = [
     "ModelConfigError",
     "PadRule",
     "PaddingBatch",
+    "PaddingMemoryError",
     "PaddingOnlyBatchWarning",
+    "PaddingSizeError",
     "Schema",
     "SchemaDefinitionError",
     "SchemaError",

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.check import Plan, build_plan
+from trajschema.check import Plan, build_plan, dtype_overflow
 from trajschema.check import batch as _check
 from trajschema.core import (
     KINDS,
     MAX_SIZE,
     PAD_RULES,
+    SPREAD,
     Batch,
     Depth,
     DerivedDim,
@@ -30,6 +31,7 @@ from trajschema.core import (
     TagDict,
     dtype_name,
     short_dtype,
+    value_failures,
 )
 from trajschema.padding import make_padding
 
@@ -108,9 +110,20 @@ def _check_field(f: Field) -> None:
             raise TypeError(f"{where}.shape must be a tuple of Expr (ts.Expr), found {_what(f.shape)}")
         if not isinstance(f.dtypes, tuple) or not f.dtypes or not all(isinstance(d, torch.dtype) for d in f.dtypes):
             raise TypeError(f"{where}.dtypes must be a non-empty tuple of torch dtypes, found {_what(f.dtypes)}")
-    if not isinstance(f.pad, PadRule) or f.pad.rule not in (*PAD_RULES, "fill"):
+    if not isinstance(f.pad, PadRule) or f.pad.rule not in (*PAD_RULES, "fill", SPREAD):
         raise ValueError(
-            f"{where}.pad must be a PadRule of one of {', '.join(PAD_RULES)} or 'fill', found {_what(f.pad)}"
+            f"{where}.pad must be a PadRule of one of {', '.join(PAD_RULES)}, 'fill' or {SPREAD!r}, "
+            f"found {_what(f.pad)}"
+        )
+    if f.pad.rule == SPREAD and (
+        not isinstance(f.pad.over, str)
+        or not f.is_tensor
+        or not f.shape
+        or any(d == torch.bool or d.is_floating_point or d.is_complex for d in f.dtypes)
+    ):
+        raise ValueError(
+            f"{where}.pad: {f.pad} spreads integer ids along the last axis: it needs a dim name in `over` and "
+            f"an integer tensor field of at least one axis, found {f.describe()}"
         )
 
 
@@ -146,10 +159,16 @@ def _check_declarations(
     uses = [(f"dims[{n!r}]", d.expr) for n, d in dims.items() if isinstance(d, DerivedDim)]
     uses += [(f"fields[{n!r}].shape", e) for n, f in fields.items() for e in f.shape or ()]
     uses += [(f"tags[{n!r}].equals", t.equals) for n, t in tags.items() if t.equals is not None]
+    uses += [
+        (f"fields[{n!r}].{k}", e) for n, f in fields.items() for k, e in (("min", f.min_expr), ("max", f.max_expr)) if e
+    ]
     for where, e in uses:
         unknown = [m for m in e.names() if m not in dims]
         if unknown:
             raise ValueError(f"Schema: {where} uses dim {unknown[0]!r}, which dims does not declare")
+    for n, f in fields.items():
+        if f.pad.rule == SPREAD and f.pad.over not in dims:
+            raise ValueError(f"Schema: fields[{n!r}].pad spreads over dim {f.pad.over!r}, which dims does not declare")
     if not isinstance(padding_sizes, Mapping):
         raise TypeError(f"Schema: padding_sizes must be a mapping of dim name to size, found {_what(padding_sizes)}")
     for k, v in padding_sizes.items():
@@ -190,7 +209,8 @@ def _pinned(schema: Schema, dims: Any, sources: Any) -> dict[str, FixedDim]:
             raise SchemaDefinitionError(where, f"dims.{name}", f"{problem}; the size came from {source}")
         if isinstance(d, FreeDim):
             fixed[name] = FixedDim(name, int(size), description=d.description, source=source)
-    _check_derived(schema, fixed)
+    env = _check_derived(schema, fixed)
+    _check_bounds_at(schema, env, fixed)
     return fixed
 
 
@@ -210,8 +230,11 @@ def _pin_problem(schema: Schema, name: str, d: Dim | None, size: int) -> str | N
     return None
 
 
-def _check_derived(schema: Schema, fixed: Mapping[str, FixedDim]) -> None:
-    """Every derived dim the pinned sizes determine must come out a size (``a - b`` must not go negative)."""
+def _check_derived(schema: Schema, fixed: Mapping[str, FixedDim]) -> dict[str, int]:
+    """Every derived dim the pinned sizes determine must come out a size (``a - b`` must not go negative).
+
+    Returns the sizes known once pinned: fixed dims, pinned dims and the derived dims they give.
+    """
     env = {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
     env.update({n: d.size for n, d in fixed.items()})
     for _ in range(len(schema.dims)):  # derived dims of derived dims: evaluate until nothing changes
@@ -228,7 +251,42 @@ def _check_derived(schema: Schema, fixed: Mapping[str, FixedDim]) -> None:
                     )
                 env[n], grew = v, True
         if not grew:
-            return
+            break
+    return env
+
+
+def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str, FixedDim]) -> None:
+    """The bounds written in dims, at the pinned sizes: every declared dtype must hold the values they
+    allow (``uint8`` cannot hold expert 299), and a constant fill must keep to them."""
+    where = schema.source or f"<schema {schema.name}>"
+    for f in schema.fields.values():
+        names = [n for e in (f.min_expr, f.max_expr) if e is not None for n in e.names()]
+        if not any(n in fixed for n in names):
+            continue  # no dim bound, or none over the dims pinned now: the loader checked it already
+        pinned = ", ".join(f"{n} by {fixed[n].source}" for n in dict.fromkeys(names) if n in fixed)
+        b = f.bounded(env)
+        if b.min is not None and b.max is not None and b.min > b.max:
+            raise SchemaDefinitionError(
+                where, f"fields.{f.name}", f"min {b.min} is above max {b.max} at the pinned sizes; no value passes"
+            )
+        for d in f.dtypes:
+            found = dtype_overflow(f, d, env)
+            if found is not None:
+                raise SchemaDefinitionError(
+                    where,
+                    f"fields.{f.name}.dtype",
+                    f"{dtype_name(d)} {found[1]}; drop {dtype_name(d)} from the field's dtypes (pinned: {pinned})",
+                )
+        if f.pad.rule == "fill":
+            bounded = f.bounded(env)
+            broken = value_failures(f.pad.value, values=None, lo=bounded.min, hi=bounded.max, finite=False)
+            if broken:
+                raise SchemaDefinitionError(
+                    where,
+                    f"fields.{f.name}.pad",
+                    f"fill {f.pad.value!r} is not {broken[0]}, as the field's bounds are at the pinned sizes "
+                    f"(pinned: {pinned})",
+                )
 
 
 #: The attributes a schema is made of; none can be reassigned once set (see `Schema`).
@@ -416,7 +474,10 @@ class Schema:
             SchemaDefinitionError: a name the schema does not declare, a derived dim, a fixed
                 dim of another size, or a size the dim does not allow (below its ``min``,
                 above its ``max``, not a multiple of ``multiple_of``, or making a derived dim
-                negative), naming the dim and where the size came from.
+                negative), naming the dim and where the size came from; a field whose bound
+                written in dims (``max: experts - 1``) comes out, at the pinned sizes, beyond
+                what one of its dtypes holds (``uint8`` with ``experts=300``: the field, the
+                dtype and the largest id 299 are named), or below its constant fill.
         """
         fixed = _pinned(self, dims, sources)
         if not fixed:
@@ -598,6 +659,12 @@ class Schema:
         so they form a GRPO group of their own. The sizes are resolved first and the
         memory they need is checked before anything is allocated. No two samples share
         anything that can be changed in place: writing into one row changes no other.
+        A routes field padded ``pad: {spread: experts}`` gets ids spread evenly over the
+        experts (distinct within a token); the number of experts comes from ``dims=``,
+        a schema pinned to it ([`schema_for_config`][trajschema.schema_for_config],
+        [`with_dims`][trajschema.Schema.with_dims]), ``like``'s largest id + 1, then the
+        schema's padding size, and ``PaddingBatch.sources`` says which (see the padding
+        guide, "Spread routes").
 
         Examples:
             >>> pad = ts.load_schema("text").padding(3, eos_token_id=2)
@@ -608,18 +675,21 @@ class Schema:
             count: how many padding samples (0 is allowed).
             eos_token_id: the tokenizer's EOS id, used by ``pad: eos`` fields.
             like: a real sample of the batch being padded: free dims without a padding
-                default (``layers``, ``topk``, ...) and dtypes come from it, optional fields
-                are emitted exactly when it has them, and fields the schema does not name
-                are copied from it.
+                default (``layers``, ``topk``, ...) and dtypes come from it (and the number
+                of experts routes are spread over, when nothing else gives it: its largest
+                id + 1), optional fields are emitted exactly when it has them, and fields
+                the schema does not name are copied from it.
             dims: padding sizes that override the schema's ``padding:`` defaults and
                 ``like``, e.g. ``{"prompt": 1, "response": 1}``.
             include: optional fields to emit when no ``like`` is given.
 
         Raises:
             ValueError: bad ``count``/``eos_token_id``/``dims``/``include`` (the message
-                names which); a free dim with no size, or a ``pad: copy`` field without
-                ``like``: a `trajschema.padding.PaddingSizeError` (a ``ValueError``; the
-                message says to pass ``like=`` or ``dims=``); padding that would take more
+                names which); a free dim with no size, a ``pad: copy`` field without
+                ``like``, or spread routes with no number of experts: a
+                `trajschema.padding.PaddingSizeError` (a ``ValueError``; the message says
+                what to pass); fewer experts than a token's slots, or ids the dtype cannot
+                hold; padding that would take more
                 memory than this machine has: a `trajschema.padding.PaddingMemoryError`
                 (a ``ValueError`` carrying the bytes needed, the limit and the largest
                 fields; refused before anything is allocated); a ``like`` value padding

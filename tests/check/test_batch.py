@@ -570,3 +570,205 @@ def test_a_lazy_stacked_batch_is_checked_like_its_rows():
         rows.append(row)
     lazy = LazyStackedTensorDict.lazy_stack(rows, 0)
     assert _codes(TEXT.batch_violations(lazy)) == [(1, "loss_mask", "value")]
+
+
+# --- bounds written in dims and distinct slices (issue 16): every layout agrees with the samples' reports
+
+
+def _bounded_schema(dtype, lo, hi, distinct: bool) -> ts.Schema:
+    field = {"shape": ["seq", "k"], "dtype": dtype, "pad": "copy", "distinct": distinct}
+    if lo is not None:
+        field["min"] = lo
+    if hi is not None:
+        field["max"] = hi
+    return ts.schema_from_dict(
+        {"name": "bounded", "dims": {"seq": {"min": 0}, "k": {"min": 1}, "experts": {"min": 1}}, "fields": {"r": field}}
+    )
+
+
+def _reference_codes(rows, dtype, lo, hi, distinct, experts, depth):
+    """What a sample breaks, by looping over its elements in Python: no shared code with the package."""
+    out = []
+    for i, r in enumerate(rows):
+        env = {"seq": len(r), "k": len(r[0]) if r else None, "experts": experts}
+        bounds = [_eval(e, env) for e in (lo, hi)]
+        codes = set()
+        info = torch.iinfo(dtype)
+        if (bounds[1] is not None and bounds[1] > info.max) or (bounds[0] is not None and bounds[0] < info.min):
+            codes.add("dtype")
+        if depth == "values":
+            flat = [x for row in r for x in row]
+            if bounds[0] is not None and any(x < bounds[0] for x in flat):
+                codes.add("value")
+            if bounds[1] is not None and any(x > bounds[1] for x in flat):
+                codes.add("value")
+            if distinct and any(row[a] == row[b] for row in r for a in range(len(row)) for b in range(a + 1, len(row))):
+                codes.add("repeated")
+        out += [(i, "r", c) for c in sorted(codes)]
+    return out
+
+
+def _eval(expr, env):
+    if expr is None or any(env[n] is None for n in env if n in expr):
+        return None
+    return eval(expr, {}, dict(env))  # the test's own tiny expressions: a reference independent of parse_expr
+
+
+_BOUNDS_LO = [None, "k - 2", "seq - 3"]
+_BOUNDS_HI = [None, "experts - 1", "seq", "2 * k + seq - 4"]
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.data(),
+    dtype=st.sampled_from([torch.int16, torch.uint8, torch.int32, torch.int64]),
+    lo=st.sampled_from(_BOUNDS_LO),
+    hi=st.sampled_from(_BOUNDS_HI),
+    distinct=st.booleans(),
+    experts=st.sampled_from([None, 3, 300]),
+    depth=st.sampled_from(["shapes", "values"]),
+)
+def test_dim_bounds_and_distinct_agree_in_every_layout_with_a_python_reference(
+    data, dtype, lo, hi, distinct, experts, depth
+):
+    schema = _bounded_schema(str(dtype).removeprefix("torch."), lo, hi, distinct)
+    k = data.draw(st.integers(1, 4))
+    n = data.draw(st.integers(1, 5))
+    low = 0 if dtype == torch.uint8 else -2
+    seqs = data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))
+    top = data.draw(st.sampled_from([1, 4, 9]))  # a narrow range makes repeats common, a wide one bounds break
+    rows = [[data.draw(st.lists(st.integers(low, top), min_size=k, max_size=k)) for _ in range(s)] for s in seqs]
+    samples = [{"r": torch.tensor(r, dtype=dtype).reshape(len(r), k)} for r in rows]
+    dims = None if experts is None else {"experts": experts}
+    expected = _reference_codes(rows, dtype, lo, hi, distinct, experts, depth)
+
+    def got(batch):
+        return sorted({(v.sample, v.field, v.code) for v in schema.batch_violations(batch, dims=dims, depth=depth)})
+
+    per_sample = sorted(
+        {(i, v.field, v.code) for i, s in enumerate(samples) for v in schema.violations(s, dims=dims, depth=depth)}
+    )
+    assert per_sample == expected
+    assert got(samples) == expected
+    assert got(tq_batch(samples)) == expected
+    if len(set(seqs)) == 1:  # a dense column, as a trainer's padded batch holds it
+        assert got(TensorDict({"r": torch.stack([s["r"] for s in samples])}, batch_size=[n])) == expected
+    for i, s in enumerate(samples):  # the fast path agrees with the full check on a clean sample
+        if not any(e[0] == i for e in expected):
+            schema.validate(s, dims=dims, depth=depth)
+
+
+def test_a_routed_expert_beyond_the_experts_is_a_value_violation_with_its_sample_and_field():
+    schema = _bounded_schema("int16", 0, "experts - 1", True)
+    good = torch.tensor([[0, 1], [2, 3]], dtype=torch.int16)
+    bad = torch.tensor([[0, 1], [2, 8]], dtype=torch.int16)
+    for batch in ([{"r": good}, {"r": bad}], tq_batch([{"r": good}, {"r": bad}])):
+        (v,) = schema.batch_violations(batch, dims={"experts": 8})
+        assert (v.sample, v.field, v.code, v.expected) == (1, "r", "value", "<= 7")
+        assert v.actual == "1 of 4 elements (first at [1,1]: 8)"
+        assert schema.batch_violations(batch) == []  # experts unknown: the bound waits for it
+
+
+def test_a_repeated_expert_is_its_own_code_in_a_jagged_batch():
+    schema = _bounded_schema("int16", None, None, True)
+    rows = [torch.tensor([[0, 1]] * 3, dtype=torch.int16), torch.tensor([[0, 1], [4, 4], [5, 5]], dtype=torch.int16)]
+    (v,) = schema.batch_violations(tq_batch([{"r": r} for r in rows]))
+    assert (v.sample, v.field, v.code) == (1, "r", "repeated")
+    assert v.actual == "2 of 3 slices (first at [1]: 4 repeats)"
+
+
+def test_distinct_along_a_ragged_last_axis_never_mixes_samples():
+    # The flat values of a jagged column run samples together along the ragged axis; when that is
+    # the last axis, 3 then 3 must not read as a repeat.
+    schema = ts.schema_from_dict(
+        {
+            "name": "d",
+            "dims": {"n": {"min": 0}},
+            "fields": {"ids": {"shape": ["n"], "dtype": "int64", "pad": "copy", "distinct": True}},
+        }
+    )
+    samples = [{"ids": torch.tensor([1, 3])}, {"ids": torch.tensor([3, 4])}, {"ids": torch.tensor([5, 5])}]
+    batch = tq_batch(samples)
+    assert [(v.sample, v.code) for v in schema.batch_violations(batch)] == [(2, "repeated")]
+
+
+def test_a_per_sample_dim_bound_is_checked_per_row_on_a_float_column():
+    schema = ts.schema_from_dict(
+        {
+            "name": "f",
+            "dims": {"n": {"min": 0}},
+            "fields": {"x": {"shape": ["n"], "dtype": "float32", "pad": 0.0, "max": "n"}},
+        }
+    )
+    samples = [
+        {"x": torch.tensor([2.0, 2.0])},
+        {"x": torch.tensor([3.5, 0.0, 0.0])},  # 3.5 > 3
+        {"x": torch.tensor([float("nan")])},  # NaN breaks every bound
+        {"x": torch.tensor([], dtype=torch.float32)},
+    ]
+    for batch in (samples, tq_batch(samples)):
+        assert [(v.sample, v.code) for v in schema.batch_violations(batch)] == [(1, "value"), (2, "value")]
+
+
+def test_a_batch_in_a_dtype_too_small_for_the_pinned_experts_is_a_dtype_violation():
+    schema = _bounded_schema(["uint8", "int16"], 0, "experts - 1", False)
+    samples = [{"r": torch.zeros(2, 2, dtype=torch.uint8)}, {"r": torch.zeros(2, 2, dtype=torch.int16)}]
+    for batch in (samples, tq_batch(samples[:1])):
+        found = schema.batch_violations(batch, dims={"experts": 300}, depth="shapes")
+        assert [(v.sample, v.code) for v in found] == [(0, "dtype")]
+        assert found[0].message == (
+            "dtype uint8 cannot hold 299, the largest value max experts - 1 allows (experts=300); uint8 holds 0..255"
+        )
+    assert schema.batch_violations(samples, dims={"experts": 256}) == []
+
+
+@pytest.mark.parametrize("pinned", [None, {"n": 3}])
+def test_a_non_tensor_field_bounded_by_a_dim_is_checked_in_every_layout(pinned):
+    schema = ts.schema_from_dict(
+        {
+            "name": "turns",
+            "dims": {"n": {"min": 0}},
+            "fields": {
+                "ids": {"shape": ["n"], "dtype": "int64", "pad": 0},
+                "turns": {"kind": "int", "pad": 0, "max": "n"},
+            },
+        }
+    )
+    samples = [{"ids": torch.zeros(n, dtype=torch.int64), "turns": t} for n, t in ((3, 3), (3, 4), (3, 0))]
+    expected = [(1, "turns", "value")]
+    dense_ids = torch.zeros(3, 3, dtype=torch.int64)
+    layouts = [
+        samples,
+        tq_batch(samples),
+        TensorDict({"ids": dense_ids, "turns": NonTensorStack.from_list([3, 4, 0])}, batch_size=[3]),
+        TensorDict({"ids": dense_ids, "turns": torch.tensor([3, 4, 0])}, batch_size=[3]),
+    ]
+    for batch in layouts:
+        assert [(v.sample, v.field, v.code) for v in schema.batch_violations(batch, dims=pinned)] == expected
+    assert schema.violations(samples[0], dims=pinned) == []
+    assert [v.code for v in schema.violations(samples[1], dims=pinned)] == ["value"]
+
+
+def test_a_per_sample_bound_beyond_int64_is_checked_exactly_not_wrapped():
+    # min: n * n * n * 2**40 is 2**64 for n = 2**8: int64 arithmetic would wrap it to 0 and pass every element.
+    schema = ts.schema_from_dict(
+        {
+            "name": "huge",
+            "dims": {"n": {"min": 0}, "m": {"min": 0}},
+            "fields": {"x": {"shape": ["m"], "dtype": "int64", "pad": 0, "min": "n * n * n * 1099511627776"}},
+        }
+    )
+    samples = [{"x": torch.zeros(1, dtype=torch.int64)}, {"x": torch.zeros(2, dtype=torch.int64)}]
+    for batch in (samples, tq_batch(samples)):
+        found = schema.batch_violations(batch, dims={"n": 256})
+        assert [(v.sample, v.code) for v in found] == [(0, "value"), (1, "value")]
+    m_bound = ts.schema_from_dict(
+        {
+            "name": "huge2",
+            "dims": {"m": {"min": 0}},
+            "fields": {"x": {"shape": ["m"], "dtype": "int64", "pad": 0, "min": "m * m * m * m * m * m * m * m"}},
+        }
+    )
+    rows = [{"x": torch.zeros(k, dtype=torch.int64)} for k in (1, 256)]  # 1**8 = 1 > 0; 256**8 = 2**64 wraps to 0
+    for batch in (rows, tq_batch(rows)):
+        assert [(v.sample, v.code) for v in m_bound.batch_violations(batch)] == [(0, "value"), (1, "value")]

@@ -330,11 +330,13 @@ def test_extra_fields_allowed_by_default_and_forbidden_on_request():
 
 def test_report_shows_shapes_never_contents():
     sample = verl_sample(MOE, 6, 4)
-    sample["routed_experts"] = torch.full((9, 4, 2), 31337, dtype=torch.int16)
+    # distinct ids that break nothing but the shape: no value of the tensor is reported
+    sample["routed_experts"] = (torch.arange(9 * 4 * 2, dtype=torch.int16) + 31337).view(9, 4, 2)
     with pytest.raises(ts.SchemaError) as info:
         MOE.validate(sample)
     text = str(info.value)
-    assert "31337" not in text
+    assert [v.code for v in info.value.violations] == ["dim_mismatch"]
+    assert not any(str(31337 + i) in text for i in range(9 * 4 * 2))
     assert "routed_experts" in text
     assert "(9, 4, 2)" in text
     assert "seq=10" in text
@@ -959,3 +961,92 @@ def test_two_unbound_inputs_are_refused_and_the_message_says_why():
     )
     (v,) = schema.violations({"z": torch.zeros(6, dtype=torch.int64)})
     assert v.message == "a is 6 on z, validation solves for one unbound dim at a time, and h, w are bound by no field"
+
+
+# --- bounds written in dims and distinct slices (issue 16), on one sample
+
+ROUTES = ts.schema_from_dict(
+    {
+        "name": "routes",
+        "dims": {"seq": {"min": 1}, "layers": {"min": 1}, "topk": {"min": 1}, "experts": {"min": 1}},
+        "fields": {
+            "routed_experts": {
+                "shape": ["seq", "layers", "topk"],
+                "dtype": ["uint8", "int16", "int64"],
+                "min": 0,
+                "max": "experts - 1",
+                "distinct": True,
+                "pad": "copy",
+            }
+        },
+    }
+)
+
+
+def _routes(seq=3, layers=2, topk=2, experts=4, dtype=torch.int16):
+    ids = torch.arange(seq * layers * topk) % experts
+    return {"routed_experts": ids.reshape(seq, layers, topk).to(dtype)}
+
+
+def test_an_expert_id_beyond_the_experts_is_a_value_violation_once_experts_is_known():
+    sample = _routes()
+    sample["routed_experts"][2, 1, 0] = 4
+    assert ROUTES.violations(sample) == []  # experts unknown: a real rollout sample still validates
+    (v,) = ROUTES.violations(sample, dims={"experts": 4})
+    assert (v.field, v.code, v.expected) == ("routed_experts", "value", "<= 3")
+    assert v.message == "1 of 12 elements are not <= 3 (first at [2,1,0]: 4)"
+    (v,) = ROUTES.with_dims({"experts": 4}).violations(sample)  # the same through a pinned schema
+    assert v.message == "1 of 12 elements are not <= 3 (first at [2,1,0]: 4)"
+    with pytest.raises(ts.SchemaError) as info:
+        ROUTES.validate(sample, dims={"experts": 4})
+    assert info.value.bindings[None]["experts"] == 4
+
+
+def test_a_token_routed_twice_to_one_expert_is_its_own_code():
+    sample = _routes()
+    sample["routed_experts"][1, 0] = torch.tensor([3, 3])
+    sample["routed_experts"][2, 1] = torch.tensor([0, 0])
+    (v,) = ROUTES.violations(sample)
+    assert (v.field, v.code, v.expected) == ("routed_experts", "repeated", "distinct along the last axis")
+    assert v.actual == "2 of 6 slices (first at [1,0]: 3 repeats)"
+    assert v.message == "2 of 6 slices along the last axis are not distinct (first at [1,0]: 3 repeats)"
+    assert [x.code for x in ROUTES.violations(sample, depth="shapes")] == []
+
+
+def test_ids_in_a_dtype_too_small_for_the_experts_are_a_dtype_violation():
+    sample = _routes(dtype=torch.uint8)
+    (v,) = ROUTES.violations(sample, dims={"experts": 300}, depth="shapes")
+    assert (v.field, v.code, v.expected, v.actual) == (
+        "routed_experts",
+        "dtype",
+        "a dtype holding 299 (max experts - 1)",
+        "uint8",
+    )
+    assert v.message == (
+        "dtype uint8 cannot hold 299, the largest value max experts - 1 allows (experts=300); uint8 holds 0..255"
+    )
+    assert ROUTES.violations(_routes(dtype=torch.int16), dims={"experts": 300}) == []
+    assert ROUTES.violations(sample, dims={"experts": 256}) == []
+
+
+def test_a_dim_pinned_by_dims_that_no_field_observes_keeps_the_fast_path(monkeypatch):
+    import trajschema.check.batch as batch
+
+    def no_full_check(*args, **kwargs):
+        raise AssertionError("the full check ran for a clean sample")
+
+    monkeypatch.setattr(batch, "check_sample", no_full_check)
+    assert ROUTES.validate(_routes(), dims={"experts": 4}) == {"seq": 3, "layers": 2, "topk": 2, "experts": 4}
+
+
+def test_a_dim_pinned_outside_its_bounds_is_still_a_range_violation():
+    schema = ts.schema_from_dict(
+        {
+            "name": "r",
+            "dims": {"seq": {"min": 1}, "experts": {"min": 2, "max": 8}},
+            "fields": {"r": {"shape": ["seq"], "dtype": "int64", "max": "experts - 1", "pad": 0}},
+        }
+    )
+    with pytest.raises(ts.SchemaError) as info:
+        schema.validate({"r": torch.tensor([0])}, dims={"experts": 9})
+    assert [(v.field, v.code) for v in info.value.violations] == [("experts", "dim_range")]

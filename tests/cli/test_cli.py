@@ -27,7 +27,8 @@ from trajschema.testing import tq_batch, verl_sample
 
 SCHEMAS = ts.schema_names()
 COMMANDS = ["list", "show", "check", "plan", "pad", "infer", "export", "diff", "demo"]
-FREE_DIMS = {"layers": 3, "topk": 2, "teacher_topk": 2}  # free dims the packaged schemas give no padding size
+# free dims the packaged schemas give no padding size
+FREE_DIMS = {"layers": 3, "topk": 2, "experts": 8, "teacher_topk": 2}
 
 
 @pytest.fixture(autouse=True)
@@ -1136,12 +1137,18 @@ def no_padding(monkeypatch):
     monkeypatch.setattr(ts.Schema, "padding", refuse)
 
 
+E = 2**63 - 1  # the int64 edge
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
         (["text", "--count", "100000000"], "--count 100000000: 100000000 padding samples of schema 'text'"),
         (["text", "--count", "1", "--dim", "prompt=1000000000000"], "(prompt=1000000000000, response=1)"),
-        (["moe_routed", "--count", "1", "--dim", f"layers={2**63 - 1}", "--dim", f"topk={2**63 - 1}"], "2**1"),
+        (
+            ["moe_routed", "--count", "1", *(a for d in ("layers", "topk", "experts") for a in ("--dim", f"{d}={E}"))],
+            "2**1",
+        ),
     ],
     ids=["huge count", "huge dim", "dims at the int64 edge"],
 )
@@ -1694,3 +1701,49 @@ def test_a_schema_that_reads_nothing_from_the_config_is_shown_and_padded_as_it_i
     assert (code, err) == (0, "")
     _, plain, _ = run(capsys, "show", "text")
     assert out.replace(f"  model config: {CONFIGS / 'qwen3-moe'}\n", "") == plain
+
+
+#: moe_routed with every check of issue 16 on routed_experts (bounds in dims, distinct, spread padding).
+_MOE_ROUTES = _MOE_ROUTED.replace(
+    "min: 0, pad: 0}", "min: 0, max: experts - 1, distinct: true, pad: {spread: experts}}"
+)
+
+
+@pytest.fixture
+def moe_routes(tmp_path, monkeypatch):
+    d = tmp_path / "schemas"
+    d.mkdir()
+    (d / "moe_routed.yaml").write_text(_MOE_ROUTES)
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
+
+
+def _field_row(out: str, name: str) -> str:
+    lines = out.splitlines()
+    start = lines.index("fields")
+    return next(line for line in lines[start:] if line.split()[:1] == [name])
+
+
+def test_show_prints_the_expert_checks_and_with_config_their_value(capsys, moe_routes):
+    code, out, err = run(capsys, "show", "moe_routed")
+    assert (code, err) == (0, "")
+    assert "{spread: experts}" in out and "max experts - 1" in out and "distinct" in out
+    assert "(from config: num_experts | n_routed_experts | num_local_experts)" in _dim_row(out, "experts")
+    code, out, err = run(capsys, "show", "moe_routed", "--config", CONFIGS / "qwen3-moe")
+    assert (code, err) == (0, "")
+    assert "128 (config: num_experts)" in _dim_row(out, "experts")
+    assert "max experts - 1 (= 127)" in out
+
+
+def test_pad_says_where_the_expert_count_came_from(capsys, tmp_path, moe_routes):
+    out_path = tmp_path / "pad.pt"
+    argv = ["pad", "moe_routed", "--count", 2, "--eos-token-id", 2, "--out", out_path]
+    code, out, err = run(capsys, *argv, "--config", CONFIGS / "mixtral")
+    assert (code, err) == (0, ""), err
+    assert (
+        "routed_experts: padding ids spread over experts=8 (from the model config (config: num_local_experts))" in out
+    )
+    routes = torch.load(out_path, weights_only=True)["samples"][0]["routed_experts"]
+    assert routes.shape[-1] == 2 and bool((routes[..., 0] != routes[..., 1]).all()) and int(routes.max()) <= 7
+    code, out, err = run(capsys, *argv, "--dim", "experts=16", "--dim", "topk=4", "--dim", "layers=2")
+    assert (code, err) == (0, ""), err
+    assert "spread over experts=16 (from --dim)" in out

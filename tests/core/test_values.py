@@ -19,7 +19,12 @@ from trajschema.core.values import (
     failing_positions,
     failure_summary,
     fits_dtype,
+    has_repeats,
+    integer_capacity,
     nonzero_per_position,
+    position_extremes,
+    repeat_positions,
+    repeat_summary,
     scalar_failures,
     tensor_clean,
     tensor_extremes,
@@ -606,3 +611,105 @@ def test_value_sets_refuse_to_mix_domains_and_name_what_they_hold():
     assert ValueSet.everything(torch.bool).points(5) == [0, 1] and ValueSet.nothing("int").empty
     used = ValueSet.passing((1, 2.5, True), 0, 10**400, True, torch.float16)
     assert pickle.loads(pickle.dumps(used)) == used and 2.5 in pickle.loads(pickle.dumps(used))  # after use too
+
+
+# --- distinct along the last axis, and per-position extremes (issue 16)
+
+
+def _python_repeats(t: torch.Tensor):
+    """(count, first slice index, its repeated values) by looping over Python values, compared by ==."""
+    if t.dim() == 0 or t.numel() == 0 or t.shape[-1] < 2:
+        return 0, None, set()
+    as_python = t.tolist()
+    count, first, values = 0, None, set()
+
+    def walk(x, at):
+        nonlocal count, first, values
+        if not isinstance(x[0], list):
+            dup = {x[a] for a in range(len(x)) for b in range(a + 1, len(x)) if x[a] == x[b]}
+            if dup:
+                count += 1
+                if first is None:
+                    first, values = at, dup
+            return
+        for i, row in enumerate(x):
+            walk(row, (*at, i))
+
+    if t.shape[:-1].numel():
+        walk(as_python, ())
+    return count, first, values
+
+
+@settings(deadline=None)
+@given(t=odd_tensors(), budget=st.sampled_from([1, 2, 3, 5, 1 << 20]), pairwise=st.sampled_from([1, 16]))
+def test_repeats_match_a_python_loop_over_every_slice(t, budget, pairwise):
+    count, first, values = _python_repeats(t)
+    with mock.patch.object(_values, "_BUDGET", budget), mock.patch.object(_values, "_PAIRWISE_UP_TO", pairwise):
+        got = repeat_summary(t)
+        assert has_repeats(t) == (count > 0)
+        if t.dim() >= 2:
+            for axis in range(t.dim() - 1):
+                other = [i for i in range(t.dim() - 1) if i != axis]
+                hit = torch.zeros(t.shape[axis], dtype=torch.bool)
+                if count:
+                    s = t.to(torch.float64) if t.dtype == torch.uint64 else t
+                    eq = (s.unsqueeze(-1) == s.unsqueeze(-2)).triu(1).any(-1).any(-1)
+                    hit = eq.any(dim=tuple(other)) if other else eq
+                assert repeat_positions(t, axis).tolist() == hit.tolist()
+    if count == 0:
+        assert got is None
+        return
+    assert got is not None
+    assert (got.count, got.first, got.slices) == (count, first, t.numel() // t.shape[-1])
+    assert got.value in values
+
+
+def test_nan_never_repeats_and_signed_zeros_do():
+    assert repeat_summary(torch.tensor([[float("nan"), float("nan")]])) is None
+    rep = repeat_summary(torch.tensor([[1.0, 2.0], [-0.0, 0.0]]))
+    assert rep is not None and (rep.count, rep.first, rep.value) == (1, (1,), 0.0)
+
+
+def test_repeats_in_an_expanded_tensor_of_a_trillion_slices_are_counted_without_copying():
+    t = torch.tensor([3, 1, 3], dtype=torch.int16).expand(10**6, 10**6, 3)
+    rep = repeat_summary(t)
+    assert rep is not None and (rep.count, rep.slices, rep.first, rep.value) == (10**12, 10**12, (0, 0), 3)
+    assert repeat_positions(t, 1).all() and has_repeats(t)
+    assert repeat_summary(torch.tensor([1, 2, 3]).expand(10**6, 10**6, 3)) is None
+    assert repeat_summary(torch.tensor([1]).expand(4, 2)) is not None  # a stride-0 last axis repeats its element
+
+
+def test_repeats_need_values_and_a_leading_axis():
+    assert repeat_summary(torch.empty(2, 3, device="meta")) is None
+    assert not has_repeats(torch.tensor(5))
+    with pytest.raises(ValueError, match="leading axis"):
+        repeat_positions(torch.tensor([1, 1]), 0)
+
+
+@settings(deadline=None)
+@given(t=odd_tensors(), budget=st.sampled_from([1, 2, 5, 1 << 20]))
+def test_position_extremes_match_python_min_and_max(t, budget):
+    if t.dim() == 0:
+        return
+    for axis in range(t.dim()):
+        with mock.patch.object(_values, "_BUDGET", budget):
+            got = position_extremes(t, axis)
+        if t.numel() == 0 or t.dtype == torch.uint64:
+            assert got is None
+            continue
+        assert got is not None
+        for i in range(t.shape[axis]):
+            row = t.select(axis, i).reshape(-1).tolist()
+            lo, hi = got[0][i].item(), got[1][i].item()
+            if any(isinstance(x, float) and math.isnan(x) for x in row):
+                assert math.isnan(lo) and math.isnan(hi)
+            else:
+                assert (lo, hi) == (min(row), max(row))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "capacity"),
+    [(torch.bool, (0, 1)), (torch.uint8, (0, 255)), (torch.int16, (-32768, 32767)), (torch.float32, None)],
+)
+def test_integer_capacity(dtype, capacity):
+    assert integer_capacity(dtype) == capacity

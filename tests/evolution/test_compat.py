@@ -195,9 +195,11 @@ def test_text_to_vlm_mrope():
 
 def test_moe_routed_adds_a_required_field_and_two_dims():
     old, new = ts.load_schema("text"), ts.load_schema("moe_routed")
+    experts = [("dim_added", "dims.experts", False, False)] if "experts" in new.dims else []  # issue 16
     assert flags(old, new) == [
         ("dim_added", "dims.layers", False, False),
         ("dim_added", "dims.topk", False, False),
+        *experts,
         ("field_added", "fields.routed_experts", True, False),
     ]
     breaks(old, new, verl_sample(old, 4, 2))
@@ -777,3 +779,218 @@ def test_any_mode_but_the_three_is_a_value_error_showing_it(mode, shown):
 def test_new_must_be_a_schema_whatever_it_is_instead(other, found):
     with pytest.raises(TypeError, match=f"^compatibility: new must be a trajschema Schema, {found}"):
         ts.load_schema("text").compatibility(other)
+
+
+# -- issue 16: from_config, bounds in dims, distinct -----------------------------------------
+
+
+def _cfg(*keys: str, lo: int = 1) -> ts.Schema:
+    entry: dict = {"min": lo}
+    if keys:
+        entry["from_config"] = list(keys)
+    return build(
+        {
+            "name": "cfg",
+            "dims": {"experts": entry, "topk": {"min": 1}},
+            "fields": {"x": {"shape": ["topk"], "dtype": "int64", "pad": 0}},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [((), ("num_experts",)), (("num_experts",), ()), (("num_experts",), ("num_experts", "n_routed_experts"))],
+    ids=str,
+)
+def test_a_change_of_from_config_alone_is_its_own_safe_kind(a, b):
+    old, new = _cfg(*a), _cfg(*b)
+    (c,) = old.compatibility(new, "full")
+    assert (c.kind, c.path, c.breaking, c.backward_breaking, c.forward_breaking) == (
+        "dim_source_changed",
+        "dims.experts.from_config",
+        False,
+        False,
+        False,
+    )
+    shown = [("[" + ", ".join(k) + "]") if k else "none" for k in (a, b)]
+    assert c.message == (
+        f"experts: from_config {shown[0]} -> {shown[1]}; from_config says which model-config keys "
+        "schema_for_config reads the size from, not which sizes validation allows"
+    )
+
+
+def test_from_config_and_bounds_changed_together_are_two_changes():
+    assert flags(_cfg("num_experts", lo=1), _cfg("n_routed_experts", lo=2)) == [
+        ("dim_bounds_changed", "dims.experts", False, False),  # no field uses experts: no size is checked
+        ("dim_source_changed", "dims.experts.from_config", False, False),
+    ]
+    assert [c.kind for c in _cfg("num_experts").compatibility(_cfg("num_experts").with_dims({"experts": 4}))] == [
+        "dim_bounds_changed"
+    ]
+
+
+def hand(base: ts.Schema, dims: dict | None = None, **changes) -> ts.Schema:
+    """``base`` with field ``x`` changed by hand (bounds in dims, distinct) and ``dims`` added."""
+    import dataclasses
+
+    return ts.Schema(
+        name=base.name,
+        description="",
+        architectures=(),
+        lineage=(base.name,),
+        dims={**base.dims, **(dims or {})},
+        fields={**base.fields, "x": dataclasses.replace(base.fields["x"], **changes)},
+        tags=base.tags,
+        padding_sizes=base.padding_sizes,
+        extra=base.extra,
+        source="<test>",
+    )
+
+
+def _routes(pin: int | None = None, dtype: str = "int64", **changes) -> ts.Schema:
+    """``x[n, topk]`` with a free ``experts`` dim no shape uses (``pin``: fixed at that size)."""
+    from trajschema.core import FixedDim, FreeDim, parse_expr
+
+    for side in ("min_expr", "max_expr"):
+        if isinstance(changes.get(side), str):
+            changes[side] = parse_expr(changes[side])
+    base = build(
+        {
+            "name": "r",
+            "dims": {"n": {}, "topk": {"min": 1}},
+            "fields": {"x": {"shape": ["n", "topk"], "dtype": dtype, "pad": 0}},
+        }
+    )
+    experts = FreeDim("experts", 1) if pin is None else FixedDim("experts", pin)
+    return hand(base, {"experts": experts}, **changes)
+
+
+_NONE: dict = {}
+_MAX = {"max_expr": "experts - 1"}
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "path", "back", "fwd", "why"),
+    [
+        (_NONE, _MAX, "max", True, False, "old allows values above experts - 1, which new refuses"),
+        (_MAX, _NONE, "max", False, True, "new allows values above experts - 1, which old refuses"),
+        (
+            _MAX,
+            {"max_expr": "experts"},
+            "max",
+            False,
+            True,
+            "new allows values up to experts, old stops at experts - 1",
+        ),
+        (
+            {"max_expr": "experts"},
+            _MAX,
+            "max",
+            True,
+            False,
+            "old allows values up to experts, new stops at experts - 1",
+        ),
+        (
+            _MAX,
+            {"max_expr": "experts - topk"},
+            "max",
+            True,
+            True,
+            "cannot prove: max experts - 1 and max experts - topk",
+        ),
+        ({"min_expr": "topk"}, {"min_expr": "topk + 1"}, "min", True, False, "old allows values down to topk"),
+        ({"min_expr": "topk"}, {"min_expr": "topk - 2"}, "min", False, True, "new allows values down to topk - 2"),
+        ({"max": 127}, _MAX, "max", True, False, "a literal bound and a bound in dims cannot be compared exactly"),
+        ({"max": 0}, {"max": 0, **_MAX}, None, False, False, None),  # experts >= 1: max 0 is the tighter one
+        (_MAX, {"max_expr": "(experts - 1) * 1"}, None, False, False, None),  # the same polynomial
+    ],
+    ids=lambda v: str(v),
+)
+def test_bounds_in_dims_compare_by_their_polynomials(a, b, path, back, fwd, why):
+    old, new = _routes(**a), _routes(**b)
+    mine = [c for c in old.compatibility(new, "full") if c.path.endswith((".min", ".max"))]
+    if path is None:
+        assert all(not c.backward_breaking and not c.forward_breaking for c in mine)
+        return
+    (c,) = mine
+    assert (c.kind, c.path, c.backward_breaking, c.forward_breaking) == (
+        "values_changed",
+        f"fields.x.{path}",
+        back,
+        fwd,
+    )
+    assert why in c.message
+
+
+def test_a_pinned_bound_in_dims_is_compared_exactly_as_a_number():
+    old, new = _routes(pin=8, **_MAX), _routes(pin=8, max=7)
+    assert flags(old, new) == []  # max experts - 1 with experts = 8 is max 7
+    assert flags(_routes(pin=8, **_MAX), _routes(pin=9, **_MAX)) == [
+        ("dim_bounds_changed", "dims.experts", False, False),
+        ("values_changed", "fields.x.values", False, True),
+    ]
+    (c,) = [c for c in _routes(pin=8, **_MAX).compatibility(_routes(pin=9, **_MAX)) if c.path == "fields.x.values"]
+    assert "new allows 8 in int64, old does not" in c.message
+
+
+def test_a_bound_in_dims_breaks_a_real_sample_once_its_dims_are_given():
+    old, new = _routes(), _routes(**_MAX)
+    (c,) = [c for c in old.compatibility(new) if c.path == "fields.x.max"]
+    assert c.breaking
+    sample = {"x": torch.tensor([[0, 5]])}
+    assert old.violations(sample, dims={"experts": 4}, depth="values") == []
+    assert [v.code for v in new.violations(sample, dims={"experts": 4}, depth="values")] == ["value"]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "back", "fwd"),
+    [(False, True, True, False), (True, False, False, True)],
+    ids=["added", "dropped"],
+)
+def test_distinct_added_narrows_and_dropped_widens(a, b, back, fwd):
+    old, new = _routes(distinct=a), _routes(distinct=b)
+    (c,) = old.compatibility(new, "full")
+    assert (c.kind, c.path, c.backward_breaking, c.forward_breaking) == (
+        "values_changed",
+        "fields.x.distinct",
+        back,
+        fwd,
+    )
+    src = "old" if back else "new"
+    assert f"{src} allows a value repeated along the last axis ([0, 0] in int64)" in c.message
+    repeated = {"x": torch.tensor([[0, 0]])}
+    if back:
+        breaks(old, new, repeated)
+    else:
+        breaks(new, old, repeated)
+
+
+def test_distinct_on_a_last_axis_of_one_value_changes_nothing():
+    base = build({"name": "r", "dims": {"n": {}}, "fields": {"x": {"shape": ["n", 1], "dtype": "int64", "pad": 0}}})
+    (c,) = base.compatibility(hand(base, distinct=True), "full")
+    assert (c.path, c.breaking) == ("fields.x.distinct", False)
+    assert "no slice along the last axis holds two values" in c.message
+    small = build(
+        {
+            "name": "r",
+            "dims": {"n": {}, "k": {"max": 1}},
+            "fields": {"x": {"shape": ["n", "k"], "dtype": "int8", "pad": 0}},
+        }
+    )
+    assert not any(c.breaking for c in small.compatibility(hand(small, distinct=True), "full"))
+
+
+def test_a_bound_in_dims_that_may_pass_the_dtype_refuses_it_and_that_is_reported():
+    """uint8 ids up to experts - 1: validation refuses the dtype at experts = 300 (prime-rl #3051)."""
+    old, new = _routes(dtype="uint8", **_MAX), _routes(dtype="uint8", max=255, **_MAX)
+    assert flags(old, new) == [
+        ("values_changed", "fields.x.values", False, False),  # max 255 is every uint8 value
+        ("values_changed", "fields.x.max", False, True),
+    ]
+    (_, c) = old.compatibility(new, "forward")
+    assert "cannot prove: old holds uint8 to max experts - 1, which may pass 255" in c.message
+    sample = {"x": torch.tensor([[0, 1]], dtype=torch.uint8)}
+    assert new.violations(sample, dims={"experts": 300}, depth="values") == []
+    assert [v.code for v in old.violations(sample, dims={"experts": 300}, depth="values")] == ["dtype"]
+    # on int64 no size a dim can take passes the dtype: nothing to report
+    assert flags(_routes(**_MAX), _routes(max=255, **_MAX)) == [("values_changed", "fields.x.values", True, False)]

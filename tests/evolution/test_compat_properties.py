@@ -505,3 +505,74 @@ def test_reordering_fields_over_inline_expressions_is_judged_by_binding(data):
         if not any(getattr(c, flag) for c in changes):
             for sample in _valid_pairs(data, src, draws=8):
                 assert tgt.violations(sample) == [], (sample, [str(c) for c in changes])
+
+
+# -- issue 16: bounds in dims and distinct ------------------------------------------------------
+
+# Over dims the samples bind (p, r, seq), the fixed k (folded to a number) and a dim no field
+# uses (e: checked only under dims=, where the verdicts must hold too).
+DIM_BOUNDS = [None, "p", "p + 1", "r - 1", "seq", "k", "k - 1", "2 * p", "p - r", "e - 1", "e"]
+
+
+def _hand(schema: ts.Schema, name: str, **changes) -> ts.Schema:
+    import dataclasses
+
+    from trajschema.core import FreeDim, parse_expr
+
+    for side in ("min_expr", "max_expr"):
+        if isinstance(changes.get(side), str):
+            changes[side] = parse_expr(changes[side])
+    return ts.Schema(
+        name=name,
+        description="",
+        architectures=(),
+        lineage=(name,),
+        dims={**schema.dims, "e": FreeDim("e", 1, 6)},
+        fields={**schema.fields, "a": dataclasses.replace(schema.fields["a"], **changes)},
+        tags=schema.tags,
+        padding_sizes=schema.padding_sizes,
+        extra=schema.extra,
+        source="<test>",
+    )
+
+
+@st.composite
+def value_decls(draw, rank: int) -> dict:
+    out = {"min_expr": draw(st.sampled_from(DIM_BOUNDS)), "max_expr": draw(st.sampled_from(DIM_BOUNDS))}
+    out["distinct"] = rank > 0 and draw(st.booleans())
+    return out
+
+
+def _valid_under(data, schema: ts.Schema, dims: dict, draws: int = 4):
+    """Samples the strategy draws for ``schema`` that ``schema`` accepts with ``dims`` (bounds in e checked)."""
+    try:
+        strategy = samples(schema, max_len=5, dims=dims)
+    except ValueError:
+        return
+    for _ in range(draws):
+        try:
+            sample = data.draw(strategy)
+        except ValueError:
+            return
+        if schema.violations(sample, dims=dims, depth="values") == []:
+            yield sample
+
+
+@SETTINGS
+@given(data=st.data())
+def test_bounds_in_dims_and_distinct_verdicts_hold_on_samples(data):
+    """Every direction reported compatible keeps samples valid, with e given (dims=) or not."""
+    base = load(data.draw(schema_dicts()))
+    rank = len(base.fields["a"].shape or ())
+    try:
+        old = _hand(base, "old", **data.draw(value_decls(rank)))
+        new = _hand(base, "new", **data.draw(value_decls(rank)))
+    except (ValueError, TypeError):  # a field the front door refuses (no value left, say)
+        return
+    changes = old.compatibility(new, "full")
+    assert all(c.kind in CHANGE_KINDS for c in changes)
+    dims = data.draw(st.sampled_from([{}, {"e": data.draw(st.integers(1, 6))}]))
+    for src, tgt, flag in ((old, new, "backward_breaking"), (new, old, "forward_breaking")):
+        if not any(getattr(c, flag) for c in changes):
+            for sample in _valid_under(data, src, dims):
+                assert tgt.violations(sample, dims=dims, depth="values") == [], (sample, [str(c) for c in changes])

@@ -143,7 +143,8 @@ def test_the_shape_is_symbolic_and_the_dtype_an_enum():
     assert pos["properties"]["shape"]["prefixItems"] == [{"const": 4}, {"$ref": "#/$defs/dims/properties/seq"}]
     assert experts["x-trajschema-shape"] == ["seq", "layers", "topk"]
     assert experts["properties"]["dtype"] == {"enum": ["int16", "int32", "int64"]}
-    assert experts["x-trajschema-checks"] == {"min": 0}
+    # moe_routed before issue 16's declarations, or after (experts unpinned: said, not a keyword)
+    assert experts["x-trajschema-checks"] in ({"min": 0}, {"min": 0, "max_expr": "experts - 1", "distinct": True})
 
 
 # -- every feature, from schema_from_dict --------------------------------------------------
@@ -441,3 +442,84 @@ def test_a_copied_or_unpickled_schema_describes_the_same_document(name):
     for other in (copy.deepcopy(schema), pickle.loads(pickle.dumps(schema)), copy.copy(schema)):
         assert json.dumps(other.to_json_schema(), sort_keys=True) == want
         assert other.annotations() == schema.annotations()
+
+
+# -- issue 16: bounds in dims, distinct, from_config ------------------------------------------
+
+
+def _routes(dtypes=("int16", "int32", "int64"), pin: int | None = None, **changes) -> ts.Schema:
+    """A routes schema: ``r[seq, topk]`` with ``max: experts - 1`` and ``distinct`` (built by hand)."""
+    import dataclasses
+
+    from trajschema.core import FreeDim, parse_expr
+
+    base = ts.schema_from_dict(
+        {
+            "name": "routes",
+            "dims": {"seq": {}, "topk": {"min": 1}},
+            "fields": {"r": {"shape": ["seq", "topk"], "dtype": list(dtypes), "min": 0, "pad": 0}},
+        }
+    )
+    f = dataclasses.replace(base.fields["r"], **{"max_expr": parse_expr("experts - 1"), "distinct": True, **changes})
+    experts = FreeDim("experts", 1, from_config=(parse_expr("num_experts"), parse_expr("n_routed_experts")))
+    schema = ts.Schema(
+        name="routes",
+        description="",
+        architectures=(),
+        lineage=("routes",),
+        dims={**base.dims, "experts": experts},
+        fields={"r": f},
+        tags={},
+        padding_sizes={},
+        extra="allow",
+        source="<test>",
+    )
+    return schema if pin is None else schema.with_dims({"experts": pin})
+
+
+def _routes_doc_ok(doc, rows) -> bool:
+    return json_ok(doc, sample_to_json({"r": torch.tensor(rows, dtype=torch.int64)}, values=True))
+
+
+def test_a_bound_in_dims_is_a_maximum_only_once_its_dims_are_pinned():
+    loose = _routes(distinct=False).to_json_schema()
+    r = loose["properties"]["r"]
+    assert "max experts - 1 once experts is known" in r["description"]
+    assert r["x-trajschema-checks"] == {"min": 0, "max_expr": "experts - 1"}
+    assert "maximum" not in json.dumps(r)
+    assert _routes_doc_ok(loose, [[0, 900]])  # not said, so not refused
+    pinned = _routes(distinct=False, pin=8).to_json_schema()
+    assert "description" not in pinned["properties"]["r"]
+    assert _routes_doc_ok(pinned, [[0, 7]]) and not _routes_doc_ok(pinned, [[0, 8]])
+    assert loose["$defs"]["dims"]["properties"]["experts"]["x-trajschema-from-config"] == [
+        "num_experts",
+        "n_routed_experts",
+    ]
+
+
+def test_distinct_is_unique_items_on_the_last_axis_of_integer_dtypes():
+    doc = _routes().to_json_schema()
+    jsonschema.Draft202012Validator.check_schema(doc)
+    assert doc["properties"]["r"]["x-trajschema-checks"]["distinct"] is True
+    assert _routes_doc_ok(doc, [[0, 1], [1, 0], [3, 2]])
+    assert not _routes_doc_ok(doc, [[0, 1], [2, 2]])  # a repeated expert within one token
+    assert _routes_doc_ok(doc, [[5, 6], [5, 6]])  # the same routing on two tokens is fine
+    assert json_ok(doc, sample_to_json({"r": torch.zeros(0, 2, dtype=torch.int64)}, values=True))
+
+
+def test_distinct_on_a_float_dtype_is_said_in_the_description_not_as_a_keyword():
+    doc = _routes(dtypes=("int64", "float32")).to_json_schema()
+    r = doc["properties"]["r"]
+    assert "for float dtypes this document does not" in r["description"]
+    by_dtype = {alt["properties"]["dtype"]["enum"][0]: alt for alt in r["anyOf"]}
+    assert by_dtype["int64"]["properties"]["values"]["items"]["uniqueItems"] is True
+    assert "uniqueItems" not in json.dumps(by_dtype["float32"])
+    floats = sample_to_json({"r": torch.tensor([[1.0, 1.0]])}, values=True)
+    assert json_ok(doc, floats)  # never refused by the document: trajschema judges it
+
+
+@pytest.mark.parametrize("rows", [[[0, 1], [2, 3]], [[0, 0], [1, 2]], [[0, 8]], [[7, 6]], [[0, -1]]], ids=str)
+@pytest.mark.parametrize("pin", [None, 8])
+def test_the_routes_document_agrees_with_trajschema(rows, pin):
+    schema = _routes(pin=pin)
+    agree(schema, schema.to_json_schema(), {"r": torch.tensor(rows, dtype=torch.int16)}, values=True)

@@ -24,7 +24,7 @@ def test_field_rows_read_like_the_yaml():
     assert rows["position_ids"].dtype == "int64"
     assert rows["position_ids"].pad == "positions"
     assert rows["routed_experts"].dtype == "int16 | int32 | int64"
-    assert rows["routed_experts"].checks == "min 0"
+    assert rows["routed_experts"].checks in ("min 0", "min 0; max experts - 1; distinct")  # before / after issue 16
     assert rows["response_mask"].checks == "values [0, 1]"
     assert rows["response_mask"].pad == "0"
     assert rows["attention_mask"].required == "no"
@@ -68,3 +68,43 @@ def test_tag_rows_and_value_checks_of_a_dict_schema():
     assert (tags["is_padding"].kind, tags["is_padding"].default, tags["is_padding"].equals) == ("bool", "False", "")
     assert tags["n_len"].equals == "n"
     assert dim_rows(schema)[0].definition == ">= 2 and <= 9"
+
+
+def _routes(**changes) -> ts.Schema:
+    """moe_routed with ``experts`` declared and ``routed_experts`` changed by hand."""
+    import dataclasses
+
+    from trajschema.core import FreeDim, parse_expr
+
+    base = ts.load_schema("moe_routed")
+    field = dataclasses.replace(base.fields["routed_experts"], **changes)
+    return ts.Schema(
+        name="routes",
+        description="",
+        architectures=(),
+        lineage=("routes",),
+        dims={**base.dims, "experts": FreeDim("experts", 1, from_config=(parse_expr("num_experts"),))},
+        fields={**base.fields, "routed_experts": field},
+        tags=base.tags,
+        padding_sizes=base.padding_sizes,
+        extra=base.extra,
+        source="<test>",
+    )
+
+
+def test_bounds_in_dims_distinct_and_spread_read_like_the_yaml():
+    from trajschema.core import PadRule, parse_expr
+
+    schema = _routes(max_expr=parse_expr("experts - 1"), distinct=True, pad=PadRule("spread", over="experts"))
+    rows = {r.name: r for r in field_rows(schema)}
+    assert rows["routed_experts"].checks == "min 0; max experts - 1; distinct"
+    assert rows["routed_experts"].pad == "{spread: experts}"
+    pinned = {r.name: r for r in field_rows(schema.with_dims({"experts": 128}))}
+    assert pinned["routed_experts"].checks == "min 0; max experts - 1 (= 127); distinct"
+    both = _routes(
+        min=None, min_expr=parse_expr("experts - experts"), max=255, max_expr=parse_expr("experts - 1"), distinct=False
+    )
+    assert value_checks(both.fields["routed_experts"]) == "min experts - experts; max 255; max experts - 1"
+    assert value_checks(both.fields["routed_experts"], {"experts": 8}) == (
+        "min experts - experts (= 0); max 255; max experts - 1 (= 7)"
+    )

@@ -23,7 +23,7 @@ from test_tq_roundtrip import assert_same_batch
 
 import trajschema as ts
 import trajschema.verl as tv
-from trajschema.testing import MemoryTransferQueue, verl_sample
+from trajschema.testing import MemoryTransferQueue, random_routes, verl_sample
 from trajschema.tq.layout import to_tq_fields, tq_layout
 
 pytestmark = pytest.mark.tq
@@ -103,7 +103,7 @@ def test_odd_dtypes_are_kept_jagged_and_dense(tq, dtype):
     client, pid = tq
     samples = [
         {
-            "routed_experts": torch.randint(0, 2, (s, 3, 2)).to(dtype),
+            "routed_experts": random_routes(s, 3, 2, experts=2, seed=i, dtype=torch.int64).to(dtype),
             "flag": torch.tensor(i % 2).to(dtype),
             "mask": torch.ones(s).to(dtype),
         }

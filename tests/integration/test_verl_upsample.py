@@ -160,3 +160,37 @@ def test_a_non_bool_is_padding_tag_is_a_type_error_that_writes_nothing(tq_client
     with pytest.raises(TypeError, match="is_padding"):
         tv.upsample_batch_to_divisible_size(bad, 4, EOS)
     assert len(stored_keys(tq_client, partition)) == 3
+
+
+def test_padding_routes_spread_over_the_real_samples_experts(tq_client, partition):
+    """A schema with pad: {spread: experts} and nothing pinned: the first real sample's largest id + 1 (issue 16)."""
+    schema = ts.schema_from_dict(
+        {
+            "name": "moe_spread",
+            "extends": ["vlm_mrope_moe"],
+            "dims": {"experts": {"min": 1}},
+            "fields": {
+                "routed_experts": {
+                    "shape": ["seq", "layers", "topk"],
+                    "dtype": ["int16", "int32", "int64"],
+                    "min": 0,
+                    "max": "experts - 1",
+                    "pad": {"spread": "experts"},
+                }
+            },
+        }
+    )
+    keys = [f"q{i}_0_0" for i in range(3)]
+    samples = [verl_sample(schema, 4 + i, 2 + i, uid=f"q{i}", layers=3, topk=2, seed=i) for i in range(3)]
+    for s in samples:  # 10 experts, the largest used
+        n = s["routed_experts"].shape[0]
+        s["routed_experts"] = (torch.arange(n * 3 * 2).view(n, 3, 2) % 10).to(s["routed_experts"].dtype)
+    writer = ts.TransferQueueWriter(schema, partition_id=partition, eos_token_id=EOS, client=tq_client)
+    meta = writer.put(keys, samples, [dict(VERL_TAGS) for _ in keys])
+    padded = tv.upsample_batch_to_divisible_size(meta, 8, EOS, schema=schema)
+    back = tq_client.kv_batch_get(padded.keys, partition)
+    schema.with_dims({"experts": 10}).validate_batch(back, tags=padded.tags)
+    routes = torch.stack(back["routed_experts"].unbind()[3:])  # 5 padding rows x 128 tokens x 3 layers x 2
+    assert int(routes.max()) == 9 and (routes[..., 0] != routes[..., 1]).all()
+    for layer in range(3):
+        assert torch.bincount(routes[:, :, layer].flatten().long(), minlength=10).tolist() == [128] * 10

@@ -445,3 +445,124 @@ def test_a_trillion_element_expanded_sample_drafts_like_a_small_one():
     big = infer_schema([sample(2**40)], name="d").to_yaml()  # a full-size copy or mask would fail to allocate
     assert big == small.replace("size 8 ", f"size {2**40} ")
     assert "values: [0, 1]" in big and "finite: true" in big and "min: 0" in big
+
+
+# -- routes: distinct slots, ids below an expert count ---------------------------------
+
+from trajschema.core.dims import FreeDim  # noqa: E402
+from trajschema.testing import random_routes  # noqa: E402
+
+STRICT_MOE = """\
+name: strictmoe
+extends: [text]
+dims:
+  layers: {min: 1}
+  topk: {min: 1}
+  experts: {min: 1, from_config: [num_experts, n_routed_experts]}
+fields:
+  routed_experts:
+    shape: [seq, layers, topk]
+    dtype: [int16, int32, int64]
+    min: 0
+    max: experts - 1
+    distinct: true
+    pad: {spread: experts}
+"""
+
+
+def _routed(lengths=LENGTHS, name="x_routes", topk=3, experts=8):
+    samples = _samples("moe_routed", lengths, topk=topk, experts=experts)
+    for s in samples:
+        s[name] = s.pop("routed_experts")
+    return samples
+
+
+def test_a_field_that_looks_like_routes_is_drafted_distinct_below_an_expert_count(tmp_path):
+    samples = _routed()
+    draft = infer_schema(samples, name="routes_draft")
+    f = draft.fields["x_routes"]
+    assert f.distinct and str(f.max_expr) == "experts - 1" and f.min == 0
+    assert f.pad.rule == "spread" and f.pad.over == "experts"
+    assert isinstance(draft.dims["experts"], FreeDim) and draft.dims["experts"].min == 1
+    assert "looks like routes" in draft._comments["fields.x_routes"]
+    # the packaged moe_routed declares experts: the draft takes its declaration (from_config too)
+    assert draft.dims["experts"].from_config == ts.load_schema("moe_routed").dims["experts"].from_config
+    assert "dims.experts" not in draft._comments
+    _reload(draft, tmp_path)
+    draft.validate_batch(samples, dims={"experts": 8})
+    pad = draft.padding(2, eos_token_id=2, like=samples[0])
+    draft.validate_batch([*samples, *pad.samples], tags=[{}] * 3 + pad.tags, dims={"experts": 8})
+    broken = dict(samples[0], x_routes=samples[0]["x_routes"].clone())
+    broken["x_routes"][0, 0, 1] = broken["x_routes"][0, 0, 0]
+    assert [v.code for v in draft.violations(broken)] == ["repeated"]
+
+
+def test_an_expert_dim_name_already_taken_gets_another():
+    samples = _routed()
+    for s in samples:
+        s["experts_gate"] = torch.zeros(4)  # an axis group, not a named dim: experts stays free
+    draft = infer_schema(samples, name="taken", base=None)
+    assert draft.fields["x_routes"].pad.over in draft.dims
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda t: t.float(), "float values"),
+        (lambda t: -t - 1, "negative ids"),
+        (lambda t: t[..., :1], "one slot"),
+        (lambda t: t.reshape(t.shape[0], -1)[:, :2].contiguous(), "rank 2 and no routes name"),
+        (lambda t: t.to("meta"), "values unread"),
+        (lambda t: t[..., :0], "no slot"),
+    ],
+    ids=["float", "negative", "one-slot", "rank-2-unnamed", "meta", "empty"],
+)
+def test_nothing_routes_like_is_drafted_distinct(change, why):
+    samples = _routed(name="x_values")
+    for s in samples:
+        s["x_values"] = change(s["x_values"])
+    f = infer_schema(samples, name="plain").fields["x_values"]
+    assert not f.distinct and f.max_expr is None and f.pad.rule != "spread", why
+
+
+def test_a_long_or_varying_last_axis_is_a_sequence_not_slots():
+    seqs = [{"pos": torch.stack([torch.arange(n)] * 3).unsqueeze(0)} for n in (3, 5, 9)]  # [1, 3, seq]: distinct rows
+    assert not infer_schema(seqs, name="seqs").fields["pos"].distinct
+    wide = [{"x_expert_ids": torch.arange(65).repeat(4, 1)} for _ in range(2)]
+    assert not infer_schema(wide, name="wide").fields["x_expert_ids"].distinct
+    narrow = [{"x_expert_ids": torch.arange(64).repeat(4, 1)} for _ in range(2)]
+    assert infer_schema(narrow, name="narrow").fields["x_expert_ids"].distinct
+
+
+@given(
+    tokens=st.lists(st.integers(1, 6), min_size=1, max_size=4),
+    topk=st.integers(2, 5),
+    repeat=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0, 99), st.integers(0, 3))),
+    name=st.sampled_from(["routed_experts_x", "expert_choice", "moe_slots"]),
+)
+def test_distinct_is_drafted_exactly_when_no_slice_repeats(tokens, topk, repeat, name):
+    samples = [{name: random_routes(n, 2, topk, experts=8, seed=i)} for i, n in enumerate(tokens)]
+    if repeat is not None:
+        i, row, slot = repeat
+        t = samples[i % len(samples)][name].reshape(-1, topk)
+        t[row % t.shape[0], (slot % (topk - 1)) + 1] = t[row % t.shape[0], 0]
+    distinct = all(len(set(r)) == len(r) for s in samples for r in s[name].reshape(-1, topk).tolist())
+    f = infer_schema(samples, name="prop").fields[name]
+    assert f.distinct == distinct == (repeat is None)
+
+
+def test_a_known_distinct_field_keeps_its_checks_and_brings_its_expert_dim(tmp_path):
+    (tmp_path / "strictmoe.yaml").write_text(STRICT_MOE)
+    base = ts.load_schema(tmp_path / "strictmoe.yaml")
+    samples = _samples("moe_routed", topk=3, experts=8)
+    full = infer_schema([{**s, "extra_ids": s["input_ids"]} for s in samples], name="mine", base=base)
+    assert full._draft["fields"].keys() == {"extra_ids"}  # routed_experts as its base says: nothing to add
+    assert full.fields["routed_experts"].distinct and "experts" in full.dims
+    samples[1]["routed_experts"][0, 0, 1] = samples[1]["routed_experts"][0, 0, 0]
+    repeated = infer_schema(samples, name="mine2", base=base)
+    f = repeated.fields["routed_experts"]
+    assert not f.distinct and f.pad.rule == "fill"
+    assert "break schema 'strictmoe''s value checks" in repeated._comments["fields.routed_experts"]
+    (tmp_path / "mine2.yaml").write_text(repeated.to_yaml())
+    assert ts.load_schema(tmp_path / "mine2.yaml").fields == repeated.fields
+    repeated.validate_batch(samples)

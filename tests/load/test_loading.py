@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import math
 import os
 import pickle
@@ -1017,13 +1018,14 @@ NUMBER_ATTACKS = [
     pytest.param(
         _field("shape: [seq], dtype: int64, pad: 0, min: true"),
         "fields.x.min",
-        "expected a number, found a boolean true",
+        "expected a number or a dim expression (experts - 1), found a boolean true",
         id="min-bool",
     ),
     pytest.param(
         _field("shape: [seq], dtype: float32, pad: 0.0, max: 1e5"),
         "fields.x.max",
-        "expected a number, found a string '1e5' (YAML reads '1e5' as a string: write a float with a dot "
+        "expected a number or a dim expression (experts - 1), found a string '1e5' (YAML reads '1e5' as a "
+        "string: write a float with a dot "
         "and a signed exponent, e.g. 1.0e+5)",
         id="max-yaml11-exponent",
     ),
@@ -1292,6 +1294,98 @@ DIM_ATTACKS = [
 # Fields: dtypes, kinds, pad fills that a dtype cannot hold, pad rules
 
 FIELD_ATTACKS = [
+    # --- bounds written in dims and distinct slices (issue 16)
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 0, max: expert - 1"),
+        "fields.x.max",
+        "unknown dim 'expert'",
+        id="dim-bound-unknown-dim",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 0, max: respons"),
+        "fields.x.max",
+        "did you mean 'response'?",
+        id="dim-bound-did-you-mean",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 0, max: '5'"),
+        "fields.x.max",
+        "'5' names no dim; write the number 5 for a bound that never changes",
+        id="dim-bound-without-a-dim",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 0, max: 'seq, 2'"),
+        "fields.x.max",
+        "contains a comma",
+        id="dim-bound-with-a-comma",
+    ),
+    pytest.param(
+        _field("kind: str, pad: uid, max: seq"),
+        "fields.x.max",
+        "max applies to tensors, int and float, not 'str'",
+        id="dim-bound-on-a-str",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 5, min: 5, max: rope_rows - 1"),
+        "fields.x.max",
+        "max rope_rows - 1 is at most 3, below min 5, for every size the dims allow; no value passes",
+        id="dim-bound-below-min",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: uint8, pad: 0, max: prompt + 300"),
+        "fields.x.dtype",
+        "uint8 cannot hold 301, the smallest value max prompt + 300 takes for the sizes the dims allow",
+        id="dim-bound-beyond-every-dtype-value",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: 9, max: rope_rows"),
+        "fields.x.pad",
+        "fill 9 breaks max rope_rows (at most 4) for every size the dims allow",
+        id="dim-bound-breaks-the-fill",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: -1, min: prompt - 1"),
+        "fields.x.pad",
+        "fill -1 breaks min prompt - 1 (at least 0) for every size the dims allow",
+        id="dim-bound-min-breaks-the-fill",
+    ),
+    pytest.param(
+        _field("kind: int, pad: index, max: seq"),
+        "fields.x.pad",
+        "pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which max seq cannot keep to",
+        id="dim-bound-index",
+    ),
+    pytest.param(
+        _field("shape: [seq, rope_rows], dtype: int64, pad: 0, distinct: true"),
+        "fields.x.pad",
+        "fill 0 puts one value in every slot, which repeats along the last axis (rope_rows) when it has 2+ slots; "
+        "spread ids over a dim instead (pad: {spread: experts})",
+        id="distinct-constant-fill",
+    ),
+    pytest.param(
+        _field("shape: [seq, prompt], dtype: int64, pad: eos, distinct: true"),
+        "fields.x.pad",
+        "pad rule 'eos' puts one value in every slot",
+        id="distinct-eos",
+    ),
+    pytest.param(
+        _field("shape: [], dtype: int64, pad: copy, distinct: true"),
+        "fields.x.distinct",
+        "distinct applies along the last axis; a 0-d field has none",
+        id="distinct-0d",
+    ),
+    pytest.param(
+        _field("kind: int, pad: 0, distinct: true"),
+        "fields.x.distinct",
+        "distinct applies along a tensor's last axis, not to a 'int' field",
+        id="distinct-non-tensor",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: copy, distinct: yes please"),
+        "fields.x.distinct",
+        "expected true or false",
+        id="distinct-not-a-bool",
+    ),
     pytest.param(
         _edit("dtype: int64", "dtype: [int64, int64]"),
         "fields.input_ids.dtype",
@@ -2973,3 +3067,112 @@ def test_a_chain_of_squarings_still_refuses_what_is_negative_for_every_size():
     assert info.value.path == "dims.top"
     assert "is at most -1 for every size the dims allow; a size cannot be negative" in info.value.problem
     ts.schema_from_dict(_squarings({"max": 2**62}, top="{prev} - 1"))  # s29 may be large: not refused
+
+
+# --- bounds written in dims and distinct slices (issue 16): what loads, and what pinning refuses
+
+
+def _moe(dtype: str = "[uint8, int16]", pad: str = "0", extra: str = "") -> ts.Schema:
+    return ts.schema_from_dict(
+        yaml.safe_load(
+            f"""
+name: routes
+dims:
+  seq: {{min: 1}}
+  topk: {{min: 1}}
+  experts: {{min: 1}}
+fields:
+  routed_experts: {{shape: [seq, topk], dtype: {dtype}, min: 0, max: experts - 1, pad: {pad}{extra}}}
+"""
+        )
+    )
+
+
+def test_a_dim_bound_loads_into_the_fields_expressions():
+    f = _moe(extra=", distinct: true", pad="copy").fields["routed_experts"]
+    assert (f.min, f.max, str(f.max_expr), f.min_expr, f.distinct) == (0, None, "experts - 1", None, True)
+    assert f.max_expr.names() == ("experts",)
+
+
+def test_a_fill_that_breaks_a_dim_bound_at_some_sizes_only_loads_and_pinning_refuses_it():
+    schema = _moe(pad="5", dtype="int16")  # 5 <= experts - 1 unless experts <= 5
+    assert schema.with_dims({"experts": 6}).dims["experts"].size == 6
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 4})
+    assert info.value.path == "fields.routed_experts.pad"
+    assert "fill 5 is not <= 3, as the field's bounds are at the pinned sizes (pinned: experts by dims)" in str(
+        info.value
+    )
+
+
+def test_pinning_more_experts_than_a_declared_dtype_holds_names_the_field_dtype_and_largest_id():
+    schema = _moe()
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 300}, sources={"experts": "config num_experts"})
+    assert info.value.path == "fields.routed_experts.dtype"
+    assert info.value.problem == (
+        "uint8 cannot hold 299, the largest value max experts - 1 allows (experts=300); uint8 holds 0..255; "
+        "drop uint8 from the field's dtypes (pinned: experts by config num_experts)"
+    )
+    assert schema.with_dims({"experts": 256}).dims["experts"].size == 256
+    assert _moe(dtype="int16").with_dims({"experts": 300}).dims["experts"].size == 300
+
+
+def test_a_fixed_dim_too_large_for_the_dtype_is_refused_when_loaded():
+    with pytest.raises(ts.SchemaDefinitionError, match="uint8 cannot hold 299"):
+        ts.schema_from_dict(
+            {
+                "name": "r",
+                "dims": {"seq": {"min": 1}, "experts": 300},
+                "fields": {"r": {"shape": ["seq"], "dtype": "uint8", "max": "experts - 1", "pad": 0}},
+            }
+        )
+
+
+def test_a_fill_that_breaks_a_dim_bound_at_the_padding_sizes_is_refused():
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.schema_from_dict(
+            {
+                "name": "r",
+                "dims": {"seq": {"min": 1}, "experts": {"min": 1}},
+                "fields": {"r": {"shape": ["seq"], "dtype": "int64", "max": "experts - 1", "pad": 3}},
+                "padding": {"experts": 2},
+            }
+        )
+    assert info.value.path == "fields.r.pad"
+    assert "fill 3 breaks max experts - 1 at the padding sizes (experts=2)" in info.value.problem
+
+
+def test_a_schema_built_in_python_with_a_bound_over_an_undeclared_dim_is_refused():
+    from trajschema.core import parse_expr
+
+    schema = _moe(dtype="int16")
+    bad = dataclasses.replace(schema.fields["routed_experts"], max_expr=parse_expr("nope - 1"))
+    with pytest.raises(ValueError, match="uses dim 'nope'"):
+        ts.Schema(
+            name="x",
+            description="",
+            architectures=[],
+            lineage=["x"],
+            dims=dict(schema.dims),
+            fields={"routed_experts": bad},
+            tags={},
+            padding_sizes={},
+            extra="allow",
+            source="",
+        )
+
+
+def test_pinning_sizes_at_which_two_dim_bounds_leave_no_value_is_refused():
+    schema = ts.schema_from_dict(
+        {
+            "name": "r",
+            "dims": {"seq": {"min": 1}, "topk": {"min": 1}, "experts": {"min": 1}},
+            "fields": {
+                "r": {"shape": ["seq", "topk"], "dtype": "int64", "min": "topk", "max": "experts - 1", "pad": "copy"}
+            },
+        }
+    )
+    assert schema.with_dims({"topk": 2, "experts": 3}).dims["experts"].size == 3
+    with pytest.raises(ts.SchemaDefinitionError, match="min 2 is above max 1 at the pinned sizes; no value passes"):
+        schema.with_dims({"topk": 2, "experts": 2})

@@ -50,7 +50,9 @@ def test_the_padding_contract():
         assert s["multi_modal_inputs"] == {}
         assert (s["position_ids"] == torch.arange(128).expand(4, 128)).all()
     assert pad.fields.batch_size == torch.Size([4])
-    assert pad.dims == {"prompt": 127, "response": 1, "seq": 128, "layers": 4, "topk": 2, "rope_rows": 4}
+    sizes = {k: v for k, v in pad.dims.items() if k != "experts"}  # experts: once moe_routed spreads its routes
+    assert sizes == {"prompt": 127, "response": 1, "seq": 128, "layers": 4, "topk": 2, "rope_rows": 4}
+    assert_routes(VLM_MOE, pad)
 
 
 def test_every_call_gets_a_fresh_uid():
@@ -66,7 +68,21 @@ def test_like_decides_dims_dtypes_and_optional_fields():
     assert set(pad.fields.keys()) == set(like)  # exactly the reference's fields
     assert pad.fields["routed_experts"].shape == (3, 128, 48, 8)
     assert pad.fields["routed_experts"].dtype == torch.int32
-    assert not pad.fields["routed_experts"].any()
+    assert_routes(MOE, pad)
+
+
+def assert_routes(schema: ts.Schema, pad: ts.PaddingBatch) -> None:
+    """Padding routes as the schema's rule says: zeros, or spread (distinct per token, within the experts)."""
+    routes = pad.fields["routed_experts"]
+    rule = schema.fields["routed_experts"].pad
+    if rule.rule == "fill":
+        assert not routes.any()
+        return
+    assert rule.rule == "spread"
+    experts = pad.dims[rule.over or ""]
+    assert int(routes.min()) >= 0 and int(routes.max()) < experts
+    slots = routes.reshape(-1, routes.shape[-1])
+    assert (slots.sort(dim=-1).values.diff(dim=-1) != 0).all()  # no token repeats an expert
 
 
 def test_extra_fields_are_deep_copied_from_like():
@@ -140,7 +156,7 @@ def test_padding_misuse(call, exc, match):
 
 
 def test_zero_padding():
-    pad = VLM_MOE.padding(0, eos_token_id=2, dims={"layers": 2, "topk": 2})
+    pad = VLM_MOE.padding(0, eos_token_id=2, dims={k: 2 for k in ("layers", "topk", "experts") if k in VLM_MOE.dims})
     assert len(pad) == 0 and pad.samples == [] and pad.fields.batch_size == torch.Size([0])
 
 
@@ -149,6 +165,8 @@ def test_zero_padding():
 
 def _dims_for(schema):
     free = {n: st.integers(1, 6) for n in ("layers", "topk", "teacher_topk") if n in schema.dims}
+    if "experts" in schema.dims:  # routes spread over the experts: at least topk of them
+        free["experts"] = st.integers(6, 40)
     return st.fixed_dictionaries({"prompt": st.integers(1, 200), "response": st.integers(0, 40), **free})
 
 
@@ -533,7 +551,8 @@ def test_resolving_allocates_nothing_whatever_the_sizes(monkeypatch):
 
     for name in ("zeros", "full", "empty", "arange", "tensor"):
         monkeypatch.setattr(torch, name, refuse)
-    sizes = resolve_padding(VLM_MOE._compiled(), 2**40, dims={"prompt": 2**40, "layers": 2**20, "topk": 64})
+    dims = {"prompt": 2**40, "layers": 2**20, "topk": 64, "experts": 128}
+    sizes = resolve_padding(VLM_MOE._compiled(), 2**40, dims=dims)
     assert sizes.fields["routed_experts"].shape == (2**40 + 1, 2**20, 64)
     itemsize = VLM_MOE.fields["routed_experts"].dtypes[0].itemsize  # its first dtype, with no like=
     assert sizes.fields["routed_experts"].bytes == (2**40 + 1) * 2**26 * itemsize
@@ -806,7 +825,7 @@ def test_any_write_into_any_row_leaves_the_others_as_they_were(name, count, data
     """The reference: rows are independent, so after a write into row i every other row is as it was."""
     schema = ts.load_schema(name)
     like = _aliasing_like(schema) if with_like else None
-    dims = None if with_like else {k: 2 for k in ("layers", "topk", "teacher_topk") if k in schema.dims}
+    dims = None if with_like else {k: 2 for k in ("layers", "topk", "teacher_topk", "experts") if k in schema.dims}
     pad = schema.padding(count, eos_token_id=2, like=like, dims=dims)
     i = data.draw(st.integers(0, count - 1), label="row")
     if not with_like and "mutable value" in write:
@@ -853,3 +872,39 @@ def test_rows_written_then_pickled_keep_their_own_values():
     assert back.get("uid").tolist() == ["changed", pad.uid, pad.uid]
     back.set_at_("uid", "again", 1)
     assert back.get("uid").tolist() == ["changed", "again", pad.uid]
+
+
+# --- non-tensor rows built by copying a template NonTensorData (issue 15's padding cost)
+
+
+@pytest.mark.parametrize("value", ["uid", 3, 2.5, True, None, {}, [1, 2], {"a": [1]}], ids=repr)
+def test_fast_nontensor_rows_are_what_the_constructor_builds_and_share_nothing(value):
+    from tensordict import NonTensorData
+
+    from trajschema.padding import samples as padding_samples
+
+    rows = padding_samples._nontensor_rows([value, value, value])
+    assert rows is not None
+    public = NonTensorData(data=value)
+    for row in rows:
+        assert type(row) is NonTensorData and row.data is value
+        assert set(vars(row)) == set(vars(public)) and vars(row)["_is_initialized"] == vars(public)["_is_initialized"]
+        inner, public_inner = vars(row)["_tensordict"], vars(public)["_tensordict"]
+        assert type(inner) is type(public_inner) and vars(inner) == vars(public_inner)
+        assert row.batch_size == public.batch_size and row.device == public.device
+    a, b = vars(rows[0]), vars(rows[1])
+    assert a["_tensordict"] is not b["_tensordict"] and a["_non_tensordict"] is not b["_non_tensordict"]
+    assert vars(a["_tensordict"])["_tensordict"] is not vars(b["_tensordict"])["_tensordict"]
+
+
+def test_a_value_type_or_layout_it_does_not_know_takes_the_public_path(monkeypatch):
+    from trajschema.padding import samples as padding_samples
+
+    assert padding_samples._nontensor_rows([b"bytes"]) is None  # not a value NonTensorData keeps as is
+    assert padding_samples._nontensor_rows([(1, 2)]) is None
+    monkeypatch.setattr(padding_samples, "_NTD_ATTRS", frozenset({"_tensordict"}))  # another tensordict's layout
+    assert padding_samples._nontensor_rows(["uid"]) is None
+    pad = VLM_MOE.padding(3, eos_token_id=2, like=_aliasing_like(VLM_MOE))  # built the public way: the same rows
+    before = _picture(pad)
+    pad.fields.set_at_("uid", "changed", 1)
+    assert _others(_picture(pad), 1) == _others(before, 1)

@@ -121,7 +121,7 @@ def test_padding_sizes_that_make_an_inline_axis_negative_are_a_value_error():
 
 
 def test_padding_dims_given_as_numpy_ints_are_plain_ints():
-    pad = VLM_MOE.padding(1, eos_token_id=2, dims={"layers": np.int64(2), "topk": np.int32(2)})
+    pad = VLM_MOE.padding(1, eos_token_id=2, dims={"layers": np.int64(2), "topk": np.int32(2), "experts": np.int16(4)})
     assert all(type(n) is int for n in pad.dims.values())
 
 

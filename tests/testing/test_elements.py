@@ -15,7 +15,16 @@ import trajschema as ts
 from trajschema.core import DTYPES_BY_NAME, fits_dtype
 from trajschema.core.values import element_failures, value_failures
 from trajschema.testing import batches, samples
-from trajschema.testing.elements import PER_DRAW, SMALL, ElementBudget, small_tensor
+from trajschema.testing.elements import (
+    PER_DRAW,
+    SMALL,
+    ElementBudget,
+    distinct_count,
+    from_keys,
+    small_distinct_tensor,
+    small_tensor,
+    value_keys,
+)
 from trajschema.testing.strategies import _allowed
 
 #: Every kind of element an allowed set can have: an unbounded int64, a range above 0,
@@ -37,7 +46,9 @@ SHRINK = ts.schema_from_dict(
     }
 )
 
-_FIND = settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck))
+# find() stops at the first example that meets its condition; the rare ones (a dtype's exact
+# ends) need room to be met: 80 times the profile (2000 under dev).
+_FIND = settings(database=None, max_examples=80 * settings().max_examples, suppress_health_check=list(HealthCheck))
 
 
 def _find(strategy, condition):
@@ -128,7 +139,7 @@ WIDE = ts.schema_from_dict(
 )
 
 
-@settings(max_examples=15, deadline=None)
+@settings(deadline=None)
 @given(batches(WIDE, size=16, layout="list"), samples(WIDE), samples(WIDE))
 def test_draws_of_many_small_tensors_fit_hypothesis_buffer(batch, a, b):
     for s in (*batch, a, b):
@@ -178,7 +189,8 @@ def _declarations(draw):
     return f, dtype
 
 
-@settings(max_examples=300, deadline=None)
+# Dtypes x bounds x listed values x shapes is a wide space: four times the profile.
+@settings(max_examples=4 * settings().max_examples, deadline=None)
 @given(decl=_declarations(), shape=st.sampled_from([(), (0,), (1,), (3,), (2, 3), (0, 4), (4, 4, 4)]), data=st.data())
 def test_every_element_passes_the_fields_checks_in_its_exact_dtype(decl, shape, data):
     f, dtype = decl
@@ -233,7 +245,7 @@ def test_nan_is_drawn_where_a_float_field_allows_it():
 def test_a_range_of_one_value_draws_it(dtype, lo, hi, only):
     f = dataclasses.replace(_BASE, dtypes=(dtype,), min=lo, max=hi)
 
-    @settings(max_examples=20, deadline=None, database=None)
+    @settings(deadline=None, database=None)
     @given(small_tensor(_allowed(f, dtype), (5,), dtype))
     def check(t):
         assert t.dtype == dtype and t.eq(only).all(), t
@@ -246,7 +258,8 @@ def _bf16(x: float) -> float:
     return torch.tensor(x, dtype=torch.float32).to(torch.bfloat16).item()
 
 
-@settings(max_examples=200, deadline=None)
+# Bounds a few bfloat16 steps apart are rare among the drawn pairs: twice the profile.
+@settings(max_examples=2 * settings().max_examples, deadline=None)
 @given(ends=st.lists(st.floats(-3.3e38, 3.3e38).map(_bf16), min_size=2, max_size=2), data=st.data())
 def test_bfloat16_elements_stay_between_bounds_that_are_bfloat16_values(ends, data):
     """Drawn as float32s and rounded: never past a bound, however close the bounds sit."""
@@ -261,7 +274,7 @@ def test_each_draw_is_a_fresh_tensor():
     allowed = _allowed(SHRINK.fields["low"], torch.int32)
     seen = []
 
-    @settings(max_examples=10, deadline=None, database=None, phases=[Phase.generate])
+    @settings(deadline=None, database=None, phases=[Phase.generate])
     @given(small_tensor(allowed, (2, 4), torch.int32))
     def collect(t):
         seen.append(t)
@@ -282,3 +295,100 @@ def test_an_empty_allowed_set_or_a_bad_shape_is_refused_when_the_strategy_is_mad
     for shape in [(-1,), (2, -3), (1.0,), (True,)]:
         with pytest.raises(ValueError, match=r"shape=\.\.\.\) must be sizes"):
             small_tensor(ok, shape, torch.int64)
+
+
+@given(data=st.data())
+def test_a_shape_with_no_element_needs_no_allowed_value(data):
+    """No value allowed at some sizes (min: topk, max: experts - 1 at experts = topk): 0 rows are still drawable."""
+    f = dataclasses.replace(_BASE, dtypes=(torch.bfloat16,), min=1e-40, max=1.1e-40)
+    empty = _allowed(f, torch.bfloat16)
+    t = data.draw(small_tensor(empty, (0, 1, 2), torch.bfloat16))
+    assert t.shape == (0, 1, 2) and t.dtype == torch.bfloat16
+
+
+# -- distinct slices ---------------------------------------------------------------------
+
+
+def _slices_distinct(t: torch.Tensor) -> bool:
+    """The reference: every slice along the last axis, read as Python numbers (``-0.0 == 0.0``), has no repeat."""
+    if not t.numel():
+        return True
+    rows = t.reshape(-1, t.shape[-1] if t.dim() else 1).tolist()
+    return all(len(set(r)) == len(r) for r in rows)
+
+
+@given(
+    decl=_declarations(),
+    shape=st.sampled_from([(), (0,), (1,), (3,), (2, 3), (0, 4), (4, 1), (2, 2, 2)]),
+    data=st.data(),
+)
+def test_distinct_slices_hold_allowed_distinct_values(decl, shape, data):
+    f, dtype = decl
+    allowed = _allowed(f, dtype)
+    k = shape[-1] if shape else 1
+    if allowed.empty or distinct_count(allowed, dtype) < k:
+        if math.prod(shape):
+            with pytest.raises(ValueError, match="distinct"):
+                small_distinct_tensor(allowed, shape, dtype)
+        return
+    t = data.draw(small_distinct_tensor(allowed, shape, dtype))
+    assert t.dtype == dtype and tuple(t.shape) == shape
+    assert _slices_distinct(t), t
+    assert not t.isnan().any() if t.is_floating_point() else True
+    for x in t.reshape(-1).tolist():
+        assert not value_failures(x, values=f.values, lo=f.min, hi=f.max, finite=f.finite), (x, f)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "lo", "hi", "values", "count"),
+    [
+        (torch.int16, 0, 7, None, 8),
+        (torch.uint8, None, None, None, 256),
+        (torch.int64, None, None, None, 2**64),
+        (torch.bool, None, None, None, 2),
+        (torch.int64, None, None, [1, -2, 5, 1.0], 3),
+        (torch.float16, -0.0, 0.0, None, 1),  # one value: -0.0 is 0.0
+        (torch.float16, 1.0, 2.0, None, 1025),  # 2**10 steps of 2**-10, both ends
+        (torch.bfloat16, None, None, None, 2 * 0x7F80 + 1),  # every finite bfloat16 and both infinities
+        (torch.float32, 0, None, None, 0x7F800000 + 1),
+    ],
+)
+def test_distinct_count_counts_the_values_a_dtype_allows(dtype, lo, hi, values, count):
+    f = dataclasses.replace(_BASE, dtypes=(dtype,), min=lo, max=hi, values=values)
+    assert distinct_count(_allowed(f, dtype), dtype) == count
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_float_keys_round_trip_in_order(dtype):
+    xs = torch.tensor([-math.inf, -3.5, -1e-3, 0.0, 1e-3, 2.0, math.inf], dtype=dtype)
+    a = _allowed(dataclasses.replace(_BASE, dtypes=(dtype,)), dtype)
+    keys = [value_keys(dataclasses.replace(a, lo=x, hi=x), dtype)[0] for x in xs.tolist()]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert torch.equal(from_keys(torch.tensor(keys), a, dtype), xs)
+    assert value_keys(dataclasses.replace(a, lo=-0.0, hi=0.0), dtype) == (0, 0)
+
+
+def test_a_distinct_slice_shrinks_to_the_simplest_values():
+    f = dataclasses.replace(_BASE, dtypes=(torch.int16,), min=-3, max=9)
+    t = _find(small_distinct_tensor(_allowed(f, torch.int16), (2, 4), torch.int16), lambda t: True)
+    assert t.tolist() == [[0, 1, -1, 2], [0, 1, -1, 2]]
+    members = dataclasses.replace(_BASE, values=[7, -2, 5])
+    t = _find(small_distinct_tensor(_allowed(members, torch.int64), (3,), torch.int64), lambda t: True)
+    assert t.tolist() == [-2, 5, 7]
+    t = _find(small_distinct_tensor(_allowed(f, torch.int16), (3,), torch.int16), lambda t: int(t.max()) >= 9)
+    assert sorted(t.tolist()) == [0, 1, 9]  # only the element that matters moves
+
+
+def test_a_distinct_slice_as_long_as_the_allowed_set_holds_all_of_it():
+    f = dataclasses.replace(_BASE, dtypes=(torch.uint8,), min=250)
+    t = _find(small_distinct_tensor(_allowed(f, torch.uint8), (2, 6), torch.uint8), lambda t: True)
+    assert (t.sort(dim=-1).values == torch.arange(250, 256, dtype=torch.uint8)).all()
+
+
+def test_too_long_a_slice_or_a_bad_shape_is_refused():
+    f = dataclasses.replace(_BASE, dtypes=(torch.bool,))
+    with pytest.raises(ValueError, match=r"a slice of 3 distinct torch\.bool values, but only 2 are allowed"):
+        small_distinct_tensor(_allowed(f, torch.bool), (4, 3), torch.bool)
+    small_distinct_tensor(_allowed(f, torch.bool), (0, 3), torch.bool)  # no slice: nothing to refuse
+    with pytest.raises(ValueError, match=r"shape=\.\.\.\) must be sizes"):
+        small_distinct_tensor(_allowed(f, torch.bool), (2, -1), torch.bool)

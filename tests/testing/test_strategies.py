@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -12,13 +13,16 @@ from hypothesis import strategies as st
 from tensordict import NonTensorData, NonTensorStack, TensorDictBase
 
 import trajschema as ts
-from trajschema.core.dims import DerivedDim, FixedDim, FreeDim
+from trajschema._schema import Schema
+from trajschema.core.dims import DerivedDim, FixedDim, FreeDim, parse_expr
 from trajschema.core.values import value_failures
 from trajschema.testing import batches, invalid_samples, samples, tags
-from trajschema.testing.strategies import corruptions
+from trajschema.testing.strategies import _rest_bounds, corruptions
 
 PACKAGED = ts.schema_names()
 CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra")
+#: What a ``distinct`` field adds.
+TIED_CODES = ("repeated",)
 
 #: Every dim constraint: min/max/multiple_of, fixed, derived needing a >= b, an inline
 #: expression, a literal axis; every kind; extra: forbid.
@@ -96,7 +100,53 @@ ODD = ts.schema_from_dict(
     }
 )
 
-CUSTOM = {"bounded": BOUNDED, "dtypes": DTYPES, "odd": ODD}
+
+def with_fields(schema: ts.Schema, **changes: dict) -> ts.Schema:
+    """``schema`` with some fields' declarations changed (``routes={"distinct": True}``); bounds in dims as text.
+
+    Builds the declarations directly, so the strategies are tested on any combination of
+    value bounds in dims and ``distinct``, whatever the loader's own rules for them.
+    """
+    fields = dict(schema.fields)
+    for name, change in changes.items():
+        change = {k: parse_expr(v) if k.endswith("_expr") else v for k, v in change.items()}
+        fields[name] = dataclasses.replace(fields[name], **change)
+    return Schema(
+        name=schema.name,
+        description=schema.description,
+        architectures=schema.architectures,
+        lineage=schema.lineage,
+        dims=schema.dims,
+        fields=fields,
+        tags=schema.tags,
+        padding_sizes=schema.padding_sizes,
+        extra=schema.extra,
+        source=schema.source,
+    )
+
+
+#: Values tied to the sizes: routes below an observed expert count and distinct per token
+#: (experts >= topk), listed values distinct per token (topk <= 3), a bound in a dim no
+#: field observes (checked only when pinned), a literal last axis.
+TIED = with_fields(
+    ts.schema_from_dict(
+        {
+            "name": "tied",
+            "dims": {"experts": {"min": 1}, "topk": {"min": 1}, "tok": {}, "off": {"max": 3}},
+            "fields": {
+                "routes": {"shape": ["tok", "topk"], "dtype": ["int16", "uint8"], "min": 0, "pad": 0},
+                "gates": {"shape": ["experts"], "dtype": "float32", "finite": True, "pad": 0.0},
+                "small": {"shape": ["tok", "topk"], "dtype": "int8", "values": [1, -2, 5], "pad": 1},
+                "pair": {"shape": ["tok", 2], "dtype": ["int64", "float16"], "pad": 0, "required": False},
+            },
+        }
+    ),
+    routes={"max_expr": "experts - 1", "distinct": True},
+    small={"distinct": True},
+    pair={"min_expr": "off", "max_expr": "off + topk", "distinct": True},
+)
+
+CUSTOM = {"bounded": BOUNDED, "dtypes": DTYPES, "odd": ODD, "tied": TIED}
 ALL = [*PACKAGED, *CUSTOM]
 
 
@@ -104,13 +154,21 @@ def _schema(name: str) -> ts.Schema:
     return CUSTOM.get(name) or ts.load_schema(name)
 
 
-def _reference_values_ok(schema: ts.Schema, sample: dict) -> None:
-    """Each element, as a Python number, passes the field's checks (the pure-Python definition)."""
+def _reference_values_ok(schema: ts.Schema, sample: dict, dims: dict | None = None) -> None:
+    """Each element, as a Python number, passes the field's checks (the pure-Python definition).
+
+    Bounds in dims are evaluated with ``dims`` (left out where they name a dim it lacks);
+    a ``distinct`` field's slices along the last axis hold no value twice.
+    """
     for name, v in sample.items():
         f = schema.fields[name]
         if f.is_tensor and f.has_value_checks:
+            f = f.bounded(dims or {})
             for x in v.reshape(-1)[:64].tolist():
                 assert not value_failures(x, values=f.values, lo=f.min, hi=f.max, finite=f.finite), (name, x)
+            if f.distinct and v.numel():
+                rows = v.reshape(-1, v.shape[-1] if v.dim() else 1).tolist()
+                assert all(len(set(r)) == len(r) for r in rows), (name, v)
 
 
 def _dims_ok(schema: ts.Schema, dims: dict) -> None:
@@ -123,21 +181,21 @@ def _dims_ok(schema: ts.Schema, dims: dict) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_samples_validate_with_their_tags(name, data):
     schema = _schema(name)
     sample, tag = data.draw(samples(schema, max_len=24, with_tags=True))
     dims = schema.validate(sample, tag=tag)
     _dims_ok(schema, dims)
-    _reference_values_ok(schema, sample)
+    _reference_values_ok(schema, sample, dims)
     assert schema.violations(sample, tag=tag) == []
     for t in schema.tags.values():  # a length tag, when drawn, is the sample's own size
         if t.equals is not None and t.name in tag:
             assert tag[t.name] == t.equals.evaluate(dims)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_tags_agree_with_the_dims_validate_binds(data):
     schema = BOUNDED
@@ -151,7 +209,7 @@ def test_tags_agree_with_the_dims_validate_binds(data):
 
 
 @pytest.mark.parametrize(("name", "dims"), [("text", {"seq": 10}), ("moe_routed", {"layers": 48, "topk": 2})])
-@settings(max_examples=15, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_pinned_dims_are_kept_derived_ones_solved(name, dims, data):
     schema = _schema(name)
@@ -164,7 +222,8 @@ def test_value_bounds_are_reached_exactly():
     """The generator reaches the exact ends of every integer range and never crosses them."""
     seen: dict[str, set] = {k: set() for k in ("u8", "i8", "i32", "b", "i16")}
 
-    @settings(max_examples=60, deadline=None, derandomize=True)
+    # Collects values until every end of every range is seen: about 60 draws.
+    @settings(max_examples=3 * settings().max_examples, deadline=None, derandomize=True)
     @given(samples(DTYPES, max_len=12))
     def collect(sample):
         DTYPES.validate(sample)
@@ -182,7 +241,8 @@ def test_value_bounds_are_reached_exactly():
 def test_every_dtype_and_special_float_occurs():
     dtypes, floats = set(), set()
 
-    @settings(max_examples=60, deadline=None, derandomize=True)
+    # Collects values until every end of every range is seen: about 60 draws.
+    @settings(max_examples=3 * settings().max_examples, deadline=None, derandomize=True)
     @given(samples(DTYPES, max_len=12))
     def collect(sample):
         dtypes.add(sample["mixed"].dtype)
@@ -214,7 +274,7 @@ def _check_layout(batch, layout: str) -> None:
 
 @pytest.mark.parametrize("layout", ["tq", "dense", "nontensor", "list"])
 @pytest.mark.parametrize("name", ALL)
-@settings(max_examples=10, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_batches_validate_in_every_layout(name, layout, data):
     schema = _schema(name)
@@ -228,7 +288,7 @@ def test_batches_validate_in_every_layout(name, layout, data):
 def test_tq_layout_draws_jagged_and_strided_columns():
     layouts = set()
 
-    @settings(max_examples=20, deadline=None, derandomize=True)
+    @settings(deadline=None, derandomize=True)
     @given(batches("distill", size=st.integers(2, 4), max_len=6))
     def collect(batch):
         ts.load_schema("distill").validate_batch(batch)
@@ -248,7 +308,7 @@ def _assert_caught(schema: ts.Schema, sample: dict, expected) -> None:
 
 
 @pytest.mark.parametrize("name", ALL)
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_every_corruption_is_reported_with_its_label(name, data):
     schema = _schema(name)
@@ -264,7 +324,7 @@ def test_every_corruption_is_reported_with_its_label(name, data):
 
 
 @pytest.mark.parametrize("code", CODES)
-@settings(max_examples=15, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_each_code_on_its_own(code, data):
     sample, expected = data.draw(invalid_samples(BOUNDED, max_len=16, codes=[code]))
@@ -276,8 +336,8 @@ def test_every_corruption_kind_occurs():
     codes: set[str] = set()
 
     # hypothesis's draws come in clumps (in 200 examples a code may come up 3 times, or none):
-    # 300 leaves room for that, whatever choices the tensors' elements take.
-    @settings(max_examples=300, deadline=None, derandomize=True)
+    # 300 leaves room for that, whatever choices the tensors' elements take: 12 times the dev profile.
+    @settings(max_examples=12 * settings().max_examples, deadline=None, derandomize=True)
     @given(invalid_samples(BOUNDED, max_len=12))
     def collect(case):
         codes.add(case[1].code)
@@ -289,7 +349,7 @@ def test_every_corruption_kind_occurs():
 
 
 def test_value_corruptions_break_the_pure_python_definition():
-    @settings(max_examples=40, deadline=None)
+    @settings(deadline=None)
     @given(invalid_samples(DTYPES, max_len=8, codes=["value"]))
     def check(case):
         sample, expected = case
@@ -380,7 +440,11 @@ def test_bad_arguments_are_typed_errors_when_the_strategy_is_made(call, error, m
 def test_every_public_strategy_is_attacked():
     import trajschema.testing as testing
 
-    strategies = {n for n in testing.__all__ if callable(getattr(testing, n)) and n not in ("verl_sample", "tq_batch")}
+    strategies = {
+        n
+        for n in testing.__all__
+        if callable(getattr(testing, n)) and n not in ("verl_sample", "tq_batch", "random_routes")
+    }
     strategies -= {"assert_valid", "assert_padding_invariant", "MemoryTransferQueue", "ExpectedViolation"}
     attacked = {call.__code__.co_names[0] for call, _, _ in HOSTILE}
     assert strategies <= attacked, strategies - attacked
@@ -429,7 +493,8 @@ _PINS = st.dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+# The pins and schemas are a wide space of arguments: six times the profile.
+@settings(max_examples=6 * settings().max_examples, deadline=None)
 @given(name=st.sampled_from(["text", "bounded", "odd"]), pins=_PINS, data=st.data())
 def test_samples_and_tags_refuse_the_same_sizes_and_every_size_no_sample_has(name, pins, data):
     schema = _schema(name)
@@ -463,7 +528,7 @@ def _draw_or_limit(data, strategy):
 
 
 @pytest.mark.parametrize("name", ALL)
-@settings(max_examples=5, deadline=None)
+@settings(deadline=None)
 @given(data=st.data())
 def test_max_len_zero_draws_the_smallest_valid_samples(name, data):
     schema = _schema(name)
@@ -479,7 +544,7 @@ def test_padding_tags_carry_is_padding_even_where_the_schema_does_not_declare_it
         {"is_padding": True}
     ]
 
-    @settings(max_examples=30, deadline=None)
+    @settings(deadline=None)
     @given(tags(untagged, padding=True), tags(untagged, padding=False), tags(untagged, padding=None))
     def check(padding, real, either):
         assert ts.is_padding(padding) and not ts.is_padding(real)
@@ -493,7 +558,8 @@ def test_padding_tags_carry_is_padding_even_where_the_schema_does_not_declare_it
 def test_tags_complete_sizes_with_the_derived_dims_they_decide():
     seen = set()
 
-    @settings(max_examples=40, deadline=None, derandomize=True)
+    # Collects the tag values: about 40 draws to see each.
+    @settings(max_examples=2 * settings().max_examples, deadline=None, derandomize=True)
     @given(tags("text", sizes={"prompt": 3, "response": 2}))
     def collect(tag):
         seen.add(tag.get("seq_len"))
@@ -503,7 +569,7 @@ def test_tags_complete_sizes_with_the_derived_dims_they_decide():
 
 
 def _draw_error(strategy) -> str:
-    @settings(max_examples=5, deadline=None, database=None, phases=[Phase.generate])  # no shrinking: one failure
+    @settings(deadline=None, database=None, phases=[Phase.generate])  # no shrinking: one failure
     @given(strategy)
     def draw(_):
         pass
@@ -532,7 +598,7 @@ def test_a_dim_range_too_large_to_build_falls_back_and_allocates_nothing():
     )
     assert ("dim_range", "x") not in corruptions(huge)  # max + 1 = 2**40 + 1 elements: not offered
 
-    @settings(max_examples=20, deadline=None)
+    @settings(deadline=None)
     @given(invalid_samples(huge, codes=["dim_range", "tag"], max_len=8))
     def check(case):
         sample, expected = case
@@ -661,3 +727,201 @@ def test_samples_can_carry_the_derived_dim_when_its_inputs_come_with_it():
         schema.validate(sample)
 
     check()
+
+
+# -- value bounds in dims and distinct slices ------------------------------------------------
+
+
+@st.composite
+def _tied_schemas(draw) -> tuple[ts.Schema, dict]:
+    """A routes-like schema with bounds in dims and ``distinct`` drawn at random, and ``dims=`` to pin.
+
+    Always constructible: whatever is pinned leaves the routes more allowed values than
+    the smallest ``topk`` (``experts >= 2 * topk_min + 2``, literal ``min`` at most 1).
+    """
+    topk_min = draw(st.integers(0, 2))
+    topk = {"min": topk_min, **({"max": draw(st.integers(topk_min, 6))} if draw(st.booleans()) else {})}
+    dtypes = draw(st.lists(st.sampled_from(["uint8", "int8", "int16", "int64", "float16"]), min_size=1, max_size=3))
+    lit = {
+        k: v
+        for k, v in (("min", draw(st.sampled_from([None, 0, 1]))), ("max", draw(st.sampled_from([None, 200]))))
+        if v is not None
+    }
+    base = ts.schema_from_dict(
+        {
+            "name": "tied_random",
+            "dims": {"experts": {"min": draw(st.integers(1, 3))}, "topk": topk, "tok": {}, "layers": {"min": 1}},
+            "fields": {
+                "routes": {"shape": ["tok", "layers", "topk"], "dtype": sorted(set(dtypes)), **lit, "pad": 1},
+                **({"gates": {"shape": ["experts"], "dtype": "float32", "pad": 0.0}} if draw(st.booleans()) else {}),
+            },
+        }
+    )
+    change = {
+        "max_expr": draw(st.sampled_from([None, "experts - 1", "experts + 2", "2 * experts - 1"])),
+        "min_expr": draw(st.sampled_from([None, None, "topk"])),
+        "distinct": draw(st.booleans()),
+    }
+    schema = with_fields(base, routes={k: v for k, v in change.items() if v is not None})
+    low = max(base.dims["experts"].min, 2 * topk_min + 2)
+    dims = draw(st.sampled_from([{}, {"experts": draw(st.integers(low, 40))}]))
+    return schema, dims
+
+
+@given(case=_tied_schemas(), data=st.data())
+def test_tied_values_always_validate_samples(case, data):
+    schema, dims = case
+    sample = data.draw(samples(schema, dims=dims, max_len=10))
+    bound = schema.validate(sample, dims=dims)
+    _reference_values_ok(schema, sample, {**bound, **dims})
+
+
+@given(case=_tied_schemas(), layout=st.sampled_from(["tq", "dense", "list"]), data=st.data())
+def test_tied_values_always_validate_batches(case, layout, data):
+    schema, dims = case
+    batch = data.draw(batches(schema, size=st.integers(0, 4), layout=layout, dims=dims, max_len=8))
+    assert schema.batch_violations(batch, dims=dims) == []
+    for row in batch if isinstance(batch, list) else []:
+        _reference_values_ok(schema, row, dims)
+
+
+def test_experts_are_drawn_at_least_topk_and_topk_at_most_the_listed_values():
+    seen = set()
+
+    @settings(derandomize=True)
+    @given(samples(TIED, max_len=12))
+    def collect(sample):
+        experts, topk = sample["gates"].shape[0], sample["routes"].shape[-1]
+        if sample["routes"].numel():  # an empty one holds no id: any sizes do
+            assert topk <= 3 and experts >= topk  # small's 3 listed values; routes' ids 0 .. experts-1
+            seen.add((experts, topk))
+
+    collect()
+    assert {t for _, t in seen} == {1, 2, 3} and len({e for e, _ in seen}) > 3
+
+
+def test_pinned_sizes_move_the_other_dim():
+    shape_bound = with_fields(ts.load_schema("moe_routed"), routed_experts={"max_expr": "topk + 2", "distinct": True})
+
+    @given(
+        samples(TIED, dims={"experts": 2}, max_len=12),
+        samples(TIED, dims={"topk": 3}, max_len=12),
+        samples(shape_bound, dims={"topk": 2, "layers": 3}, max_len=6),  # a bound in shape dims: nothing to move
+    )
+    def check(few_experts, three, bounded):
+        # An empty routes tensor holds no id: any sizes do (tok = 0 leaves topk and experts free).
+        if few_experts["routes"].numel():
+            assert few_experts["routes"].shape[-1] <= 2 and int(few_experts["routes"].max()) <= 1
+        if three["routes"].numel():
+            assert three["gates"].shape[0] >= 3
+        TIED.validate(few_experts, dims={"experts": 2})
+        TIED.validate(three, dims={"topk": 3})
+        shape_bound.validate(bounded)
+        if bounded["routed_experts"].numel():
+            assert int(bounded["routed_experts"].max()) <= 4  # topk + 2
+
+    check()
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (
+            lambda: samples(with_fields(TIED, routes={"dtypes": (torch.uint8,)}), dims={"experts": 300}),
+            r"samples: schema 'tied' has no valid sample: field routes: torch\.uint8 cannot hold id 299 "
+            r"\(max: experts - 1\) with experts=300.*pin sizes with dims=",
+        ),
+        (
+            lambda: batches(TIED, dims={"experts": 2, "topk": 3}),
+            r"batches: schema 'tied' has no valid sample: field routes needs 3 distinct values along its last "
+            r"axis, but torch\.(int16|uint8) allows 2 \(max: experts - 1\) with experts=2, .*topk=3",
+        ),
+        (
+            lambda: samples(TIED, dims={"topk": 4}),
+            r"field small needs 4 distinct values along its last axis, but torch\.int8 allows 3 \(its value checks\)",
+        ),
+    ],
+    ids=["dtype-too-narrow", "topk-above-experts", "topk-above-listed-values"],
+)
+def test_sizes_no_tied_value_fits_are_refused_when_the_strategy_is_made(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_a_pinned_expert_count_leaves_only_the_dtypes_that_hold_it():
+    wide = with_fields(TIED, routes={"dtypes": (torch.uint8, torch.int16)})
+
+    @given(samples(wide, dims={"experts": 300}, max_len=4))
+    def check(sample):
+        assert sample["routes"].dtype == torch.int16
+
+    check()
+
+
+def test_tied_corruptions_are_offered_where_validation_can_see_them():
+    offered = set(corruptions(TIED))
+    assert {("repeated", "routes"), ("repeated", "small"), ("repeated", "pair"), ("value", "routes")} <= offered
+    assert ("value", "pair") not in offered  # off is observed by no field: its bound is checked only when pinned
+    assert ("value", "pair") in set(corruptions(TIED, dims={"off": 1}))
+    assert not {c for c, _ in corruptions(BOUNDED)} & set(TIED_CODES)
+
+
+@pytest.mark.parametrize("dims", [{}, {"off": 2}])
+@given(data=st.data())
+def test_an_expert_id_out_of_range_and_a_repeated_expert_are_caught(dims, data):
+    sample, expected = data.draw(invalid_samples(TIED, dims=dims, max_len=8, codes=["value", "repeated"]))
+    found = TIED.violations(sample, tag=expected.tag, dims=dims)
+    assert any((v.field, v.code) == (expected.field, expected.code) for v in found), (expected, found)
+    if expected.code == "repeated":  # the reference: some slice along the last axis repeats a value
+        t = sample[expected.field]
+        assert any(len(set(r)) < len(r) for r in t.reshape(-1, t.shape[-1]).tolist())
+
+
+def test_out_of_range_ids_are_among_the_value_corruptions():
+    beyond = set()
+
+    @settings(derandomize=True)
+    @given(invalid_samples(TIED, max_len=8, codes=["value"]))
+    def collect(case):
+        sample, expected = case
+        if expected.field == "routes":
+            experts = sample["gates"].shape[0]
+            beyond.add(int(sample["routes"].max()) >= experts)
+
+    collect()
+    assert True in beyond
+
+
+@pytest.mark.parametrize("layout", ["tq", "dense"])
+def test_a_repeated_expert_is_caught_in_a_batch_at_its_index(layout):
+    @given(invalid_samples(TIED, max_len=6, codes=["repeated"]), samples(TIED, max_len=6))
+    def check(case, good):
+        sample, expected = case
+        found = TIED.batch_violations([good, sample])
+        assert any((v.sample, v.field, v.code) == (1, expected.field, "repeated") for v in found), found
+
+    check()
+
+
+@given(
+    sizes=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 3), st.one_of(st.none(), st.integers(4, 7)), st.integers(-3, 3)),
+        min_size=0,
+        max_size=3,
+    )
+)
+def test_rest_bounds_are_the_brute_force_range(sizes):
+    """`_rest_bounds` (`Expr.bounds` of a linear sum) against every combination of sizes."""
+    dims = [FreeDim(f"d{i}", min=lo, max=hi, multiple_of=m or 1) for i, (lo, m, hi, _) in enumerate(sizes)]
+    coef = {d.name: c for d, (*_, c) in zip(dims, sizes)}
+    got = _rest_bounds(dims, coef, {})
+    choices = []
+    for d in dims:
+        first, last = d.size_range(0) or (0, 0)
+        choices.append(range(first, (last if last is not None else first + 20) + 1, d.step))
+    values = [sum(coef[d.name] * x for d, x in zip(dims, xs)) for xs in itertools.product(*choices)]
+    unbounded = [d for d in dims if d.size_range(0) and d.size_range(0)[1] is None and coef[d.name]]
+    if not unbounded and values:
+        assert got == (min(values), max(values))
+    elif values:
+        assert got[0] <= min(values) and got[1] >= max(values)

@@ -416,3 +416,37 @@ def test_writer_put_of_a_batch_with_a_sub_tensordict_column():
         return
     stored = client.kv_batch_get(["k1"], "p")["extra_td"][0]
     assert stored.batch_size == torch.Size([]) and int(stored["a"]) == 20
+
+
+def _spread_schema() -> ts.Schema:
+    routes = {"shape": ["seq", "layers", "topk"], "dtype": ["int16", "int32", "int64"], "min": 0}
+    return ts.schema_from_dict(
+        {
+            "name": "moe_spread",
+            "extends": ["moe_routed"],
+            "dims": {"experts": {"min": 1}},
+            "fields": {"routed_experts": {**routes, "max": "experts - 1", "pad": {"spread": "experts"}}},
+        }
+    )
+
+
+@pytest.mark.parametrize("pinned", [None, 16])
+def test_writer_padding_spreads_routes_over_the_experts(pinned):
+    """pad_to_multiple passes its real sample as like=: spread over its experts, or the writer's dims (issue 16)."""
+    schema = _spread_schema()
+    client = MemoryTransferQueue()
+    w = ts.TransferQueueWriter(
+        schema, partition_id="p", eos_token_id=2, client=client, dims=None if pinned is None else {"experts": pinned}
+    )
+    samples = [verl_sample(schema, 5, 3, uid=u, layers=2, topk=2, seed=i) for i, u in enumerate("abc")]
+    for s in samples:  # ids 0..5 of 6 experts, distinct in every token
+        s["routed_experts"] = (torch.arange(8 * 2 * 2).view(8, 2, 2) % 6).to(s["routed_experts"].dtype)
+    meta = w.pad_to_multiple(w.put(["k0", "k1", "k2"], samples), 8)
+    routes = client.kv_batch_get(meta.keys[3:], "p")["routed_experts"]
+    rows = routes.unbind() if routes.is_nested else list(routes)
+    experts = 6 if pinned is None else pinned
+    ids = torch.stack(rows)
+    assert int(ids.max()) == experts - 1  # 5 rows x 128 tokens x 2 slots reach every expert
+    assert (ids[..., 0] != ids[..., 1]).all()
+    counts = torch.bincount(ids[:, :, 0].flatten().long(), minlength=experts)
+    assert int(counts.max()) <= math.ceil(5 * 128 * 2 / experts)

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import trajschema as ts
 from trajschema.core import FixedDim
@@ -226,3 +227,48 @@ def test_install_reads_the_model_config_again(monkeypatch):
         assert _patch._model_configs == {}
     finally:
         _patch.uninstall()
+
+
+# -- spread routes over the model's experts (issue 16) ----------------------------------------
+
+#: MOE_ROUTED with its routes spread over the experts, as the packaged moe_routed says from issue 16.
+MOE_ROUTED_SPREAD = MOE_ROUTED.replace(
+    "min: 0, pad: 0}", "min: 0, max: experts - 1, distinct: true, pad: {spread: experts}}"
+)
+
+
+def test_padding_routes_spread_over_the_models_experts(tq, tmp_path, monkeypatch):
+    """No dims, no extra line: install() reads the model path, and padding spreads over its 8 experts."""
+    (tmp_path / "schemas" / "moe_routed.yaml").write_text(MOE_ROUTED_SPREAD)
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
+    seen = {}
+    real = _patch.upsample_batch_to_divisible_size
+
+    def spy(batch, multiple, eos, **kw):
+        seen.update(kw)
+        return real(batch, multiple, eos, client=tq, **kw)
+
+    monkeypatch.setattr(_patch, "upsample_batch_to_divisible_size", spy)
+    out = run_installed(meta, 8, verl_config(path=str(FIXTURES / "mixtral")))
+    schema = seen["schema"]
+    assert schema.dims["experts"].source == "config: num_local_experts"
+    routes = tq.kv_batch_get(keys=out.keys[3:], partition_id="p")["routed_experts"]
+    routes = torch.stack(list(routes.unbind())) if routes.is_nested else routes
+    assert routes.shape == (5, 128, 32, 2)
+    # 5 x 128 tokens x 2 slots over 8 experts: 160 each, in every layer; distinct in every token
+    for layer in (0, 31):
+        assert torch.bincount(routes[:, :, layer].flatten().long(), minlength=8).tolist() == [160] * 8
+    assert (routes[..., 0] != routes[..., 1]).all()
+    pad = schema.padding(5, eos_token_id=2, like=tq.kv_batch_get(keys=[out.keys[0]], partition_id="p")[0])
+    assert pad.sources["experts"] == "config"
+
+
+def test_without_a_model_config_the_real_samples_give_the_experts(tq, tmp_path):
+    (tmp_path / "schemas" / "moe_routed.yaml").write_text(MOE_ROUTED_SPREAD)
+    meta = put_batch(tq, "moe_routed", 3, layers=4, topk=2)
+    out = run_installed(meta, 4, verl_config(path="mistralai/Mixtral-8x7B-v0.1"))  # a hub id: not read
+    first = tq.kv_batch_get(keys=[meta.keys[0]], partition_id="p")["routed_experts"]
+    largest = int(first.unbind()[0].max()) if first.is_nested else int(first[0].max())
+    pad = tq.kv_batch_get(keys=[out.keys[-1]], partition_id="p")["routed_experts"]
+    pad = pad.unbind()[0] if pad.is_nested else pad[0]
+    assert int(pad.max()) == largest  # spread over exactly the reference's experts 0..largest

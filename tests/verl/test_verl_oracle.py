@@ -947,7 +947,37 @@ DIFFERENCES: dict[str, tuple[str, str]] = {
         "verl's template always adds rollout_log_probs (zeros) even where the real sample has none (the agent "
         "loop stores it only when the engine returned log-probs); trajschema emits exactly the real sample's fields",
     ),
+    "routed_experts": (
+        "schema spreads it",
+        "verl's build_padding_routed_experts fills zeros: under routing replay every padding token goes to "
+        "expert 0, topk times (one hot expert, one hot expert-parallel rank), and repeats one expert in a "
+        "token, which no router emits. A schema with pad: {spread: experts} spreads the padding tokens "
+        "evenly over the experts, distinct within a token (same shape and dtype as verl's)",
+    ),
 }
+
+
+def _spreads(schema: ts.Schema, field: str) -> bool:
+    f = schema.fields.get(field)
+    return f is not None and f.pad.rule == "spread"
+
+
+def _differs_by_rule(schema: ts.Schema, sample: Mapping[str, Any], field: str) -> bool:
+    """Whether DIFFERENCES says ``field`` differs for this schema and sample."""
+    when = DIFFERENCES[field][0]
+    if when == "schema spreads it":
+        return field in sample and _spreads(schema, field)
+    return (field in sample) == (when == "sample has it")
+
+
+def _assert_spread_routes(routes: torch.Tensor, verl_routes: torch.Tensor, experts: int) -> None:
+    """The documented difference: verl's zeros, ours distinct per token and within the experts."""
+    assert not verl_routes.any()
+    assert routes.shape == verl_routes.shape and routes.dtype == verl_routes.dtype
+    assert int(routes.min()) >= 0 and int(routes.max()) < experts
+    slots = routes.reshape(-1, routes.shape[-1])
+    assert (slots.sort(dim=-1).values.diff(dim=-1) != 0).all()
+
 
 _TAG = {"is_padding": False, "status": "finished", "global_steps": 3, "min_global_steps": 2, "max_global_steps": 3}
 
@@ -1009,13 +1039,18 @@ def test_padding_template_equals_verls_but_for_the_listed_differences():
         verl_row, verl_tag = template(sample, _tag_of(40, 9), EOS)
         pad = schema.padding(1, eos_token_id=EOS, like=sample)
         found = _differing(verl_row, pad.samples[0])
-        expected = {f for f, (when, _) in DIFFERENCES.items() if (f in sample) == (when == "sample has it")}
+        expected = {f for f in DIFFERENCES if _differs_by_rule(schema, sample, f)}
         assert set(found) == expected, (name, variant, found)
+        if "routed_experts" in found:
+            experts = pad.dims["experts"]
+            _assert_spread_routes(pad.samples[0]["routed_experts"], verl_row["routed_experts"], experts)
         for field in found:
             seen.setdefault(field, []).append(f"{name}/{variant}")
         # The length tags and is_padding are verl's; the other tags come from the writer (see below).
         assert pad.tags[0] == {k: verl_tag[k] for k in ("is_padding", "prompt_len", "response_len", "seq_len")}
-    assert set(seen) == set(DIFFERENCES), seen  # every listed difference is real, and no other
+    # every listed difference is real, and no other (routes differ once a packaged schema spreads them)
+    spreading = any(_spreads(ts.load_schema(n), "routed_experts") for n in ts.schema_names())
+    assert set(seen) == set(DIFFERENCES) - (set() if spreading else {"routed_experts"}), seen
 
 
 class _FakeTQ:
@@ -1079,8 +1114,14 @@ def test_upsample_writes_what_verls_upsample_writes(name):
         for key, row in ((verl_key, verl_row), (our_key, our_row)):
             uid, index = key_format.match(key).groups()
             assert (row["uid"], int(index), row["session_id"]) == (uid, i, i)
-        # Only the uid differs: each side draws its own random one (DIFFERENCES["uid"]).
-        assert set(_differing(verl_row, our_row)) == {"uid"}, (i, _differing(verl_row, our_row))
+        # Only the uid differs: each side draws its own random one (DIFFERENCES["uid"]); and the
+        # routes, where the schema spreads them (DIFFERENCES["routed_experts"]).
+        schema = ts.load_schema(name)
+        spread = {"routed_experts"} if _spreads(schema, "routed_experts") else set()
+        assert set(_differing(verl_row, our_row)) == {"uid"} | spread, (i, _differing(verl_row, our_row))
+        if spread:
+            experts = 1 + max(int(r[0]["routed_experts"].max()) for r in our_tq.store.values())
+            _assert_spread_routes(our_row["routed_experts"], verl_row["routed_experts"], experts)
     assert len({our_tq.store[k][0]["uid"] for k in our_meta.keys[3:]}) == 1  # one GRPO group of padding
 
 

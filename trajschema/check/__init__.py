@@ -18,7 +18,7 @@ from trajschema.check.columns import (
     nontensor_column,
     nonzero_per_row,
 )
-from trajschema.check.plan import Plan, build_plan
+from trajschema.check.plan import Plan, build_plan, dtype_overflow
 
 __all__ = [
     "BatchShapeError",
@@ -32,6 +32,7 @@ __all__ = [
     "check_batch",
     "column_rows",
     "column_shapes",
+    "dtype_overflow",
     "index_rows",
     "is_tensordict",
     "nontensor_column",

@@ -12,17 +12,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trajschema.check.columns import BatchShapeError, BatchView, as_mapping, batch_view, is_tensordict
-from trajschema.check.plan import Plan
+from trajschema.check.plan import Plan, dtype_overflow
 from trajschema.check.sample import check_sample, tag_problems
 from trajschema.check.screen import suspicious_rows
 from trajschema.core import (
     DEPTHS,
     MAX_SIZE,
     FixedDim,
+    FreeDim,
     SchemaError,
     Violation,
     check_int,
     describe_value,
+    has_repeats,
     kind_ok,
     scalar_failures,
     shown_value,
@@ -121,25 +123,53 @@ def fast_bindings(
     env = plan.fast(sample)
     if env is None:
         return None
-    if dims:
-        for k, n in dims.items():
-            if env.get(k) != n:
-                return None
+    if dims and not _pinned_agree(plan, env, dims):
+        return None
     if plan.extra == "forbid" and any(k not in plan.fields for k in sample):
         return None
     if tag is not None and tag_problems(plan, tag, env):
         return None
+    for f in plan.dim_bounded:
+        v = sample.get(f.name)
+        if v is not None and dtype_overflow(f, v.dtype, env) is not None:
+            return None
     if depth == "values":
         for f in plan.valued:
             v = sample.get(f.name)
             if v is None:
                 continue
+            if f.min_expr is not None or f.max_expr is not None:  # inline: this loop runs per sample
+                f = plan.bounded(f, env)
             if f.is_tensor:
-                if tensor_has_failures(f, v):
+                if tensor_has_failures(f, v) or (f.distinct and has_repeats(v)):
                     return None
             elif kind_ok(f.kind, v) and scalar_failures(f, v):
                 return None
     return env
+
+
+def _pinned_agree(plan: Plan, env: dict[str, int], dims: Mapping[str, int]) -> bool:
+    """Whether the sizes ``dims=`` pins agree with the fast checker's, binding those no field observed.
+
+    A free dim no tensor observes (``experts``, named only by a value bound) is bound by
+    ``dims=`` alone; within its bounds that is what the full check binds too, with nothing
+    to disagree with. ``env`` gains it, in declaration order.
+    """
+    added = False
+    for k, n in dims.items():
+        got = env.get(k)
+        if got is None:
+            d = plan.dims[k]
+            if not isinstance(d, FreeDim) or not d.allows(n):
+                return False
+            env[k], added = n, True
+        elif got != n:
+            return False
+    if added:
+        ordered = {k: env[k] for k in plan.dims if k in env}
+        env.clear()
+        env.update(ordered)
+    return True
 
 
 def sample_violations(

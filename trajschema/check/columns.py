@@ -37,6 +37,8 @@ __all__ = [
     "nontensor_column",
     "nontensor_values",
     "nonzero_per_row",
+    "ragged_axis_is_last",
+    "rows_flagged",
     "rows_hit",
 ]
 
@@ -258,6 +260,38 @@ def _rows_sum(col: torch.Tensor, n: int, per_part: Callable[[torch.Tensor, int],
         torch.cumsum(per_part(values.narrow(axis, p0, k), axis), 0, out=below[1:])
         found += below[(ends - p0).clamp(0, k)] - below[(starts - p0).clamp(0, k)]
     return found
+
+
+def ragged_axis_is_last(col: torch.Tensor) -> bool:
+    """Whether a jagged column's ragged dim is its last: its flat values run samples together along that axis."""
+    return _ragged_axis(col) == col.values().dim() - 1
+
+
+def rows_flagged(
+    col: torch.Tensor, n: int, flag: Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """Which samples of a jagged column hold a position of the ragged dim that ``flag`` marks, knowing whose it is.
+
+    ``flag(part, axis, owner)`` gets a slice of the column's flat values along their
+    ragged ``axis`` and the sample owning each of its positions (int64; a position in a
+    gap of a narrowed column gets some sample's index, and its answer is ignored), and
+    answers one bool per position: a per-sample bound compares each position with its
+    own sample's. Slices are at most ``_ROWS_CHUNK`` positions long, as in `_rows_sum`.
+    """
+    values, axis = col.values(), _ragged_axis(col)
+    starts = _offsets(col)[:n].to(torch.int64)
+    ends = starts + _row_lengths(col)[:n].to(torch.int64)
+    total = values.shape[axis]
+    found = torch.zeros(n, dtype=torch.int64, device=starts.device)
+    for p0 in range(0, total, _ROWS_CHUNK):
+        k = min(_ROWS_CHUNK, total - p0)
+        at = torch.arange(p0, p0 + k, dtype=torch.int64, device=starts.device)
+        # Offsets never decrease, so the owner of a position is the last sample starting at or before it.
+        owner = (torch.searchsorted(starts, at, right=True) - 1).clamp(min=0)
+        inside = (at >= starts[owner]) & (at < ends[owner])
+        hit = flag(values.narrow(axis, p0, k), axis, owner) & inside
+        found.index_add_(0, owner, hit.to(torch.int64))
+    return found > 0
 
 
 def nonzero_per_row(col: Any, n: int) -> tuple[torch.Tensor, torch.Tensor] | None:

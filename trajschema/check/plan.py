@@ -13,9 +13,20 @@ from typing import Any
 
 from trajschema.check.binding import DimPlan, ScalarSizes, bind
 from trajschema.check.fastpath import compile_fast_checker
-from trajschema.core import DerivedDim, Dim, Field, FixedDim, FreeDim, Tag, derived_order
+from trajschema.core import (
+    DerivedDim,
+    Dim,
+    Field,
+    FixedDim,
+    FreeDim,
+    Tag,
+    derived_order,
+    dtype_name,
+    integer_capacity,
+    number_label,
+)
 
-__all__ = ["Axis", "Plan", "build_plan"]
+__all__ = ["Axis", "Plan", "build_plan", "dtype_overflow"]
 
 #: One axis of a tensor field: the dim it observes (``None`` for a literal size) and the literal.
 Axis = tuple[str | None, int]
@@ -32,6 +43,7 @@ class Plan:
         dim_plan: what `trajschema.check.binding.bind` needs.
         hidden: names of the dims made up for inline shape expressions (``"(a + b)"``).
         valued: the fields with value checks.
+        dim_bounded: the tensor fields with a bound written in dims (``max: experts - 1``).
         length_tags: tags tied to a dim expression (``seq_len: {equals: seq}``).
         uid_field: the field declared ``pad: uid`` (the GRPO group id), if any.
         padding_default: what an absent ``is_padding`` tag means (its declared default).
@@ -48,9 +60,30 @@ class Plan:
     dim_plan: DimPlan
     hidden: frozenset[str]
     valued: tuple[Field, ...]
+    dim_bounded: tuple[Field, ...]
     length_tags: tuple[Tag, ...]
     uid_field: str | None
     padding_default: bool
+    # Fields with their dim bounds at given sizes, one object per (field, bounds), so the
+    # value engine's compiled checks (cached per field object) are reused across samples.
+    _bounded: dict[tuple[str, Any, Any], Field] = dataclasses.field(default_factory=dict, repr=False)
+
+    def bounded(self, f: Field, env: Mapping[str, Any]) -> Field:
+        """``f`` with its dim bounds evaluated at the sizes of ``env`` (see `Field.bounded`); ``f`` itself without any.
+
+        ``env`` holds Python ints (one sample, or sizes every sample shares).
+        """
+        if not f.has_dim_bounds:
+            return f
+        lo = f.min_expr.evaluate(env) if f.min_expr is not None else None
+        hi = f.max_expr.evaluate(env) if f.max_expr is not None else None
+        key = (f.name, lo, hi)
+        hit = self._bounded.get(key)
+        if hit is None:
+            if len(self._bounded) > 1024:
+                self._bounded.clear()
+            hit = self._bounded[key] = f.bounded(env)
+        return hit
 
     @functools.cached_property
     def fast(self) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
@@ -123,6 +156,7 @@ def build_plan(
         ),
         hidden=frozenset(hidden),
         valued=tuple(f for f in fields.values() if f.has_value_checks),
+        dim_bounded=tuple(f for f in fields.values() if f.is_tensor and f.has_dim_bounds),
         length_tags=tuple(t for t in tags.values() if t.equals is not None),
         uid_field=uid[0] if uid else None,
         padding_default=bool(pad_tag.default) if pad_tag is not None and pad_tag.default is not None else False,
@@ -137,3 +171,35 @@ def _axis(e: Any, dims: dict[str, Any], hidden: set[str]) -> Axis:
         dims[name] = DerivedDim(name, e)
         hidden.add(name)
     return (name, -1)
+
+
+def dtype_overflow(f: Field, dtype: Any, env: Mapping[str, Any]) -> tuple[str, str] | None:
+    """Why ``dtype`` cannot hold every integer ``f``'s dim bounds allow at the sizes of ``env``, or ``None``.
+
+    Only a bound written in dims is held to the dtype (``max: experts - 1`` with
+    ``experts=300`` on ``uint8``: ids would wrap around, prime-rl #3051); a literal bound
+    is the schema author's own, and float dtypes are not integer ids. The answer is
+    ``(expected, why)``: ``("a dtype holding 299 (max experts - 1)", "cannot hold 299, the
+    largest value max experts - 1 allows (experts=300); uint8 holds 0..255")``.
+    """
+    cap = integer_capacity(dtype)
+    if cap is None or not f.has_dim_bounds:
+        return None
+    lo = f.min_expr.evaluate(env) if f.min_expr is not None else None
+    hi = f.max_expr.evaluate(env) if f.max_expr is not None else None
+    low = lo if f.min is None or lo is None else max(lo, f.min)
+    high = hi if f.max is None or hi is None else min(hi, f.max)
+    if low is not None and high is not None and low > high:
+        return None  # nothing passes: the value check says so, whatever the dtype
+    ends = ((high, hi, f.max_expr, cap[1], "largest"), (low, lo, f.min_expr, cap[0], "smallest"))
+    for value, bound, e, end, what in ends:
+        if e is None or bound is None or value != bound or (value <= end if what == "largest" else value >= end):
+            continue  # unbound, the literal end is the tighter one, or the dtype holds it
+        sizes = ", ".join(f"{n}={env[n]}" for n in e.names())
+        key = "max" if what == "largest" else "min"
+        return (
+            f"a dtype holding {number_label(value)} ({key} {e})",
+            f"cannot hold {number_label(value)}, the {what} value {key} {e} allows ({sizes}); "
+            f"{dtype_name(dtype)} holds {cap[0]}..{cap[1]}",
+        )
+    return None

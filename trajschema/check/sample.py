@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from trajschema.check.binding import Binding, ScalarSizes, bind
-from trajschema.check.plan import Plan
+from trajschema.check.plan import Plan, dtype_overflow
 from trajschema.core import (
+    DISTINCT_LABEL,
     Field,
     Violation,
     ViolationCode,
@@ -26,6 +27,7 @@ from trajschema.core import (
     failure_summary,
     fmt_shape,
     kind_ok,
+    repeat_summary,
     scalar_failures,
 )
 
@@ -70,6 +72,7 @@ def check_sample(
     _report_shapes(plan, b, r)
     _report_relations(plan, b, r)
     _report_ranges(plan, b, r)
+    _report_overflow(plan, sample, b.env, r)
     if tag is not None:
         for field, expected, actual, message in tag_problems(plan, tag, b.env):
             r.add(field, "tag", expected, actual, message)
@@ -86,7 +89,7 @@ def check_sample(
     if depth == "values":
         for f in plan.valued:
             if sample.get(f.name) is not None:
-                _report_values(f, sample[f.name], r)
+                _report_values(plan.bounded(f, b.env), sample[f.name], r)
     return plan.public_dims(b.env), r.out
 
 
@@ -261,6 +264,18 @@ def tag_problems(plan: Plan, tag: Any, env: Mapping[str, Any]) -> list[tuple[str
     return out
 
 
+def _report_overflow(plan: Plan, sample: Mapping[str, Any], env: Mapping[str, int], r: _Report) -> None:
+    """A tensor whose dtype is allowed but cannot hold the ids its dim bounds allow at this sample's sizes."""
+    for f in plan.dim_bounded:
+        v = sample.get(f.name)
+        if not isinstance(v, torch.Tensor) or v.dtype not in f.dtypes:
+            continue  # absent, or already a kind/dtype problem
+        found = dtype_overflow(f, v.dtype, env)
+        if found is not None:
+            expected, why = found
+            r.add(f.name, "dtype", expected, dtype_name(v.dtype), f"dtype {dtype_name(v.dtype)} {why}")
+
+
 def _report_values(f: Field, v: Any, r: _Report) -> None:
     if not f.is_tensor:
         if not kind_ok(f.kind, v):
@@ -283,3 +298,15 @@ def _report_values(f: Field, v: Any, r: _Report) -> None:
             found,
             f"{bad.count} of {v.numel()} elements are not {bad.expected} (first at {where}: {example!r})",
         )
+    if f.distinct:
+        _report_repeats(f, v, r)
+
+
+def _report_repeats(f: Field, v: torch.Tensor, r: _Report) -> None:
+    rep = repeat_summary(v)
+    if rep is None:
+        return
+    at = f"first at [{','.join(map(str, rep.first))}]: " if rep.first else ""
+    found = f"{rep.count} of {rep.slices} slices ({at}{rep.value!r} repeats)"
+    message = f"{rep.count} of {rep.slices} slices along the last axis are not distinct ({at}{rep.value!r} repeats)"
+    r.add(f.name, "repeated", DISTINCT_LABEL, found, message)

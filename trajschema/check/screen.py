@@ -21,17 +21,31 @@ from typing import Any
 import torch
 
 from trajschema.check.binding import TensorSizes, bind
-from trajschema.check.columns import BatchView, column_shapes, is_opaque, nontensor_values, rows_hit
-from trajschema.check.plan import Plan
+from trajschema.check.columns import (
+    BatchView,
+    column_shapes,
+    is_opaque,
+    nontensor_values,
+    ragged_axis_is_last,
+    rows_flagged,
+    rows_hit,
+)
+from trajschema.check.plan import Plan, dtype_overflow
 from trajschema.check.sample import tag_problems
 from trajschema.core import (
+    Expr,
     Field,
     failing_positions,
+    has_repeats,
+    integer_capacity,
     kind_ok,
     kinds_ok,
+    position_extremes,
+    repeat_positions,
     scalar_failures,
     tensor_clean,
     tensor_has_failures,
+    value_failures,
 )
 
 __all__ = ["suspicious_rows"]
@@ -76,9 +90,10 @@ def suspicious_rows(
     if n == 0:
         return []
     marks = _Marks(n)
+    deferred: list[tuple[Field, torch.Tensor]] = []
     try:
-        obs = _observe_tensors(plan, view, depth, marks)
-        _observe_others(plan, view, depth, marks)
+        obs = _observe_tensors(plan, view, depth, marks, deferred)
+        _observe_others(plan, view, depth, marks, deferred)
         if plan.extra == "forbid" and any(k not in plan.fields for k in view.keys()):
             raise _LookAtAll
     except _LookAtAll:
@@ -93,6 +108,11 @@ def suspicious_rows(
         marks.mark(bad)
     for _, bad in b.ranges:
         marks.mark(bad)
+    for f, col in deferred:
+        if isinstance(col, list):
+            _screen_scalar_dim_bounds(plan, f, col, b.env, dims or {}, marks)
+        else:
+            _screen_dim_bounds(plan, f, col, b.env, dims or {}, depth, marks)
     if tags is not None:
         _screen_tags(plan, tags, b.env, marks)
     return marks.rows()
@@ -111,7 +131,11 @@ def _common_device(obs: Mapping[str, list[tuple[str, torch.Tensor]]]) -> torch.d
     return others.pop() if len(others) == 1 else torch.device("cpu")
 
 
-def _observe_tensors(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> dict[str, list[tuple[str, Any]]]:
+def _observe_tensors(
+    plan: Plan, view: BatchView, depth: str, marks: _Marks, deferred: list[tuple[Field, torch.Tensor]]
+) -> dict[str, list[tuple[str, Any]]]:
+    """Observe each tensor column's sizes; screen its values, or defer them (to ``deferred``) when
+    its bounds are written in dims, which only binding knows."""
     obs: dict[str, list[tuple[str, Any]]] = {}
     keys = view.keys()
     for f, axes in plan.tensors:
@@ -132,12 +156,16 @@ def _observe_tensors(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> 
                 marks.mark(shapes[:, i] != lit)
             else:
                 obs.setdefault(name, []).append((f.name, shapes[:, i]))
-        if depth == "values" and f.has_value_checks:
+        if f.has_dim_bounds:
+            deferred.append((f, col))
+        elif depth == "values" and f.has_value_checks:
             marks.mark(_bad_value_rows(f, col, view.n))
+        if depth == "values" and f.distinct:
+            marks.mark(_repeat_rows(col, view.n))
     return obs
 
 
-def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> None:
+def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks, deferred: list[tuple[Field, Any]]) -> None:
     keys = view.keys()
     for f in plan.others:
         if f.name not in keys:
@@ -152,7 +180,9 @@ def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> N
             # A dense column of scalars, e.g. num_turns written as an int64 tensor.
             if not kind_ok(f.kind, col[0]):
                 raise _LookAtAll
-            if depth == "values" and f.has_value_checks:
+            if depth == "values" and f.has_dim_bounds:
+                deferred.append((f, col))
+            elif depth == "values" and f.has_value_checks:
                 marks.mark(_bad_value_rows(f, col, view.n))
             continue
         if f.required and any(v is None for v in values):
@@ -163,6 +193,8 @@ def _observe_others(plan: Plan, view: BatchView, depth: str, marks: _Marks) -> N
             marks.mark(
                 torch.tensor([v is not None and kind_ok(f.kind, v) and bool(scalar_failures(f, v)) for v in values])
             )
+            if f.has_dim_bounds:
+                deferred.append((f, values))
 
 
 def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
@@ -178,6 +210,137 @@ def _bad_value_rows(f: Field, col: torch.Tensor, n: int) -> torch.Tensor:
         return rows_hit(col, n, functools.partial(failing_positions, f))
     # Strided nested tensors (TransferQueue's rare fallback) have no flat values view.
     return torch.tensor([tensor_has_failures(f, t) for t in col.unbind()])
+
+
+def _repeat_rows(col: torch.Tensor, n: int) -> torch.Tensor | bool:
+    """Rows of a tensor column with a slice along the last axis that repeats a value (``distinct``)."""
+    if not col.is_nested:
+        return repeat_positions(col, 0) if col.dim() >= 2 else False
+    if col.layout == torch.jagged and not ragged_axis_is_last(col):
+        return rows_hit(col, n, repeat_positions)
+    # The ragged axis is the last (slices would run across samples in the flat values), or a
+    # strided nested tensor without flat values: per sample.
+    return torch.tensor([has_repeats(t) for t in col.unbind()], dtype=torch.bool)
+
+
+def _screen_dim_bounds(
+    plan: Plan,
+    f: Field,
+    col: torch.Tensor,
+    env: Mapping[str, Any],
+    pinned: Mapping[str, int],
+    depth: str,
+    marks: _Marks,
+) -> None:
+    """Screen a column whose bounds are written in dims, now that binding has sized them.
+
+    Bounds over fixed and pinned dims only are the same for every row: the literal
+    screen, exactly. Bounds over dims sized per sample (``max: response``) are compared
+    with each row's extremes.
+    """
+    static = {**plan.dim_plan.fixed, **pinned}
+    exprs = [e for e in (f.min_expr, f.max_expr) if e is not None]
+    if all(e.evaluate(static) is not None for e in exprs):
+        if dtype_overflow(f, col.dtype, static) is not None:
+            marks.mark(True)
+        elif depth == "values":
+            marks.mark(_bad_value_rows(plan.bounded(f, static), col, marks.n))
+        return
+    lo, hi = (_per_row(e, env, marks, col) for e in (f.min_expr, f.max_expr))
+    cap = integer_capacity(col.dtype)
+    if cap is not None:  # rows whose sizes the dtype cannot hold the ids of: the full check says which
+        for bound, end, over in ((hi, cap[1], True), (lo, cap[0], False)):
+            if bound is not None and -(2**63) <= end < 2**63:  # no int64 size passes uint64's ends
+                marks.mark(bound > end if over else bound < end)
+    if depth == "values":
+        marks.mark(_bad_value_rows(f, col, marks.n))  # the literal checks, the same for every row
+        if lo is not None or hi is not None:
+            marks.mark(_rows_out_of(col, marks.n, lo, hi))
+
+
+def _screen_scalar_dim_bounds(
+    plan: Plan, f: Field, values: list[Any], env: Mapping[str, Any], pinned: Mapping[str, int], marks: _Marks
+) -> None:
+    """Screen a non-tensor column's values (already screened against the literal checks) against dim bounds."""
+    static = {**plan.dim_plan.fixed, **pinned}
+    exprs = [e for e in (f.min_expr, f.max_expr) if e is not None]
+    if all(e.evaluate(static) is not None for e in exprs):
+        g = plan.bounded(f, static)
+        marks.mark(torch.tensor([v is not None and kind_ok(f.kind, v) and bool(scalar_failures(g, v)) for v in values]))
+        return
+    # Python values, checked one by one anyway: the per-sample sizes are read to the host once.
+    lo, hi = (None if e is None else e.evaluate(env) for e in (f.min_expr, f.max_expr))
+    if any(isinstance(x, torch.Tensor) and x.is_meta for x in (lo, hi)):
+        return
+    los = lo.tolist() if isinstance(lo, torch.Tensor) else [lo] * marks.n
+    his = hi.tolist() if isinstance(hi, torch.Tensor) else [hi] * marks.n
+    marks.mark(
+        torch.tensor(
+            [
+                v is not None and kind_ok(f.kind, v) and bool(value_failures(v, values=None, lo=a, hi=b, finite=False))
+                for v, a, b in zip(values, los, his)
+            ]
+        )
+    )
+
+
+def _per_row(e: Expr | None, env: Mapping[str, Any], marks: _Marks, col: torch.Tensor) -> torch.Tensor | None:
+    """A bound's value per row (int64, on the column's device), or ``None`` when a dim it names is unbound.
+
+    int64 arithmetic wraps around; rows where the bound might (``|bound| >= 2**62`` in float64)
+    are marked for the full check, which computes in Python ints.
+    """
+    if e is None:
+        return None
+    v = e.evaluate(env)
+    if v is None or (isinstance(v, torch.Tensor) and v.is_meta):
+        return None
+    if not isinstance(v, torch.Tensor):
+        v = torch.full((marks.n,), int(v), dtype=torch.int64)
+    wide = {n: x.to(torch.float64) if isinstance(x, torch.Tensor) else float(x) for n, x in env.items()}
+    marks.mark(e.evaluate(wide).abs() >= 2.0**62)
+    return v.to(col.device if not col.is_meta else torch.device("cpu"))
+
+
+def _rows_out_of(col: torch.Tensor, n: int, lo: torch.Tensor | None, hi: torch.Tensor | None) -> Any:
+    """Rows of a column with an element below its row's ``lo`` or above its ``hi``, from per-position extremes.
+
+    Exact: integers compare as int64; floats as float64, which holds every float element
+    exactly and every bound up to 2**53 (a row with a larger bound is looked at closely).
+    """
+    if col.is_meta:
+        return False
+    if col.dtype == torch.uint64 or (col.is_nested and col.layout != torch.jagged):
+        return True  # no int64 extremes, or no flat values: every row gets the full check
+    if not col.is_nested:
+        ext = position_extremes(col, 0)
+        return False if ext is None else _outside(*ext, lo, hi, col.dtype.is_floating_point)
+
+    def flag(part: torch.Tensor, axis: int, owner: torch.Tensor) -> torch.Tensor:
+        ext = position_extremes(part, axis)
+        if ext is None:
+            return torch.zeros(part.shape[axis], dtype=torch.bool, device=part.device)
+        low = None if lo is None else lo[owner]
+        high = None if hi is None else hi[owner]
+        return _outside(*ext, low, high, part.dtype.is_floating_point)
+
+    return rows_flagged(col, n, flag)
+
+
+def _outside(
+    small: torch.Tensor, big: torch.Tensor, lo: torch.Tensor | None, hi: torch.Tensor | None, is_float: bool
+) -> torch.Tensor:
+    bad = torch.zeros(small.shape, dtype=torch.bool, device=small.device)
+    for bound, seen, above in ((hi, big, True), (lo, small, False)):
+        if bound is None:
+            continue
+        if is_float:
+            bad |= bound.abs() > 2**53  # beyond float64's exact integers
+            b = bound.to(torch.float64)
+            bad |= ~(seen <= b) if above else ~(seen >= b)  # NaN breaks both
+        else:
+            bad |= seen > bound if above else seen < bound
+    return bad
 
 
 def _screen_tags(plan: Plan, tags: Sequence[Any], env: Mapping[str, torch.Tensor], marks: _Marks) -> None:

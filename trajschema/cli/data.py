@@ -29,7 +29,7 @@ import torch
 
 from trajschema._schema import Schema
 from trajschema.check import batch_view, is_tensordict
-from trajschema.core import DEPTHS, MAX_SIZE, SchemaError, Violation
+from trajschema.core import DEPTHS, MAX_SIZE, SPREAD, FixedDim, SchemaError, Violation
 from trajschema.load import choose_schema, config_sizes, load_schema, read_model_config
 from trajschema.padding import (
     PaddingMemoryError,
@@ -649,7 +649,39 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         f"wrote {len(pad)} padding sample{'s' if len(pad) != 1 else ''} of schema {schema.name!r} to {args.out} "
         f"(uid {pad.uid}; {sizes})"
     )
+    for line in spread_notes(schema, pad.dims, getattr(pad, "sources", {})):
+        console.print(printable(line))
     return 0
+
+
+#: Where a padding size came from (`PaddingBatch.sources`), in the command line's words.
+_SIZE_SOURCES = {
+    "dims": "--dim",
+    "like": "the --like sample (its largest id + 1)",
+    "padding default": "the schema's padding sizes",
+    "schema": "the schema (a fixed dim)",
+    "derived": "derived from other dims",
+}
+
+
+def spread_notes(schema: Schema, dims: Mapping[str, int], sources: Mapping[str, str]) -> list[str]:
+    """One line per field padded with ``pad: {spread: DIM}``: the ids it spread over, and where that count came from.
+
+    A count read from the model config names its key (``config: num_experts``).
+    """
+    out = []
+    for f in schema.fields.values():
+        over = f.pad.over if f.pad.rule == SPREAD else None
+        if over is None or over not in dims:
+            continue
+        d = schema.dims.get(over)
+        source = sources.get(over, "")
+        if source == "config" or (isinstance(d, FixedDim) and d.source.startswith("config")):
+            words = f"the model config ({d.source})" if isinstance(d, FixedDim) and d.source else "the model config"
+        else:
+            words = _SIZE_SOURCES.get(source, source or "unknown")
+        out.append(f"{f.name}: padding ids spread over {over}={dims[over]} (from {words})")
+    return out
 
 
 #: The most memory ``pad`` lets its samples take. A batch needs fewer padding samples than

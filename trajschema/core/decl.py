@@ -136,9 +136,10 @@ class Field:
     def bounded(self, env: Mapping[str, int]) -> Field:
         """This field with its dim bounds evaluated under ``env`` and folded into ``min`` / ``max``.
 
-        A bound whose dims are not all bound in ``env`` is left out (it is checked once
-        they are); the field itself is returned when nothing changes, so callers may cache
-        on it. Literal and dim bounds combine: the tighter one holds.
+        A bound whose dims are not all bound in ``env`` stays a dim bound (it is checked
+        once they are); the field itself is returned when nothing changes, so callers may
+        cache on it. Literal and dim bounds combine: the tighter one holds. ``env`` holds
+        Python ints (one size for every sample).
         """
         if not self.has_dim_bounds:
             return self
@@ -146,9 +147,13 @@ class Field:
         hi = self.max_expr.evaluate(env) if self.max_expr is not None else None
         if lo is None and hi is None:
             return self
-        new_lo = self.min if lo is None else (lo if self.min is None else max(self.min, lo))
-        new_hi = self.max if hi is None else (hi if self.max is None else min(self.max, hi))
-        return dataclasses.replace(self, min=new_lo, max=new_hi, min_expr=None, max_expr=None)
+        return dataclasses.replace(
+            self,
+            min=self.min if lo is None else (lo if self.min is None else max(self.min, lo)),
+            max=self.max if hi is None else (hi if self.max is None else min(self.max, hi)),
+            min_expr=self.min_expr if lo is None else None,
+            max_expr=self.max_expr if hi is None else None,
+        )
 
     def describe(self) -> str:
         """``int64[prompt + response]`` or ``int``."""

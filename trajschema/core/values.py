@@ -1038,3 +1038,237 @@ def fits_dtype(value: int | float | bool, dtype: torch.dtype) -> bool:
     if not isinstance(value, numbers.Real) or dtype.is_complex:
         return False
     return value in ValueSet.everything(dtype)
+
+
+# -- dtype capacity: can a dtype hold every integer a bound allows? -------------------
+
+
+def integer_capacity(dtype: torch.dtype) -> tuple[int, int] | None:
+    """``(smallest, largest)`` integer ``dtype`` holds, for integer and bool dtypes; ``None`` for float dtypes.
+
+    A bound written in dims (``max: experts - 1``) allows ids up to a size the schema
+    does not know in advance, so the dtype must be checked against it once the size is
+    known: a ``uint8`` column cannot hold expert 256 (prime-rl #3051).
+
+    Examples:
+        >>> integer_capacity(torch.uint8), integer_capacity(torch.bool), integer_capacity(torch.float16)
+        ((0, 255), (0, 1), None)
+    """
+    if dtype == torch.bool:
+        return 0, 1
+    if dtype.is_floating_point or dtype.is_complex:
+        return None
+    info = torch.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+# -- distinct along the last axis ------------------------------------------------------
+
+#: The ``expected`` of a ``repeated`` violation.
+DISTINCT_LABEL = "distinct along the last axis"
+
+# Up to this many slots per slice, repeats are found by comparing every pair of slots:
+# k(k-1)/2 elementwise comparisons over the slots laid out as contiguous columns (one
+# copy of the block; about 2x faster than sorting 8 slots, 20% faster than comparing
+# strided views); above it by sorting each slice, which also costs an int64 index per element.
+_PAIRWISE_UP_TO = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Repeats:
+    """The slices along the last axis of one tensor that hold some value twice (``distinct: true``).
+
+    ``count`` counts logical slices (a slice repeated by ``expand`` counts once per place
+    it appears) out of ``slices``; ``first`` indexes the first of them over the leading
+    axes, in row-major order, and ``value`` is a value it holds twice. Values compare as
+    the value checks compare them, by ``==``: ``-0.0`` repeats ``0.0``, and NaN equals
+    nothing, so NaNs never repeat (``finite: true`` refuses them).
+    """
+
+    count: int
+    slices: int
+    first: tuple[int, ...]
+    value: int | float | bool
+
+
+def _sliced(t: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """The view whose slices along the last axis are checked, and how many slices each stands for.
+
+    ``None`` when no slice can repeat a value (no values, a 0-d tensor, slices of one slot
+    or none). Large tensors have their stride-0 leading axes cut to one position, as
+    `_walked` does; the last axis is never cut.
+    """
+    if t.is_meta or t.dim() == 0 or t.numel() == 0 or t.shape[-1] < 2:
+        return None
+    v = t.detach() if t.requires_grad else t
+    rep = 1
+    if v.numel() > _BUDGET:
+        for d in range(v.dim() - 1):
+            if v.stride(d) == 0 and v.shape[d] > 1:
+                rep *= v.shape[d]
+                v = v.narrow(d, 0, 1)
+    return v, rep
+
+
+def _slice_blocks(t: torch.Tensor, lead: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], int, torch.Tensor]]:
+    """Like `_blocks`, for a tensor of two or more axes, but never splitting the last axis."""
+    row = t[0].numel()
+    if row <= _BUDGET or t.dim() == 2:
+        step = max(1, _BUDGET // max(row, 1))
+        for start in range(0, t.shape[0], step):
+            yield lead, start, t[start : start + step]
+    else:
+        for i in range(t.shape[0]):
+            yield from _slice_blocks(t[i], (*lead, i))
+
+
+def _slice_pieces(v: torch.Tensor) -> Iterator[_Block]:
+    if v.dim() == 1 or v.numel() <= _BUDGET:
+        yield (), None, v
+        return
+    yield from _slice_blocks(v)
+
+
+def _repeated(x: torch.Tensor) -> torch.Tensor:
+    """Which slices along the last axis of operand ``x`` hold some value twice: a bool per slice."""
+    k = x.shape[-1]
+    if k > _PAIRWISE_UP_TO:
+        s = x.sort(dim=-1).values
+        return (s[..., 1:] == s[..., :-1]).any(dim=-1)
+    cols = x.movedim(-1, 0).contiguous().unbind(0)
+    out = cols[0] == cols[1]
+    hit = torch.empty_like(out)
+    for i in range(k - 1):
+        for j in range(i + 1, k):
+            if (i, j) != (0, 1):
+                torch.eq(cols[i], cols[j], out=hit)
+                out |= hit
+    return out
+
+
+def _repeated_value(row: torch.Tensor) -> int | float | bool:
+    """A value one slice (a 1-d tensor known to repeat one) holds twice."""
+    dom = _domain(row.dtype)
+    s = _operand(row, dom).sort().values
+    at = int((s[1:] == s[:-1]).to(torch.uint8).argmax())
+    v = s[at].item()
+    return v + dom.shift if dom.shift else (bool(v) if row.dtype == torch.bool else v)
+
+
+def repeat_summary(t: torch.Tensor) -> Repeats | None:
+    """How the slices along the last axis of ``t`` break ``distinct``, or ``None`` when none does.
+
+    Bounded memory, like `failure_summary`: blocks of whole slices, stride-0 leading axes
+    checked once. A ``meta`` tensor has no values: ``None``.
+
+    Examples:
+        >>> r = repeat_summary(torch.tensor([[0, 1], [2, 2], [3, 4], [5, 5]]))
+        >>> r.count, r.slices, r.first, r.value
+        (2, 4, (1,), 2)
+    """
+    found = _sliced(t)
+    if found is None:
+        return None
+    v, rep = found
+    dom = _domain(v.dtype)
+    count, first = 0, None
+    for lead, start, block in _slice_pieces(v):
+        m = _repeated(_operand(block, dom))
+        n = int(m.sum())
+        if n and first is None:
+            at = _unravel(int(m.reshape(-1).view(torch.uint8).argmax()), m.shape)
+            first = _index(lead, start, at)
+        count += n
+    if first is None:
+        return None
+    return Repeats(count * rep, t.numel() // t.shape[-1], first, _repeated_value(v[first]))
+
+
+def has_repeats(t: torch.Tensor) -> bool:
+    """Whether some slice along the last axis of ``t`` holds a value twice (``distinct``), stopping at the first."""
+    found = _sliced(t)
+    if found is None:
+        return False
+    dom = _domain(found[0].dtype)
+    return any(bool(_repeated(_operand(block, dom)).any()) for _, _, block in _slice_pieces(found[0]))
+
+
+def repeat_positions(t: torch.Tensor, axis: int = 0) -> torch.Tensor:
+    """Which positions along ``axis`` (a leading axis, not the last) of ``t`` lie in a slice that repeats a value.
+
+    A new bool tensor of length ``t.shape[axis]`` on ``t``'s device, computed there
+    without reading device memory (the rows of a batch column, the ragged positions of
+    a jagged one); all ``False`` for a ``meta`` tensor.
+
+    Raises:
+        ValueError: ``axis`` is the last axis (its positions are the slots of the slices).
+    """
+    if t.dim() < 2 or axis % t.dim() == t.dim() - 1:
+        raise ValueError(
+            f"repeat_positions needs a leading axis of a tensor of 2+ axes, found axis {axis} of {t.dim()}"
+        )
+    size = t.shape[axis]
+    axis %= t.dim()
+    out = torch.zeros(size, dtype=torch.bool, device=t.device)
+    found = _sliced(t)
+    if found is None:
+        return out
+    v = found[0]
+    dom = _domain(v.dtype)
+    if v.shape[axis] != size:
+        out = out[:1]
+    for lead, start, block in _slice_pieces(v):
+        m = _repeated(_operand(block, dom))
+        inner = axis - len(lead)
+        if inner < 0:
+            out[lead[axis]] |= m.any()
+            continue
+        other = tuple(d for d in range(m.dim()) if d != inner)
+        hit = m.any(dim=other) if other else m
+        if inner == 0 and start is not None:
+            out[start : start + hit.shape[0]] |= hit
+        else:
+            out |= hit
+    return out if out.shape[0] == size else out.expand(size).contiguous()
+
+
+# -- per-position extremes (bounds that differ per sample) -----------------------------
+
+
+def position_extremes(t: torch.Tensor, axis: int = 0) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(smallest, largest)`` element at each position along ``axis`` of ``t``, exactly, in bounded memory.
+
+    For checking bounds that differ from position to position (``max: response`` over
+    the rows of a batch): int64 tensors for integer and bool dtypes, float64 for float
+    ones (a NaN anywhere at a position makes both NaN), on ``t``'s device. ``None`` when
+    there is nothing to compare: a ``meta`` or empty tensor, or ``uint64``, whose values
+    int64 cannot hold.
+    """
+    if t.dim() == 0:
+        raise ValueError("position_extremes needs a tensor with at least one axis, found a 0-d tensor")
+    if t.is_meta or t.numel() == 0 or t.dtype == torch.uint64 or t.dtype.is_complex:
+        return None
+    size = t.shape[axis]
+    axis %= t.dim()
+    dom = _domain(t.dtype)
+    wide = torch.float64 if dom.is_float else torch.int64
+    v, _ = _walked(t)
+    n = v.shape[axis]
+    lo_init, hi_init = (_INF, -_INF) if dom.is_float else (2**63 - 1, -(2**63))
+    lo = torch.full((n,), lo_init, dtype=wide, device=t.device)
+    hi = torch.full((n,), hi_init, dtype=wide, device=t.device)
+    for lead, start, block in _pieces(v):
+        x = _operand(block, dom)  # reduced in its own dtype (exact), widened after
+        inner = axis - len(lead)
+        if inner < 0:
+            small, big = torch.aminmax(x)
+            at = slice(lead[axis], lead[axis] + 1)
+        else:
+            other = tuple(d for d in range(x.dim()) if d != inner)
+            small, big = (x.amin(dim=other), x.amax(dim=other)) if other else (x, x)
+            at = slice(start, start + small.shape[0]) if inner == 0 and start is not None else slice(None)
+        lo[at] = torch.minimum(lo[at], small.to(wide))
+        hi[at] = torch.maximum(hi[at], big.to(wide))
+    if n != size:
+        lo, hi = lo.expand(size).contiguous(), hi.expand(size).contiguous()
+    return lo, hi

@@ -9,20 +9,35 @@ accepts can fail under the other. The rules are set comparisons, made exactly by
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajschema.core import DerivedDim, Field, FixedDim, Tag, describe_value, dtype_name, number_label, shown_value
+from trajschema.core import (
+    DerivedDim,
+    Expr,
+    Field,
+    FixedDim,
+    FreeDim,
+    Tag,
+    describe_value,
+    dtype_name,
+    integer_capacity,
+    number_label,
+    shown_value,
+)
 from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
 from trajschema.evolution.rules import (
     axis_key,
     axis_poly,
     binding_risk,
+    constant_of,
+    dim_span,
     direct_key,
     expansions,
     kind_within,
     kind_witness,
     poly,
+    poly_difference,
     reachable,
     size_witness,
     value_set,
@@ -48,6 +63,7 @@ CHANGE_KINDS = (
     "dim_removed",
     "dim_changed",
     "dim_bounds_changed",
+    "dim_source_changed",
     "values_changed",
     "pad_changed",
     "tag_added",
@@ -190,6 +206,19 @@ class _Ctx:
         self.used_old, self.used_new = _used(self.plan_old), _used(self.plan_new)
         self.axes_old = {f.name: axes for f, axes in self.plan_old.tensors}
         self.axes_new = {f.name: axes for f, axes in self.plan_new.tensors}
+        self.const_old, self.const_new = _constants(self.plan_old), _constants(self.plan_new)
+        self.span_old = dim_span(self.plan_old.dim_plan.dims)
+        self.span_new = dim_span(self.plan_new.dim_plan.dims)
+
+
+def _constants(plan: Plan) -> dict[str, int]:
+    """The sizes a schema decides alone (fixed dims, derived dims over them): its bounds in dims fold over these."""
+    out: dict[str, int] = {n: d.size for n, d in plan.dim_plan.dims.items() if isinstance(d, FixedDim)}
+    for d in plan.dim_plan.derived:
+        size = d.expr.evaluate(out)
+        if isinstance(size, int):
+            out[d.name] = size
+    return out
 
 
 def _used(plan: Plan) -> set[str]:
@@ -232,8 +261,30 @@ def _dim_text(d: Any) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
+def _sizes_only(d: Any) -> Any:
+    """``d`` without what decides no size: its description, and where a free dim's size is read (``from_config``)."""
+    return dataclasses.replace(d, description="", **({"from_config": ()} if isinstance(d, FreeDim) else {}))
+
+
 def _same_dim(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and dataclasses.replace(a, description="") == dataclasses.replace(b, description="")
+    return type(a) is type(b) and _sizes_only(a) == _sizes_only(b)
+
+
+def _from_config(d: Any) -> tuple[Expr, ...]:
+    return d.from_config if isinstance(d, FreeDim) else ()
+
+
+def _source_change(n: str, a: FreeDim, b: FreeDim) -> _Diff:
+    def shown(keys: tuple[Expr, ...]) -> str:
+        return "[" + ", ".join(map(str, keys)) + "]" if keys else "none"
+
+    return _Diff(
+        f"dims.{n}.from_config",
+        "dim_source_changed",
+        f"{n}: from_config {shown(a.from_config)} -> {shown(b.from_config)}",
+        note="from_config says which model-config keys schema_for_config reads the size from, "
+        "not which sizes validation allows",
+    )
 
 
 def _dims(c: _Ctx) -> Iterator[_Diff]:
@@ -245,8 +296,11 @@ def _dims(c: _Ctx) -> Iterator[_Diff]:
             yield _Diff(f"dims.{n}", "dim_added", f"{n}: added ({_dim_text(b)})", note=alone)
         elif b is None:
             yield _Diff(f"dims.{n}", "dim_removed", f"{n}: removed (was {_dim_text(a)})", note=alone)
-        elif not _same_dim(a, b) and (d := _dim_pair(c, n, a, b)) is not None:
-            yield d
+        else:
+            if not _same_dim(a, b) and (d := _dim_pair(c, n, a, b)) is not None:
+                yield d
+            if isinstance(a, FreeDim) and isinstance(b, FreeDim) and _from_config(a) != _from_config(b):
+                yield _source_change(n, a, b)
 
 
 def _dim_pair(c: _Ctx, n: str, a: Any, b: Any) -> _Diff | None:
@@ -330,14 +384,17 @@ def _field_pair(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
             d.why_f = "new samples may lack it"
         yield d
     if a.kind != b.kind:
-        yield _kind_change(a, b)
-    elif a.is_tensor:
-        yield from _dtype_change(a, b)
-        yield from _shape_change(c, a, b)
-        common = [d for d in a.dtypes if d in b.dtypes]
-        yield from _values_change(a, b, common, common)
+        yield _kind_change(c, a, b)
     else:
-        yield from _values_change(a, b, [a.kind], [a.kind])
+        if a.is_tensor:
+            yield from _dtype_change(a, b)
+            yield from _shape_change(c, a, b)
+        doms = [d for d in a.dtypes if d in b.dtypes] if a.is_tensor else [a.kind]
+        fa, fb = _fold(a, c.const_old), _fold(b, c.const_new)  # bounds over pinned dims are numbers
+        yield from _values_change(fa, fb, doms, doms)
+        yield from _dim_bounds_change(c, (a, b), (fa, fb), doms)
+        if a.is_tensor:
+            yield from _distinct_change(c, fa, fb, doms)
     if repr(a.pad) != repr(b.pad) or a.pad != b.pad:
         note = "pad rules decide what padding samples hold, not what validation accepts"
         yield _Diff(f"{path}.pad", "pad_changed", f"{a.name}: pad {a.pad} -> {b.pad}", note=note)
@@ -357,17 +414,27 @@ def _kind_why(src: Field, tgt: Field, s: str, t: str) -> str | None:
     return None if w is None else f"{s} allows {_show(w)}, {t} does not (at depth='values')"
 
 
-def _kind_change(a: Field, b: Field) -> _Diff:
+def _kind_change(c: _Ctx, a: Field, b: Field) -> _Diff:
     tensor = a.is_tensor or b.is_tensor  # what the field observes of the dims changes
+    fa, fb = _fold(a, c.const_old), _fold(b, c.const_new)
     return _Diff(
         f"fields.{a.name}.kind",
         "kind_changed",
         f"{a.name}: {a.describe()} -> {b.describe()}",
-        why_b=_kind_why(a, b, "old", "new"),
-        why_f=_kind_why(b, a, "new", "old"),
+        why_b=_kind_why(fa, fb, "old", "new") or _new_dim_bound(fa, fb, "old", "new"),
+        why_f=_kind_why(fb, fa, "new", "old") or _new_dim_bound(fb, fa, "new", "old"),
         bind_b=tensor,
         bind_f=tensor,
     )
+
+
+def _new_dim_bound(src: Field, tgt: Field, s: str, t: str) -> str | None:
+    """For a kind change: ``tgt`` checks a bound in dims that ``src`` does not (kind rules compare literals only)."""
+    for side, e in (("min", tgt.min_expr), ("max", tgt.max_expr)):
+        mine = getattr(src, f"{side}_expr")
+        if e is not None and (mine is None or direct_key(mine) != direct_key(e)):
+            return f"cannot prove: {t} checks {side} {e}, {s} does not"
+    return None
 
 
 def _dtype_change(a: Field, b: Field) -> Iterator[_Diff]:
@@ -456,6 +523,168 @@ def _values_change(a: Field, b: Field, back: Sequence[Any], fwd: Sequence[Any]) 
     else:
         d.note = "the same values pass" if back else "no dtype in common, so no value is checked by both"
     yield d
+
+
+def _fold(f: Field, sizes: Mapping[str, int]) -> Field:
+    """``f`` with each bound in dims that ``sizes`` decides folded into its literal (the tighter one holds).
+
+    Unlike `Field.bounded`, a bound whose dims ``sizes`` lacks is kept, not left out: it
+    still says something about the schema.
+    """
+    out = {}
+    for side, pick in (("min", max), ("max", min)):
+        e, literal = getattr(f, f"{side}_expr"), getattr(f, side)
+        value = None if e is None else e.evaluate(sizes)
+        if value is not None:
+            out[side] = value if literal is None else pick(literal, value)
+            out[f"{side}_expr"] = None
+    return dataclasses.replace(f, **out) if out else f
+
+
+# -- bounds written in dims, and distinct ----------------------------------------------------
+
+
+def _unbound(c: _Ctx, *exprs: Expr | None) -> list[str]:
+    """The dims of ``exprs`` that no field or tag binds: a bound in them is checked only once they are given.
+
+    Such a bound (``max: experts - 1``, ``experts`` in no shape) is compared as if its
+    dims were known, as they are under ``dims=`` or once pinned: a verdict of "fine" must
+    hold for those validations too.
+    """
+    return sorted({n for e in exprs if e is not None for n in e.names()} - c.used_old - c.used_new)
+
+
+def _bound_text(literal: Any, e: Expr | None) -> str:
+    parts = [number_label(literal)] if literal is not None else []
+    parts += [str(e)] if e is not None else []
+    return " and ".join(parts) or "none"
+
+
+def _dim_bounds_change(
+    c: _Ctx, declared: tuple[Field, Field], folded: tuple[Field, Field], doms: Sequence[Any]
+) -> Iterator[_Diff]:
+    """Changes of bounds in dims, per side: the values they let through (``folded``: over the schema's fixed
+    dims already numbers) and the dtypes they hold to (``declared``: a fixed dim's bound is held too)."""
+    (a, b), (fa, fb) = declared, folded
+    for side in ("min", "max"):
+        ea, eb = getattr(fa, f"{side}_expr"), getattr(fb, f"{side}_expr")
+        pa = None if ea is None else poly(ea, c.exp_old)
+        pb = None if eb is None else poly(eb, c.exp_new)
+        values_same = (ea is None and eb is None) or (pa is not None and pa == pb)
+        if values_same and _same_side(c, a, b, side):
+            continue
+        why_b = _overflow_why(b, side, c.span_new, doms, "new") if not _same_side(c, a, b, side) else None
+        why_f = _overflow_why(a, side, c.span_old, doms, "old") if not _same_side(c, a, b, side) else None
+        if values_same and not (why_b or why_f):
+            continue
+        da, db = getattr(a, f"{side}_expr"), getattr(b, f"{side}_expr")
+        change = f"{a.name}: {side} {_bound_text(getattr(a, side), da)} -> {_bound_text(getattr(b, side), db)}"
+        d = _Diff(f"fields.{a.name}.{side}", "values_changed", change)
+        if not values_same:
+            d.why_b, d.why_f = _dim_bound_whys(c, side, fa, fb)
+        d.why_b, d.why_f = d.why_b or why_b, d.why_f or why_f
+        unbound = _unbound(c, da, db)
+        if unbound and (d.why_b or d.why_f):
+            d.change += f" (checked once {', '.join(unbound)} {'is' if len(unbound) == 1 else 'are'} known)"
+        if not (d.why_b or d.why_f):
+            d.note = "the same values pass"
+        yield d
+
+
+def _same_side(c: _Ctx, a: Field, b: Field, side: str) -> bool:
+    """Whether ``a`` and ``b`` declare one bound on ``side``: the same literal and the same bound in dims."""
+    ea, eb = getattr(a, f"{side}_expr"), getattr(b, f"{side}_expr")
+    same_expr = (ea is None and eb is None) or (
+        ea is not None and eb is not None and (p := poly(ea, c.exp_old)) is not None and p == poly(eb, c.exp_new)
+    )
+    return same_expr and repr(getattr(a, side)) == repr(getattr(b, side))
+
+
+def _dim_bound_whys(c: _Ctx, side: str, fa: Field, fb: Field) -> tuple[str | None, str | None]:
+    ea, eb = getattr(fa, f"{side}_expr"), getattr(fb, f"{side}_expr")
+    if ea is not None and eb is not None:
+        return _compare_dim_bounds(side, ea, eb, poly_difference(poly(ea, c.exp_old), poly(eb, c.exp_new)))
+    if eb is not None:
+        return _added_bound(side, eb, getattr(fa, side), c.span_new, "old", "new"), None
+    assert ea is not None
+    return None, _added_bound(side, ea, getattr(fb, side), c.span_old, "new", "old")
+
+
+def _overflow_why(tgt: Field, side: str, span: Any, doms: Sequence[Any], t: str) -> str | None:
+    """Why ``t`` may refuse a dtype outright: validation holds an integer dtype to a bound in dims.
+
+    A sample whose ``uint8`` ids may reach ``max experts - 1`` with ``experts = 300`` fails
+    whatever its values (`trajschema.check.dtype_overflow`); ``t`` does so when its bound can
+    pass the dtype's range over the sizes its dims allow, and its literal bound on that side
+    does not stop short of it first.
+    """
+    e, literal = getattr(tgt, f"{side}_expr"), getattr(tgt, side)
+    if e is None:
+        return None
+    lo, hi = e.bounds(span)
+    for dom in doms:
+        cap = integer_capacity(dom) if not isinstance(dom, str) else None
+        if cap is None:
+            continue
+        if side == "max" and hi > cap[1] and not (literal is not None and literal <= cap[1]):
+            return f"cannot prove: {t} holds {dtype_name(dom)} to max {e}, which may pass {cap[1]}"
+        if side == "min" and lo < cap[0] and not (literal is not None and literal >= cap[0]):
+            return f"cannot prove: {t} holds {dtype_name(dom)} to min {e}, which may go below {cap[0]}"
+    return None
+
+
+def _compare_dim_bounds(side: str, ea: Expr, eb: Expr, diff: Any) -> tuple[str | None, str | None]:
+    """``(why_b, why_f)`` for two bounds in dims on one side, compared by their canonical polynomials."""
+    k = None if diff is None else constant_of(diff)
+    if k is None:
+        why = f"cannot prove: {side} {ea} and {side} {eb} differ by an amount that depends on the dims"
+        return why, why
+    up = side == "max"
+    if (k > 0) == up:  # new lets more through
+        return None, f"new allows values {'up to' if up else 'down to'} {eb}, old {'stops' if up else 'starts'} at {ea}"
+    return f"old allows values {'up to' if up else 'down to'} {ea}, new {'stops' if up else 'starts'} at {eb}", None
+
+
+def _added_bound(side: str, e: Expr, literal: Any, span: Any, s: str, t: str) -> str | None:
+    """Why ``s`` samples can fail bound ``e`` that only ``t`` checks (``literal``: ``s``'s own bound on that side)."""
+    up = side == "max"
+    lo, hi = e.bounds(span)
+    if literal is not None and ((up and lo >= literal) or (not up and hi <= literal)):
+        return None  # never tighter than the literal s already checks
+    if literal is not None:
+        return (
+            f"cannot prove: {t} checks {side} {e}, {s} {side} {number_label(literal)}; a literal bound and a bound "
+            "in dims cannot be compared exactly"
+        )
+    return f"{s} allows values {'above' if up else 'below'} {e}, which {t} refuses"
+
+
+def _distinct_change(c: _Ctx, a: Field, b: Field, doms: Sequence[Any]) -> Iterator[_Diff]:
+    if a.distinct == b.distinct:
+        return
+    change = f"{a.name}: distinct {str(a.distinct).lower()} -> {str(b.distinct).lower()}"
+    d = _Diff(f"fields.{a.name}.distinct", "values_changed", change)
+    if b.distinct:
+        d.why_b = _repeat_why(a, c.span_old, doms, "old", "new")
+    else:
+        d.why_f = _repeat_why(b, c.span_new, doms, "new", "old")
+    if d.why_b or d.why_f:
+        d.change += " (value checks run at depth='values' only)"
+    else:
+        d.note = "no slice along the last axis holds two values (or no value passes), so none can repeat"
+    yield d
+
+
+def _repeat_why(src: Field, span: Any, doms: Sequence[Any], s: str, t: str) -> str | None:
+    """A slice along the last axis that ``src`` allows and a ``distinct`` field refuses: ``[v, v]``."""
+    if not src.shape or src.shape[-1].bounds(span)[1] < 2:
+        return None
+    for dom in doms:
+        v = _vset(src, dom).example()
+        if v is not None:
+            pair = f"[{number_label(v)}, {number_label(v)}]"
+            return f"{s} allows a value repeated along the last axis ({pair} in {dtype_name(dom)}), {t} does not"
+    return None
 
 
 # -- tags, extra, padding -----------------------------------------------------------------

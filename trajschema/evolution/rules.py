@@ -24,6 +24,7 @@ from typing import Any
 
 from trajschema.check import Plan
 from trajschema.core import (
+    MAX_SIZE,
     DerivedDim,
     Domain,
     Expr,
@@ -41,11 +42,14 @@ __all__ = [
     "axis_key",
     "axis_poly",
     "binding_risk",
+    "constant_of",
+    "dim_span",
     "direct_key",
     "expansions",
     "kind_within",
     "kind_witness",
     "poly",
+    "poly_difference",
     "reachable",
     "size_witness",
     "value_set",
@@ -91,6 +95,41 @@ def size_witness(a: FixedDim | FreeDim, b: FixedDim | FreeDim) -> int | None:
 
 
 # -- dim expressions as canonical polynomials ---------------------------------------------
+
+
+def poly_difference(a: Poly | None, b: Poly | None) -> Poly | None:
+    """``b - a`` as a canonical polynomial; ``None`` when either is ``None`` (too large to expand)."""
+    if a is None or b is None:
+        return None
+    out = dict(b)
+    for m, c in a:
+        out[m] = out.get(m, 0) - c
+    return tuple(sorted((m, c) for m, c in out.items() if c))
+
+
+def constant_of(p: Poly) -> int | None:
+    """The value of a polynomial without names (``()`` is 0), ``None`` when it names a dim."""
+    if any(m for m, _ in p):
+        return None
+    return sum(c for _, c in p)
+
+
+def dim_span(dims: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+    """``{dim: (lo, hi)}``: the sizes every dim allows, a free dim without ``max`` up to the largest size (2**63-1).
+
+    A derived dim's box comes from its expression's (`Expr.bounds`): never narrower than
+    the sizes it can take, so a rule reading "this bound never passes X" off it is sound.
+    """
+    out: dict[str, tuple[float, float]] = {}
+    for n, d in dims.items():
+        if isinstance(d, (FixedDim, FreeDim)):
+            sizes = d.size_range()
+            if sizes is not None:
+                out[n] = (sizes[0], MAX_SIZE if sizes[1] is None else sizes[1])
+    for d in derived_order(dims):
+        lo, hi = d.expr.bounds(out)
+        out[d.name] = (max(lo, 0), min(hi, MAX_SIZE))
+    return out
 
 
 def poly(e: Expr, subst: Mapping[str, Poly | None] | None = None) -> Poly | None:

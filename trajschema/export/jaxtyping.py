@@ -38,6 +38,10 @@ so annotations pickle). jaxtyping's own categories are not
 used because none equals a set trajschema can declare: ``Int`` also admits ``int4``
 (torch has ``torch.int4``), ``Float`` the float8 dtypes. One dtype set always maps to the
 same class, so annotations of equal fields are the same object.
+
+Value checks are not part of an annotation (jaxtyping checks dtypes and shapes, never
+elements): ``values``, ``min`` / ``max`` (literal or written in dims, ``max: experts - 1``),
+``finite`` and ``distinct`` are left to [`validate`][trajschema.Schema.validate].
 """
 
 from __future__ import annotations

@@ -15,8 +15,11 @@ stays itself. Non-finite floats, which JSON cannot write, become the strings ``"
   named dim a ``$ref`` to its entry in ``$defs/dims``, an inline expression an integer
   ``>= 0`` annotated ``x-trajschema-expr``) and, optional, ``values``: nested arrays of
   rank depth (of the literal length where the axis is literal) whose elements carry the
-  value checks as keywords: ``enum`` for ``values``, ``minimum`` / ``maximum``, and
-  ``finite`` by which of the non-finite strings are allowed. Elements are ``boolean``
+  value checks as keywords: ``enum`` for ``values``, ``minimum`` / ``maximum`` (a bound
+  written in dims, ``max: experts - 1``, only when the schema pins its dims: then it is a
+  number), ``finite`` by which of the non-finite strings are allowed, and ``distinct`` as
+  ``uniqueItems`` on the innermost arrays (the slices along the last axis) of integer and
+  bool dtypes. Elements are ``boolean``
   for a ``bool`` dtype, ``integer`` for integer dtypes and ``number`` for float dtypes;
   a dtype list mixing those is one ``anyOf`` alternative per group, so a bool tensor's
   elements must be booleans. The field also carries ``x-trajschema-shape``, the symbolic
@@ -30,7 +33,8 @@ stays itself. Non-finite floats, which JSON cannot write, become the strings ``"
   one, or a tensor of rank >= 1, whose elements trajschema does not read for ``any``);
 * ``$defs/dims``: an object schema for the dims dict [`validate`][trajschema.Schema.validate]
   returns: a fixed dim is ``const``, a free one an integer with ``minimum``,
-  ``maximum``, ``multipleOf`` (and ``x-trajschema-padding``, its padding size), a derived
+  ``maximum``, ``multipleOf`` (and ``x-trajschema-padding``, its padding size, and
+  ``x-trajschema-from-config``, the model-config keys it is read from), a derived
   one an integer ``>= 0`` with ``x-trajschema-expr``; every dim says its kind in
   ``x-trajschema-dim``;
 * ``$defs/tags``: an object schema for the tag dict (declared tags by kind,
@@ -40,14 +44,17 @@ stays itself. Non-finite floats, which JSON cannot write, become the strings ``"
 What JSON Schema cannot say, and so is left to [`validate`][trajschema.Schema.validate]: that
 axes naming one dim agree (within a field or across fields), a derived dim's or an inline
 expression's relation to the other dims (``seq == prompt + response``), a tag's
-``equals``, and the difference between ``1`` and ``1.0`` (an ``int`` field holding the
-float ``1.0`` passes). Validators that compare numbers as binary floats may also round
-bounds that trajschema compares exactly. Keys of the document are sorted, it contains
+``equals``, a bound in dims whose dims are not pinned and ``distinct`` on float dtypes
+(both said in the field's ``description`` and ``x-trajschema-checks`` instead), and the
+difference between ``1`` and ``1.0`` (an ``int`` field holding the float ``1.0``
+passes). Validators that compare numbers as binary floats may also round bounds that
+trajschema compares exactly. Keys of the document are sorted, it contains
 no non-finite float, so ``json.dumps`` writes it deterministically.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -56,7 +63,7 @@ from typing import Any
 import torch
 
 from trajschema.check import as_mapping
-from trajschema.core import DTYPES_BY_NAME, DerivedDim, FixedDim, FreeDim, dtype_name, kind_ok, value_failures
+from trajschema.core import DTYPES_BY_NAME, DerivedDim, Field, FixedDim, FreeDim, dtype_name, kind_ok, value_failures
 
 __all__ = ["SCHEMA_DIALECT", "json_schema", "sample_to_json"]
 
@@ -158,15 +165,36 @@ def _groups(dtypes: Sequence[torch.dtype]) -> dict[str, list[str]]:
     return out
 
 
+def _fold(f: Field, sizes: Mapping[str, int]) -> Field:
+    """``f`` with each bound in dims that ``sizes`` decides folded into its literal (the tighter one holds).
+
+    Unlike `Field.bounded`, a bound whose dims ``sizes`` lacks is kept, not left out: it
+    still says something about the schema.
+    """
+    out = {}
+    for side, pick in (("min", max), ("max", min)):
+        e, literal = getattr(f, f"{side}_expr"), getattr(f, side)
+        value = None if e is None else e.evaluate(sizes)
+        if value is not None:
+            out[side] = value if literal is None else pick(literal, value)
+            out[f"{side}_expr"] = None
+    return dataclasses.replace(f, **out) if out else f
+
+
 # -- fields -----------------------------------------------------------------------------
 
 
-def _tensor_object(dtypes: list[str], axes: list[Any], literal: list[int | None], elements: Any) -> dict[str, Any]:
+def _tensor_object(
+    dtypes: list[str], axes: list[Any], literal: list[int | None], elements: Any, *, unique: bool = False
+) -> dict[str, Any]:
+    """One dtype group's tensor object; ``unique``: the innermost arrays (slices along the last axis) are distinct."""
     values = elements
-    for size in reversed(literal):
+    for i, size in enumerate(reversed(literal)):
         level: dict[str, Any] = {"type": "array", "items": values}
         if size is not None:
             level["minItems"] = level["maxItems"] = size
+        if unique and i == 0:
+            level["uniqueItems"] = True
         values = level
     shape: dict[str, Any] = {"type": "array", "items": False, "minItems": len(axes)}
     if axes:
@@ -199,21 +227,52 @@ def _axes(f: Any, consts: Mapping[str, int]) -> tuple[list[Any], list[int | None
     return items, literal, symbolic
 
 
+def _checks(f: Any) -> dict[str, Any]:
+    """``x-trajschema-checks``: every value check, bounds in dims as their text (``"max_expr": "experts - 1"``)."""
+    checks = {"values": f.values, "min": f.min, "max": f.max, "finite": f.finite, "distinct": f.distinct}
+    out = {
+        k: ([_number(v) for v in x] if k == "values" else _number(x))
+        for k, x in checks.items()
+        if x is not None and x is not False
+    }
+    for k, e in (("min_expr", f.min_expr), ("max_expr", f.max_expr)):
+        if e is not None:
+            out[k] = str(e)
+    return out
+
+
+def _unsaid(f: Any) -> str:
+    """What the document cannot say of ``f`` (bounds in dims not pinned, distinct float slices), in words."""
+    parts = [
+        f"trajschema also checks {side} {e} once {', '.join(e.names())} "
+        f"{'is' if len(e.names()) == 1 else 'are'} known (pin {'it' if len(e.names()) == 1 else 'them'} "
+        "with dims= or Schema.with_dims to have it in this document)."
+        for side, e in (("min", f.min_expr), ("max", f.max_expr))
+        if e is not None
+    ]
+    if f.distinct and f.is_tensor and any(_group(d) == "float" for d in f.dtypes):
+        parts.append(
+            "trajschema also checks that the values along the last axis are distinct; for float dtypes this "
+            "document does not (uniqueItems compares JSON numbers, not the tensor's own floats)."
+        )
+    return " ".join(parts)
+
+
 def _field(f: Any, consts: Mapping[str, int]) -> Any:
     meta: dict[str, Any] = {"x-trajschema-pad": str(f.pad)}
-    if f.description:
-        meta["description"] = f.description
     if f.has_value_checks:
-        checks = {"values": f.values, "min": f.min, "max": f.max, "finite": f.finite}
-        meta["x-trajschema-checks"] = {
-            k: ([_number(v) for v in x] if k == "values" else _number(x))
-            for k, x in checks.items()
-            if x is not None and x is not False
-        }
+        meta["x-trajschema-checks"] = _checks(f)
+    f = _fold(f, consts)  # a bound in dims the schema pins is a number here
+    description = " ".join(x for x in (f.description, _unsaid(f)) if x)
+    if description:
+        meta["description"] = description
     if f.is_tensor:
         items, literal, symbolic = _axes(f, consts)
         meta["x-trajschema-shape"] = symbolic
-        alts = [_tensor_object(names, items, literal, _elements(g, f)) for g, names in _groups(f.dtypes).items()]
+        alts = [
+            _tensor_object(names, items, literal, _elements(g, f), unique=f.distinct and g != "float")
+            for g, names in _groups(f.dtypes).items()
+        ]
     else:
         meta["x-trajschema-kind"] = f.kind
         alts = _kind_alternatives(f.kind, f, tensors=True)
@@ -278,6 +337,8 @@ def _dims(schema: Any) -> dict[str, Any]:
                 p["multipleOf"] = d.multiple_of
             if n in schema.padding_sizes:
                 p["x-trajschema-padding"] = schema.padding_sizes[n]
+            if d.from_config:
+                p["x-trajschema-from-config"] = [str(e) for e in d.from_config]
         elif isinstance(d, DerivedDim):
             p.update({"minimum": 0, "x-trajschema-dim": "derived", "x-trajschema-expr": str(d.expr)})
         if d.description:

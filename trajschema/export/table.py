@@ -7,8 +7,9 @@ documentation site cannot describe the same schema differently.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
-from trajschema.core import DerivedDim, Field, FixedDim, Tag, dtype_name
+from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
 from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
 
 __all__ = ["DimRow", "FieldRow", "TagRow", "dim_rows", "extends", "field_rows", "tag_rows", "value_checks"]
@@ -49,21 +50,38 @@ class TagRow:
     description: str
 
 
-def value_checks(f: Field) -> str:
-    """``"values [0, 1]; min 0; finite"``, or ``""`` for a field without value checks."""
+def _dim_bound(side: str, expr: Expr, sizes: Mapping[str, int]) -> str:
+    """``"max experts - 1"``, with its value when every dim it names is fixed: ``"max experts - 1 (= 127)"``."""
+    value = expr.evaluate(sizes)
+    return f"{side} {expr}" + ("" if value is None else f" (= {value})")
+
+
+def value_checks(f: Field, sizes: Mapping[str, int] | None = None) -> str:
+    """``"values [0, 1]; min 0; max experts - 1; distinct; finite"``, or ``""`` for a field without value checks.
+
+    ``sizes`` (the schema's fixed dims) shows what a bound written in dims comes to:
+    ``max experts - 1 (= 127)`` once ``experts`` is pinned.
+    """
     parts = []
     if f.values is not None:
         parts.append("values [" + ", ".join(repr(v) for v in f.values) + "]")
-    if f.min is not None:
-        parts.append(f"min {f.min!r}")
-    if f.max is not None:
-        parts.append(f"max {f.max!r}")
+    for side, literal, expr in (("min", f.min, f.min_expr), ("max", f.max, f.max_expr)):
+        if literal is not None:
+            parts.append(f"{side} {literal!r}")
+        if expr is not None:
+            parts.append(_dim_bound(side, expr, sizes or {}))
+    if f.distinct:
+        parts.append("distinct")
     if f.finite:
         parts.append("finite")
     return "; ".join(parts)
 
 
-def _field_row(f: Field) -> FieldRow:
+def _fixed_sizes(schema: Schema) -> dict[str, int]:
+    return {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
+
+
+def _field_row(f: Field, sizes: Mapping[str, int]) -> FieldRow:
     if f.is_tensor:
         shape = "[" + ", ".join(str(e) for e in f.shape or ()) + "]"
         dtype = " | ".join(dtype_name(d) for d in f.dtypes)
@@ -75,14 +93,15 @@ def _field_row(f: Field) -> FieldRow:
         dtype=dtype,
         required="yes" if f.required else "no",
         pad=str(f.pad),
-        checks=value_checks(f),
+        checks=value_checks(f, sizes),
         description=f.description,
     )
 
 
 def field_rows(schema: Schema) -> list[FieldRow]:
     """The schema's fields in declaration order (inherited ones included)."""
-    return [_field_row(f) for f in schema.fields.values()]
+    sizes = _fixed_sizes(schema)
+    return [_field_row(f, sizes) for f in schema.fields.values()]
 
 
 def dim_rows(schema: Schema) -> list[DimRow]:

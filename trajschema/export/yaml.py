@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
+from trajschema.core import SPREAD, DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
 
-__all__ = ["dim_entry", "field_entry", "schema_sections", "schema_to_yaml", "tag_entry"]
+__all__ = ["dim_entry", "field_entry", "pad_entry", "schema_sections", "schema_to_yaml", "tag_entry"]
 
 _SECTIONS = ("dims", "fields", "tags", "padding")
 
@@ -50,7 +50,36 @@ def dim_entry(d: Any) -> Any:
         out["max"] = d.max
     if d.multiple_of is not None:
         out["multiple_of"] = d.multiple_of
+    keys = [str(e) for e in d.from_config]
+    if keys:
+        out["from_config"] = keys[0] if len(keys) == 1 else keys
     return {**out, **desc}
+
+
+def _bound_entry(field: str, side: str, literal: int | float | None, expr: Expr | None) -> int | float | str | None:
+    """A field's ``min`` or ``max``: the literal (``0``) or the dim bound's text (``"experts - 1"``).
+
+    Raises:
+        ValueError: the field holds both on one side (built by hand: a schema file holds
+            one ``max`` per field, so no document says it).
+    """
+    if expr is None:
+        return literal
+    if literal is None:
+        return _expr_entry(expr)
+    raise ValueError(
+        f"field {field}: {side}: both {literal!r} and {expr} are declared; a schema file holds one {side} per field "
+        f"(keep one, or pin the dims of {expr} so that Field.bounded folds it)"
+    )
+
+
+def pad_entry(f: Field) -> Any:
+    """A field's pad rule as the loader reads it: ``0``, ``"eos"`` or ``{"spread": "experts"}``."""
+    if f.pad.rule == "fill":
+        return f.pad.value
+    if f.pad.rule == SPREAD:
+        return {SPREAD: f.pad.over}
+    return f.pad.rule
 
 
 def field_entry(f: Field) -> dict[str, Any]:
@@ -69,13 +98,14 @@ def field_entry(f: Field) -> dict[str, Any]:
         out["kind"] = f.kind
     if f.values is not None:
         out["values"] = list(f.values)
-    if f.min is not None:
-        out["min"] = f.min
-    if f.max is not None:
-        out["max"] = f.max
+    for side, literal, expr in (("min", f.min, f.min_expr), ("max", f.max, f.max_expr)):
+        if (bound := _bound_entry(f.name, side, literal, expr)) is not None:
+            out[side] = bound
     if f.finite:
         out["finite"] = True
-    out["pad"] = f.pad.value if f.pad.rule == "fill" else f.pad.rule
+    if f.distinct:
+        out["distinct"] = True
+    out["pad"] = pad_entry(f)
     if not f.required:
         out["required"] = False
     if f.description:

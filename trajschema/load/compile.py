@@ -15,6 +15,7 @@ from trajschema.core import (
     KINDS,
     MAX_SIZE,
     PAD_RULES,
+    SPREAD,
     DerivedDim,
     DimCycleError,
     Expr,
@@ -30,6 +31,7 @@ from trajschema.core import (
     derived_order,
     dtype_name,
     fits_dtype,
+    integer_capacity,
     number_label,
     parse_expr,
     value_failures,
@@ -198,10 +200,11 @@ def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, m
     """
     blame = _Blame(mro, sources, ancestors, merged)
     dims = _compile_dims(merged["dims"], blame)
-    fields = {name: _compile_field(name, f, src, dims) for name, (f, src) in merged["fields"].items()}
+    spans = _dim_spans(dims, blame)
+    fields = {name: _compile_field(name, f, src, dims, spans) for name, (f, src) in merged["fields"].items()}
     tags = {name: _compile_tag(name, t, src, dims) for name, (t, src) in merged["tags"].items()}
     padding = {name: _compile_padding(name, size, src, dims, blame) for name, (size, src) in merged["padding"].items()}
-    _check_never_negative(dims, fields, blame)
+    _check_never_negative(dims, fields, blame, spans)
     _check_padding_defaults(dims, fields, padding, blame)
     return Schema(
         name=decl.name,
@@ -335,7 +338,7 @@ def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
 # Compiling fields: type (kind, shape, dtypes), pad rule, value checks, the fill vs the checks
 
 
-def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
+def _compile_field(name: str, f: _FieldDecl, src: str, dims, spans: Mapping[str, tuple[float, float]]) -> Field:
     path = f"fields.{name}"
     if f.pad is None:
         _raise(
@@ -344,13 +347,14 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
             f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
         )
     kind, shape, dtypes = _field_type(name, f, src, path, dims)
-    pad = _compile_pad(f.pad, kind, shape, dtypes, src, f"{path}.pad")
+    pad = _compile_pad(f.pad, kind, shape, dtypes, src, f"{path}.pad", dims)
     values = _compile_values(f.values, kind, dtypes, src, f"{path}.values")
     lo, hi = _compile_bounds(f, kind, dtypes, src, path)
+    lo_e, hi_e = (_dim_bound(f, key, dims, src, path) for key in ("min", "max"))
     if f.finite and kind not in ("tensor", "float"):
         _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
     _check_fill(pad, values, lo, hi, f.finite, src, f"{path}.pad")
-    return Field(
+    field = Field(
         name=name,
         kind=kind,
         shape=shape,
@@ -362,7 +366,15 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims) -> Field:
         max=hi,
         finite=f.finite,
         description=f.description,
+        min_expr=lo_e,
+        max_expr=hi_e,
+        distinct=f.distinct,
     )
+    if field.has_dim_bounds:
+        _check_dim_bounds(field, spans, src, path)
+    if field.distinct:
+        _check_distinct(field, spans, src, path)
+    return field
 
 
 def _field_type(name: str, f: _FieldDecl, src: str, path: str, dims) -> tuple[str, Any, tuple[torch.dtype, ...]]:
@@ -420,7 +432,9 @@ _RULE_KINDS = {
 }
 
 
-def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str) -> PadRule:
+def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: Mapping[str, Any]) -> PadRule:
+    if isinstance(pad, Mapping):
+        return _compile_spread(pad, kind, shape, dtypes, src, path, dims)
     if isinstance(pad, str):
         if pad not in PAD_RULES:
             _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
@@ -432,7 +446,12 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str) -> Pad
             _raise(src, path, "pad rule 'positions' counts along the last dim; a 0-d field has none")
         return PadRule(pad)
     if not _is_number(pad):
-        _raise(src, path, f"expected a number or a pad rule ({', '.join(PAD_RULES)}), found {_show(pad)}")
+        _raise(
+            src,
+            path,
+            f"expected a number or a pad rule ({', '.join(PAD_RULES)}), found {_show(pad)} "
+            f"(or {{{SPREAD}: <dim>}}, ids spread over a dim)",
+        )
     if kind == "tensor":
         for d in dtypes:
             if not fill_fits_dtype(pad, d):
@@ -458,6 +477,32 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str) -> Pad
     elif kind == "bool" and not isinstance(pad, bool):
         _raise(src, path, f"a 'bool' field needs true or false, found {_num(pad)}")
     return PadRule("fill", pad)
+
+
+def _compile_spread(
+    pad: Mapping[Any, Any], kind: str, shape, dtypes, src: str, path: str, dims: Mapping[str, Any]
+) -> PadRule:
+    """``pad: {spread: experts}``: integer ids spread over ``0 .. experts - 1``, distinct along the last axis."""
+    keys = list(pad)
+    if len(keys) != 1 or keys[0] != SPREAD:
+        odd = next((k for k in keys if k != SPREAD), None)
+        problem = _unknown("pad rule", odd, (SPREAD,)) + "; " if odd is not None else ""
+        _raise(src, path, f"{problem}a pad mapping has exactly one key, {SPREAD} ({{{SPREAD}: experts}})")
+    over = pad[SPREAD]
+    at = f"{path}.{SPREAD}"
+    if not isinstance(over, str):
+        _raise(src, at, f"expected the name of the dim that counts the ids (experts), found {_show(over)}")
+    if over not in dims:
+        _raise(src, at, _unknown("dim", over, list(dims)) + "; declare it under dims:")
+    rule = f"{{{SPREAD}: {over}}}"
+    if kind != "tensor":
+        _raise(src, path, f"pad rule {rule} spreads ids along a tensor's last axis; a {kind!r} field has none")
+    if not shape:
+        _raise(src, path, f"pad rule {rule} spreads ids along the last axis (a token's slots); a 0-d field has none")
+    floats = [dtype_name(d) for d in dtypes if d == torch.bool or d.is_floating_point or d.is_complex]
+    if floats:
+        _raise(src, path, f"pad rule {rule} fills integer ids, which dtype {', '.join(floats)} does not hold")
+    return PadRule(SPREAD, over=over)
 
 
 def _value_misfit(v: Any, kind: str, dtypes: tuple[torch.dtype, ...]) -> str | None:
@@ -506,8 +551,10 @@ def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tu
         at = f"{path}.{key}"
         if v is not None and kind not in ("tensor", "int", "float"):
             _raise(src, at, f"{key} applies to tensors, int and float, not {kind!r}")
+        if isinstance(v, str) and not _string_hint(v):
+            v = None  # a dim expression (experts - 1): _dim_bound reads it
         if v is not None and (isinstance(v, bool) or not _is_number(v)):
-            _raise(src, at, f"expected a number, found {_show(v)}{_string_hint(v)}")
+            _raise(src, at, f"expected a number or a dim expression (experts - 1), found {_show(v)}{_string_hint(v)}")
         if isinstance(v, float) and not math.isfinite(v):
             _raise(src, at, f"{key} must be finite, found {v!r}; leave {key} out for no bound")
         out.append(v)
@@ -520,6 +567,100 @@ def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tu
     if dtypes and hi is not None and all(not ValueSet.at_most(hi, d).spans for d in dtypes):
         _raise(src, f"{path}.max", f"max {_num(hi)} is below every value of {_names(dtypes)}; no element passes")
     return lo, hi
+
+
+def _dim_bound(f: _FieldDecl, key: str, dims: Mapping[str, Any], src: str, path: str) -> Expr | None:
+    """``min`` / ``max`` written in dims (``max: experts - 1``), parsed; ``None`` for a number or nothing."""
+    text = getattr(f, key)
+    if not isinstance(text, str):
+        return None
+    at = f"{path}.{key}"
+    e = _expr(text, src, at)
+    if not e.names():
+        _raise(
+            src, at, f"{text!r} names no dim; write the number {_num(e.evaluate({}))} for a bound that never changes"
+        )
+    _check_names(e, dims, src, at)
+    return e
+
+
+def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: str, path: str) -> None:
+    """What a bound written in dims is refused for at load time: breaking a literal bound, the dtypes
+    or the fill for every size the dims allow (``spans``). A break at some sizes only is left to the
+    sizes: `Schema.with_dims` refuses it when they are pinned, validation and padding when bound.
+    """
+    lo_span = f.min_expr.bounds(spans) if f.min_expr is not None else None
+    hi_span = f.max_expr.bounds(spans) if f.max_expr is not None else None
+    if hi_span is not None and f.min is not None and hi_span[1] < f.min:
+        _raise(
+            src,
+            f"{path}.max",
+            f"max {f.max_expr} is at most {_num(hi_span[1])}, below min {_num(f.min)}, "
+            "for every size the dims allow; no value passes",
+        )
+    if lo_span is not None and f.max is not None and lo_span[0] > f.max:
+        _raise(
+            src,
+            f"{path}.min",
+            f"min {f.min_expr} is at least {_num(lo_span[0])}, above max {_num(f.max)}, "
+            "for every size the dims allow; no value passes",
+        )
+    for d in f.dtypes:
+        cap = integer_capacity(d)
+        if cap is None:
+            continue
+        if hi_span is not None and hi_span[0] > cap[1]:
+            _raise(
+                src,
+                f"{path}.dtype",
+                f"{dtype_name(d)} cannot hold {_num(hi_span[0])}, the smallest value max "
+                f"{f.max_expr} takes for the sizes the dims allow ({dtype_name(d)} holds {cap[0]}..{cap[1]}); "
+                "drop the dtype or bound the dims",
+            )
+        if hi_span is not None and hi_span[1] < cap[0] and all(integer_capacity(x) for x in f.dtypes):
+            _raise(
+                src,
+                f"{path}.max",
+                f"max {f.max_expr} is at most {_num(hi_span[1])}, below every value of "
+                f"{_names(f.dtypes)}, for every size the dims allow; no element passes",
+            )
+    _check_fill_at_every_size(f, lo_span, hi_span, src, f"{path}.pad")
+
+
+def _check_fill_at_every_size(f: Field, lo_span, hi_span, src: str, path: str) -> None:
+    """A constant fill (or the 0 that positions and index start from) must not break a dim bound at every size."""
+    if f.pad.rule == "index" and hi_span is not None:
+        _raise(
+            src,
+            path,
+            f"pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which max "
+            f"{f.max_expr} cannot keep to; drop it or pad with a number",
+        )
+    if f.pad.rule not in ("fill", "positions", "index"):
+        return
+    v = f.pad.value if f.pad.rule == "fill" else 0
+    what = f"fill {_num(v)}" if f.pad.rule == "fill" else f"pad rule {f.pad.rule!r} starts at 0, which"
+    if hi_span is not None and not v <= hi_span[1]:
+        _raise(src, path, f"{what} breaks max {f.max_expr} (at most {_num(hi_span[1])}) for every size the dims allow")
+    if lo_span is not None and not v >= lo_span[0]:
+        _raise(src, path, f"{what} breaks min {f.min_expr} (at least {_num(lo_span[0])}) for every size the dims allow")
+
+
+def _check_distinct(f: Field, spans: Mapping[str, tuple[float, float]], src: str, path: str) -> None:
+    """``distinct`` needs a tensor with a last axis, and a pad rule that can fill one without a repeat."""
+    at = f"{path}.distinct"
+    if not f.is_tensor:
+        _raise(src, at, f"distinct applies along a tensor's last axis, not to a {f.kind!r} field")
+    if not f.shape:
+        _raise(src, at, "distinct applies along the last axis; a 0-d field has none")
+    if f.pad.rule in ("fill", "eos") and f.shape[-1].bounds(spans)[1] > 1:
+        filled = f"fill {_num(f.pad.value)}" if f.pad.rule == "fill" else "pad rule 'eos'"
+        _raise(
+            src,
+            f"{path}.pad",
+            f"{filled} puts one value in every slot, which repeats along the last axis "
+            f"({f.shape[-1]}) when it has 2+ slots; spread ids over a dim instead (pad: {{spread: experts}})",
+        )
 
 
 def _names(dtypes: tuple[torch.dtype, ...]) -> str:
@@ -601,8 +742,9 @@ def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
     return Tag(name, t.kind or ("int" if eq is not None else None), t.default, eq, t.description)
 
 
-def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame) -> None:
-    """No derived dim or shape axis is negative for every size the dims allow (interval arithmetic).
+def _dim_spans(dims: Mapping[str, Any], blame: _Blame) -> dict[str, tuple[float, float]]:
+    """The sizes each dim may take, as a span ``(lo, hi)`` (``hi`` may be inf), refusing a derived
+    dim that is negative for every size the dims allow (interval arithmetic).
 
     Cheap for any expression a file can write: each derived dim's span is kept small
     before the dims built on it use it (see `_size_span`), so a chain of squarings
@@ -620,6 +762,13 @@ def _check_never_negative(dims: Mapping[str, Any], fields: Mapping[str, Field], 
         lo, hi = d.expr.bounds(span)
         _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
         span[d.name] = _size_span(lo, hi)
+    return span
+
+
+def _check_never_negative(
+    dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame, span: Mapping[str, tuple[float, float]]
+) -> None:
+    """No shape axis is negative for every size the dims allow (``span``: `_dim_spans`)."""
     for name, f in fields.items():
         for i, e in enumerate(f.shape or ()):
             _refuse_negative(e, e.bounds(span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
@@ -669,6 +818,9 @@ def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[
     for f in fields.values():
         for i, e in enumerate(f.shape or ()):
             _padding_size_of(e, env, blame, ("fields", f.name), f"fields.{f.name}.shape[{i}]", (dims, padding))
+        if f.has_dim_bounds:
+            _check_fill_at_padding_sizes(f, env, dims, padding, blame)
+            f = f.bounded(env)  # positions below keep to the bounds at these sizes
         if f.pad.rule != "positions" or not f.shape:
             continue
         n = f.shape[-1].evaluate(env)
@@ -688,6 +840,24 @@ def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[
             problem = f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}"
             involved = blame.dims_of(f.shape[-1].names(), dims, padding=True)
             blame.fail(("fields", f.name), f"fields.{f.name}.pad", involved, problem)
+
+
+def _check_fill_at_padding_sizes(f: Field, env: Mapping[str, int], dims, padding, blame: _Blame) -> None:
+    """A constant fill must keep to a dim bound at the padding sizes (padding with them must give valid samples)."""
+    if f.pad.rule != "fill":
+        return
+    bounded = f.bounded(env)
+    lo = bounded.min if f.min_expr is not None else None
+    hi = bounded.max if f.max_expr is not None else None
+    failed = value_failures(f.pad.value, values=None, lo=lo, hi=hi, finite=False)
+    if failed:
+        e = f.max_expr if failed[0].startswith("<=") else f.min_expr
+        assert e is not None
+        sizes = ", ".join(f"{n}={env[n]}" for n in e.names())
+        problem = (
+            f"fill {_num(f.pad.value)} breaks {'max' if e is f.max_expr else 'min'} {e} at the padding sizes ({sizes})"
+        )
+        blame.fail(("fields", f.name), f"fields.{f.name}.pad", blame.dims_of(e.names(), dims, padding=True), problem)
 
 
 def _compile_padding(name: str, size: int, src: str, dims, blame: _Blame) -> int:

@@ -1,6 +1,11 @@
 """Drafting a schema from real samples: fields, dtypes, shared dims, dim relations, pad rules, value checks.
 
-The draft is conservative: every check it writes holds on the samples it came from. A
+The draft is conservative: every check it writes holds on the samples it came from.
+A field that looks like routes (integer ids, a small fixed last axis of 2 or more slots,
+named like ``*expert*`` / ``*route*`` or of rank 3 as ``[seq, layers, topk]``) whose every
+slice along the last axis holds distinct values in every sample is drafted ``distinct``,
+with its ids below an expert-count dim (``max: experts - 1``) that its padding spreads
+over (``pad: {spread: experts}``). A
 field whose name a known schema also uses (``base=``, then the packaged families) takes
 that schema's dim names, pad rule, dtypes and value checks wherever the samples agree
 with them; everything else is inferred and its guesses are kept as YAML comments, which
@@ -40,6 +45,9 @@ from trajschema.load.search import load_schema, resolve_schema, schema_from_dict
 __all__ = ["infer_schema"]
 
 _LENGTH_TAGS = ("prompt", "response", "seq")
+
+#: The longest last axis read as a token's routing slots (``topk``); longer ones are sequences.
+_MAX_SLOTS = 64
 
 
 @dataclasses.dataclass
@@ -330,7 +338,7 @@ def _holds_checks(f: Field, o: _Obs) -> bool:
     if not f.has_value_checks:
         return True
     if o.kind == "tensor":
-        return not any(tensor_has_failures(f, t) for t in o.values)
+        return not any(tensor_has_failures(f, t) for t in o.values) and (not f.distinct or _all_distinct(o.values))
     return not any(scalar_failures(f, v) for v in o.values)
 
 
@@ -379,6 +387,39 @@ def _own_checks(o: _Obs, note: list[str]) -> dict[str, Any]:
     return {}
 
 
+def _routes_like(o: _Obs) -> bool:
+    """Integer ids with a small fixed last axis of 2+ slots, named or shaped like routes, distinct in every slice seen.
+
+    Never when a slice of any sample repeats a value, when an id is negative, or when a
+    tensor cannot be read (``meta``).
+    """
+    if o.kind != "tensor" or o.rank < 2 or any(d.is_floating_point or d == torch.bool for d in o.dtypes):
+        return False
+    n = o.name.lower()
+    slots = {int(t.shape[-1]) for t in o.values}
+    if (
+        len(slots) != 1
+        or not 2 <= next(iter(slots)) <= _MAX_SLOTS
+        or not ("expert" in n or "route" in n or o.rank == 3)
+    ):
+        return False
+    if not any(t.numel() for t in o.values) or not _all_distinct(o.values):
+        return False
+    return all(int(t.min()) >= 0 for t in o.values if t.numel())
+
+
+def _all_distinct(tensors: Sequence[torch.Tensor]) -> bool:
+    """Whether every slice along the last axis of every tensor holds distinct values (unknown, so no, for ``meta``)."""
+    for t in tensors:
+        if t.is_meta:
+            return False
+        if t.numel() and t.dim():
+            rows = t.reshape(-1, t.shape[-1]).sort(dim=1).values
+            if bool((rows[:, 1:] == rows[:, :-1]).any()):
+                return False
+    return True
+
+
 def _guess_pad(o: _Obs, checks: Mapping[str, Any]) -> tuple[Any, str]:
     n = o.name.lower()
     if o.kind == "tensor":
@@ -399,7 +440,7 @@ def _guess_pad(o: _Obs, checks: Mapping[str, Any]) -> tuple[Any, str]:
     return {"int": 0, "float": 0.0, "bool": False}[o.kind], f"pad {0 if o.kind == 'int' else 0.0}: no role known"
 
 
-def _field(o: _Obs, shape: list[Any], n: int, roles: _Roles, comments: dict[str, str]) -> dict[str, Any]:
+def _field(o: _Obs, shape: list[Any], n: int, roles: _Roles, comments: dict[str, str], experts: str) -> dict[str, Any]:
     hit = roles.field(o)
     dtypes = tuple(o.dtypes)
     if hit is not None and o.kind == "tensor" and set(dtypes) <= set(hit[0].dtypes):
@@ -417,15 +458,21 @@ def _field(o: _Obs, shape: list[Any], n: int, roles: _Roles, comments: dict[str,
     note: list[str] = []
     checks = _own_checks(o, note)
     pad, why = _guess_pad(o, checks)
+    if _routes_like(o):
+        checks.update(max=f"{experts} - 1", distinct=True)
+        pad, why = {"spread": experts}, f"looks like routes: every slice of the last axis is distinct, ids < {experts}"
     if why:
         note.append(why)
     if len(o.at) < n:
         note.append(f"in {len(o.at)} of {n} samples")
     if note:
         comments[f"fields.{o.name}"] = _join(comments.get(f"fields.{o.name}"), "; ".join(note))
-    rule = PadRule(pad) if isinstance(pad, str) else PadRule("fill", pad)
+    rule = PadRule(pad) if isinstance(pad, str) else PadRule("fill", 0 if isinstance(pad, dict) else pad)
     entry = field_entry(Field(o.name, o.kind, () if o.kind == "tensor" else None, dtypes, required, rule))
-    entry.update(checks)
+    entry.update(checks, pad=pad)
+    for key in ("pad", "required"):  # after the checks, where the packaged files keep them
+        if key in entry:
+            entry[key] = entry.pop(key)
     if o.kind == "tensor":
         entry["shape"] = shape
     return entry
@@ -457,10 +504,45 @@ def _full_draft(obs: dict[str, _Obs], n: int, roles: _Roles, comments: dict[str,
     by_name = {g.name: g for g in groups if g.name is not None}
     dims = {name: dim_entry(_dim_decl(g, padding, roles, comments)) for name, g in by_name.items()}
     axis = {m: (g.literal if g.literal is not None else g.name) for g in groups for m in g.members}
-    fields = {o.name: _field(o, [axis[(o.name, a)] for a in range(o.rank)], n, roles, comments) for o in obs.values()}
+    experts = _unused_name("experts", dims)
+    fields = {
+        o.name: _field(o, [axis[(o.name, a)] for a in range(o.rank)], n, roles, comments, experts) for o in obs.values()
+    }
+    _add_value_dims(fields, dims, roles, comments)
     doc: dict[str, Any] = {"name": "", "description": f"Drafted by trajschema.infer_schema from {n} sample(s)."}
     doc.update(dims=dims, fields=fields, tags=_tags(dims, roles), padding=padding)
     return doc
+
+
+def _unused_name(name: str, taken: Mapping[str, Any]) -> str:
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _value_dims(entry: Mapping[str, Any]) -> list[str]:
+    """The dims a field entry names outside its shape: in bounds (``max: experts - 1``) and ``pad: {spread: ...}``."""
+    names = [n for side in ("min", "max") if isinstance(entry.get(side), str) for n in parse_expr(entry[side]).names()]
+    pad = entry.get("pad")
+    return [*names, *(pad.values() if isinstance(pad, dict) else ())]
+
+
+def _add_value_dims(
+    fields: Mapping[str, dict[str, Any]], dims: dict[str, Any], roles: _Roles, comments: dict[str, str]
+) -> None:
+    """Declare the dims that fields name only in value bounds or spread padding (an expert count), as a known schema
+    declares them, else free ``>= 1``."""
+    for fname, entry in fields.items():
+        for name in _value_dims(entry):
+            if name in dims:
+                continue
+            known = next((s.dims[name] for s in roles.schemas if isinstance(s.dims.get(name), FreeDim)), None)
+            dims[name] = dim_entry(known if known is not None else FreeDim(name, min=1))
+            if known is None:
+                comments[f"dims.{name}"] = (
+                    f"the expert count {fname}'s ids are below; no field's shape has it: pin it with dims= "
+                    "(or read it from the model config: from_config)"
+                )
 
 
 def _diff(doc: dict[str, Any], base: Schema, comments: dict[str, str]) -> dict[str, Any]:

@@ -77,9 +77,10 @@ class _FieldDecl(_Strict):
     required: pydantic.StrictBool = True
     pad: Any = None  # a number or a rule name: checked by _compile_pad
     values: _List | None = None
-    min: Any = None  # numbers: checked by _compile_bounds
+    min: Any = None  # a number or a dim expression (experts - 1): checked by _compile_bounds
     max: Any = None
     finite: pydantic.StrictBool = False
+    distinct: pydantic.StrictBool = False
     description: pydantic.StrictStr = ""
 
 

@@ -1,4 +1,4 @@
-"""Padding samples derived from a schema, the sizes they take, and the batch multiple a PPO/GRPO step needs.
+"""Padding samples derived from a schema, their sizes, spread routes, and the batch multiple a PPO/GRPO step needs.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
@@ -16,6 +16,7 @@ from trajschema.padding.samples import (
     new_padding_uid,
     resolve_padding,
 )
+from trajschema.padding.spread import spread_ids
 
 __all__ = [
     "FieldSize",
@@ -29,4 +30,5 @@ __all__ = [
     "padding_needed",
     "required_multiple",
     "resolve_padding",
+    "spread_ids",
 ]

@@ -2,8 +2,9 @@
 
 [`verl_sample`][trajschema.testing.verl_sample] builds one rollout sample the way verl's TransferQueue trainer
 writes it — token ids with the response following the prompt, text (and mrope) position
-ids, 0/1 masks, negative log-probs, int16 routed experts — for any schema that uses the
-packaged field names. It is written by hand from verl's layout, *not* derived from the
+ids, 0/1 masks, negative log-probs, int16 routed experts (a valid routing: each token's
+``topk`` experts distinct, see [`random_routes`][trajschema.testing.random_routes]) —
+for any schema that uses the packaged field names. It is written by hand from verl's layout, *not* derived from the
 schema's pad rules, so that checking its output against a schema is a real test.
 
 Importing this module needs only torch (it is not imported by ``import trajschema``).
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema._schema import Schema
+from trajschema.testing.routes import random_routes
 
 __all__ = [
     "LAYOUTS",
@@ -25,6 +27,7 @@ __all__ = [
     "assert_valid",
     "batches",
     "invalid_samples",
+    "random_routes",
     "samples",
     "tags",
     "tq_batch",
@@ -68,6 +71,7 @@ def verl_sample(
     uid: str = "q0",
     layers: int = 4,
     topk: int = 2,
+    experts: int | None = None,
     teacher_topk: int = 3,
     vocab: int = 32000,
     optional: bool = True,
@@ -87,11 +91,16 @@ def verl_sample(
         response_len: response tokens.
         uid: the GRPO group id.
         layers: MoE layers (used when the schema has ``routed_experts``).
-        topk: experts per token (likewise).
+        topk: experts per token (likewise); each token's ``topk`` experts are distinct.
+        experts: the expert count: ids are drawn from ``0 .. experts-1``. Default: the
+            schema's ``experts`` when it pins one, else ``max(topk, 64)``.
         teacher_topk: distillation top-k (when the schema has ``teacher_ids``).
         vocab: token ids are drawn from ``[3, vocab)``.
         optional: also fill the optional fields (attention mask, log-probs, scores, session id).
-        seed: for the random token ids.
+        seed: for the random token ids (and routes).
+
+    Raises:
+        ValueError: ``topk`` more than ``experts`` (a token names distinct experts).
     """
     if isinstance(schema, str):
         from trajschema.load import load_schema
@@ -129,7 +138,7 @@ def verl_sample(
         elif optional:
             sample["multi_modal_inputs"] = {}
     if "routed_experts" in schema.fields:
-        sample["routed_experts"] = torch.randint(0, 64, (s, layers, topk), generator=g, dtype=torch.int16)
+        sample["routed_experts"] = _routes(schema, s, layers, topk, experts, g)
     if "teacher_ids" in schema.fields:
         sample["teacher_ids"] = torch.randint(3, vocab, (s, teacher_topk), generator=g)
         sample["teacher_logprobs"] = -torch.rand((s, teacher_topk), generator=g) * 5
@@ -141,6 +150,18 @@ def verl_sample(
             sample["rm_scores"][-1] = 1.0
         sample["session_id"] = 0
     return sample
+
+
+def _routes(schema: Schema, s: int, layers: int, topk: int, experts: int | None, g: torch.Generator) -> torch.Tensor:
+    """``routed_experts`` as verl writes them (int16, int32 when the ids need it), a valid routing."""
+    if experts is None:
+        experts = _fixed(schema).get("experts", max(topk, 64))
+    elif not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
+        raise ValueError(f"verl_sample(experts=...) must be an int >= 1, found {experts!r}")
+    if topk > experts:
+        raise ValueError(f"verl_sample: topk={topk} is more than experts={experts}: a token names distinct experts")
+    dtype = torch.int16 if experts <= 2**15 else torch.int32
+    return random_routes(s, layers, topk, experts=experts, dtype=dtype, generator=g)
 
 
 def _fixed(schema: Schema) -> dict[str, int]:

@@ -19,6 +19,14 @@ places of a tensor by a list of their own, which shrinks to empty.
 
 Only small tensors are drawn this way (see `SMALL` and `PER_DRAW`); the strategies
 fill larger ones from a seed, as before.
+
+A field declaring ``distinct`` (every slice along the last axis holds distinct values, a
+token's routed experts) is drawn constructively too (`small_distinct_tensor`): the
+allowed values are put in one order, simplest first, and each slot of a slice draws the
+rank of one of the values its slice has not used yet, so a slice shrinks towards the
+simplest distinct values (``0, 1, 2, ...`` for ``min: 0``). Floats are ranked by their
+bit patterns (``-0.0`` and ``0.0`` are one value), so every float dtype has a finite,
+ordered value set; NaN is never drawn in a distinct field.
 """
 
 from __future__ import annotations
@@ -31,7 +39,18 @@ from typing import Literal, Protocol
 import torch
 from hypothesis import strategies as st
 
-__all__ = ["PER_DRAW", "SMALL", "AllowedLike", "ElementBudget", "element_values", "small_tensor"]
+__all__ = [
+    "PER_DRAW",
+    "SMALL",
+    "AllowedLike",
+    "ElementBudget",
+    "distinct_count",
+    "element_values",
+    "from_keys",
+    "small_distinct_tensor",
+    "small_tensor",
+    "value_keys",
+]
 
 #: The most elements a tensor may have to be drawn element by element. Each element is a
 #: hypothesis choice, which costs time (tens of microseconds) and room (a test case holds
@@ -88,14 +107,16 @@ def small_tensor(a: AllowedLike, shape: tuple[int, ...], dtype: torch.dtype) -> 
     Meant for small shapes (at most `SMALL` elements): the choices grow with the element count.
 
     Raises:
-        ValueError: ``a`` allows no value (no members, or ``lo > hi``); ``shape`` is not
-            a tuple of sizes (ints >= 0).
+        ValueError: ``a`` allows no value (no members, or ``lo > hi``) while ``shape``
+            has elements; ``shape`` is not a tuple of sizes (ints >= 0).
     """
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"small_tensor(shape=...) must be sizes (ints >= 0), found {shape!r}")
+    if not math.prod(shape):  # no element to draw: a bound that allows nothing at these sizes is kept
+        return st.builds(lambda: torch.empty(tuple(shape), dtype=dtype))
     empty = not a.members if a.members is not None else not a.lo <= a.hi
     if empty:
         raise ValueError(f"small_tensor: no {dtype} value is allowed (lo={a.lo}, hi={a.hi}, members={a.members})")
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"small_tensor(shape=...) must be sizes (ints >= 0), found {shape!r}")
     return _small_strategy(a.is_float, a.lo, a.hi, a.members, a.nan, tuple(shape), dtype)
 
 
@@ -182,3 +203,117 @@ def _as_tensor(values: list[int | float | bool], shape: tuple[int, ...], dtype: 
         return torch.tensor([bool(v) for v in values], dtype=torch.bool).reshape(shape)
     wide = torch.float64 if dtype.is_floating_point else torch.int64
     return torch.tensor(values, dtype=wide).to(dtype).reshape(shape)
+
+
+# -- distinct slices ------------------------------------------------------------------
+
+#: The signed integer dtype of each float dtype's width, whose view orders its bit patterns.
+_BITS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
+
+
+def _key(x: float, dtype: torch.dtype) -> int:
+    """The rank key of float ``x`` (a value of ``dtype``, ±inf included): ordered as the floats, ``-0.0`` is ``0``."""
+    bits = int(torch.tensor(x, dtype=dtype).view(_BITS[dtype]).item())
+    return bits if bits >= 0 else -(bits - torch.iinfo(_BITS[dtype]).min)
+
+
+def value_keys(a: AllowedLike, dtype: torch.dtype) -> tuple[int, int]:
+    """``(first, last)``: the allowed values of ``a`` (a range) as a range of int keys, ordered as the values.
+
+    Integers (and bools) are their own keys; a float's key orders its bit pattern, so the
+    values between two floats are exactly the keys between theirs.
+    """
+    if not a.is_float:
+        return int(a.lo), int(a.hi)
+    return _key(float(a.lo), dtype), _key(float(a.hi), dtype)
+
+
+def distinct_count(a: AllowedLike, dtype: torch.dtype) -> int:
+    """How many distinct values ``a`` allows in ``dtype`` (NaN not counted): the most a distinct slice may hold."""
+    if a.members is not None:
+        return len(set(a.members))
+    first, last = value_keys(a, dtype)
+    return max(0, last - first + 1)
+
+
+def from_keys(keys: torch.Tensor, a: AllowedLike, dtype: torch.dtype) -> torch.Tensor:
+    """The values of int64 ``keys`` (member indices when ``a`` lists ``members``) as a tensor of ``dtype``."""
+    if a.members is not None:
+        pool = sorted(set(a.members), key=_simplest)
+        wide = torch.float64 if dtype.is_floating_point else torch.int64
+        return torch.tensor(pool, dtype=wide)[keys].to(dtype)
+    if not dtype.is_floating_point:
+        return keys.to(dtype)
+    bits = _BITS[dtype]
+    sign = torch.iinfo(bits).min
+    pattern = torch.where(keys >= 0, keys, (-keys) | sign)
+    return pattern.to(bits).view(dtype)
+
+
+def _simplest(m: int | float) -> tuple[float, bool]:
+    return abs(m), m < 0
+
+
+def _zigzag(r: int, first: int, last: int) -> int:
+    """The ``r``-th key of ``first..last`` in the order ``0, 1, -1, 2, -2, ...`` (nearest 0 first)."""
+    if first >= 0:
+        return first + r
+    if last <= 0:
+        return last - r
+    both = min(last, -first)  # keys on each side of 0 that alternate
+    if r <= 2 * both:
+        return (r + 1) // 2 if r % 2 else -(r // 2)
+    beyond = both + r - 2 * both
+    return beyond if last > -first else -beyond
+
+
+def small_distinct_tensor(
+    a: AllowedLike, shape: tuple[int, ...], dtype: torch.dtype
+) -> st.SearchStrategy[torch.Tensor]:
+    """Like `small_tensor`, but every slice along the last axis holds distinct values.
+
+    Each slot draws the rank of a value its slice has not used (no filtering); a slice
+    shrinks towards the simplest values. A 0-d shape is one slice of one element.
+
+    Raises:
+        ValueError: the last axis is longer than the number of values ``a`` allows;
+            ``shape`` is not a tuple of sizes.
+    """
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"small_distinct_tensor(shape=...) must be sizes (ints >= 0), found {shape!r}")
+    count, k = distinct_count(a, dtype), (shape[-1] if shape else 1)
+    if math.prod(shape) and k > count:
+        raise ValueError(f"small_distinct_tensor: a slice of {k} distinct {dtype} values, but only {count} are allowed")
+    members = None if a.members is None else tuple(sorted(set(a.members), key=_simplest))
+    first, last = (0, count - 1) if members is not None else value_keys(a, dtype)
+    return _small_distinct(a, members, first, last, count, tuple(shape), dtype)
+
+
+@st.composite
+def _small_distinct(
+    draw: Callable,
+    a: AllowedLike,
+    members: tuple[int | float, ...] | None,
+    first: int,
+    last: int,
+    count: int,
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    k = shape[-1] if shape else 1
+    keys: list[int] = []
+    for _ in range(math.prod(shape) // k if k else 0):
+        used: list[int] = []
+        for j in range(k):
+            r = draw(st.integers(0, count - 1 - j))
+            for u in sorted(used):  # the r-th rank the slice has not used
+                if u <= r:
+                    r += 1
+            used.append(r)
+            keys.append(r if members is not None else _zigzag(r, first, last))
+    return from_keys(torch.tensor(keys, dtype=torch.int64), a, dtype).reshape(shape)

@@ -8,7 +8,12 @@ sizes that keep it one (solved with `trajschema.core.dims.solve_for` when the ca
 pins it). Tensor values are drawn from exactly what each dtype can hold under the
 field's ``values``/``min``/``max``/``finite``, as the value engine
 (`trajschema.core.values`) compiles those checks per dtype; optional fields are present
-or absent at random.
+or absent at random. Bounds written in dims (``max: experts - 1``) are evaluated with the
+sizes drawn for the sample, and a ``distinct`` field's slices along the last axis hold
+distinct values (see `trajschema.testing.elements.small_distinct_tensor`); where the
+sizes leave such a field too few values, one free dim nothing else depends on is drawn
+again (``experts >= topk``, or a shorter ``topk``), and a dtype that cannot hold a bound
+is not used for that sample.
 
 Small tensors (at most 64 elements, up to 64 elements in one draw) are drawn element by
 element through hypothesis, so a failing example shrinks to one whose elements that do
@@ -91,7 +96,15 @@ from trajschema.core import (
     solve_for,
     value_failures,
 )
-from trajschema.testing.elements import ElementBudget, small_tensor
+from trajschema.testing.elements import (
+    ElementBudget,
+    distinct_count,
+    from_keys,
+    small_distinct_tensor,
+    small_tensor,
+    value_keys,
+)
+from trajschema.testing.routes import MAX_COUNT, distinct_rows
 from trajschema.tq import tq_layout
 
 __all__ = ["LAYOUTS", "ExpectedViolation", "batches", "corruptions", "invalid_samples", "samples", "tags"]
@@ -162,12 +175,22 @@ def _solve_draw(
     return _draw_free(pick, x, lo, hi, max(cap, lo))
 
 
-def _span(d: FreeDim, lo: int, c: int) -> tuple[float, float]:
-    """The values ``c * size`` takes over the sizes of ``d`` that are at least ``lo``."""
-    sizes = d.size_range(lo) or (lo, lo)  # none from lo: drawing d fails anyway, and says so
-    first, last = sizes[0], (math.inf if sizes[1] is None else sizes[1])
-    ends = (c * first, c * last if c else 0)
-    return min(ends), max(ends)
+def _rest_bounds(rest: Sequence[FreeDim], coef: Mapping[str, int], at_least: Mapping[str, int]) -> tuple[Any, Any]:
+    """The values ``sum(coef[r] * r)`` takes over the sizes of each ``r`` in ``rest`` that are at least ``at_least``.
+
+    `Expr.bounds` of that sum (each name used once, so exact) over the box of sizes.
+    """
+    box: dict[str, tuple[float, float]] = {}
+    total: Expr | None = None
+    for r in rest:
+        lo = at_least.get(r.name, 0)
+        sizes = r.size_range(lo) or (lo, lo)  # none from lo: drawing r fails anyway, and says so
+        box[r.name] = (sizes[0], math.inf if sizes[1] is None else sizes[1])
+        c = coef[r.name]
+        term = Expr("*", (Expr("int", (abs(c),)), Expr("name", (r.name,))))
+        term = term if c >= 0 else Expr("neg", (term,))
+        total = term if total is None else Expr("+", (total, term))
+    return (0, 0) if total is None else total.bounds(box)
 
 
 def _draw_inputs(
@@ -188,8 +211,7 @@ def _draw_inputs(
         if lin is not None:
             a, coef = lin
             a += sum(coef[o.name] * env[o.name] for o in others[:i])
-            rest = [_span(r, at_least.get(r.name, 0), coef[r.name]) for r in [*others[i + 1 :], last] if r is not None]
-            rlo, rhi = sum(x for x, _ in rest), sum(y for _, y in rest)
+            rlo, rhi = _rest_bounds([r for r in [*others[i + 1 :], last] if r is not None], coef, at_least)
             lo_c, hi_c, c = lo_want - a - rhi, hi_want - a - rlo, coef[d.name]  # c * y within [lo_c, hi_c]
             if c < 0:
                 lo_c, hi_c, c = -hi_c, -lo_c, -c
@@ -251,11 +273,218 @@ def _draw_env(
     return env
 
 
-def _env_or_raise(draw: Callable, spec: _Spec, at_least: Mapping[str, int] | None = None) -> dict[str, int]:
+def _env_or_raise(
+    draw: Callable, spec: _Spec, choice: _Choice | None = None, at_least: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """Sizes for one sample; with ``choice``, sizes its dtypes fit (else `_fitting` picks dtypes that fit them)."""
+    pick = _picker(draw)
     try:
-        return _draw_env(_picker(draw), spec.plan, spec.pinned, spec.max_len, at_least or {})
+        env = _draw_env(pick, spec.plan, spec.pinned, spec.max_len, at_least or {})
+        _fit_values(pick, spec, env, _chosen(choice), at_least or {})
     except _Infeasible as exc:
         raise _cannot_construct(spec, exc) from None
+    return env
+
+
+def _chosen(choice: _Choice | None) -> dict[str, torch.dtype]:
+    return {} if choice is None else {name: dt for name, (dt, _) in choice.dtypes.items()}
+
+
+def _fitting(spec: _Spec, env: Mapping[str, int], choice: _Choice) -> _Choice:
+    """``choice`` with each field whose dtype cannot hold its values under ``env`` moved to the first dtype that can."""
+    dtypes = dict(choice.dtypes)
+    for f, axes in spec.plan.tensors:
+        if f.name in dtypes and (f.has_dim_bounds or f.distinct) and not _fits(f, axes, dtypes[f.name][0], env):
+            dtypes[f.name] = next(u for u in spec.dtypes[f.name] if _fits(f, axes, u[0], env))
+    return dataclasses.replace(choice, dtypes=dtypes)
+
+
+# -- value bounds in dims, distinct slices -------------------------------------------
+#
+# A bound written in dims (``max: experts - 1``) and ``distinct`` (a slice along the last
+# axis holds distinct values) tie the values to the sizes: ``distinct`` needs at least as
+# many allowed values as the last axis is long, and a dtype must hold the largest id the
+# bound allows (``uint8`` holds no id past 255). The sizes are drawn first; where they
+# leave a field too few values, one free dim that nothing else depends on (not pinned,
+# in no derived dim) is drawn again within the sizes that fit: a dim of the bound
+# (``experts >= topk``), else the last axis (``topk <= experts``).
+
+
+def _need(f: Field, shape: tuple[int, ...]) -> int:
+    """How many distinct values a tensor of ``shape`` in ``f`` needs: none when empty, its last axis when distinct."""
+    if not math.prod(shape):
+        return 0
+    return shape[-1] if f.distinct and shape else 1
+
+
+def _room(f: Field, dtype: torch.dtype, env: Mapping[str, int]) -> int:
+    """How many distinct values ``dtype`` may hold in ``f`` under ``env`` (``-1``: the dtype cannot hold a bound).
+
+    Validation refuses a dtype that cannot hold a bound in dims once it is bound (``uint8``
+    for ``max: experts - 1`` with 300 experts), however few elements the tensor has.
+    """
+    for e in (f.min_expr, f.max_expr):
+        end = e.evaluate(env) if e is not None else None
+        if end is not None and not fits_dtype(end, dtype):
+            return -1
+    return distinct_count(_allowed(f.bounded(env), dtype), dtype)
+
+
+def _fits(f: Field, axes: Sequence[tuple[str | None, int]], dtype: torch.dtype, env: Mapping[str, int]) -> bool:
+    return _room(f, dtype, env) >= _need(f, _shape(axes, env))
+
+
+def _movable(spec: _Spec, name: str) -> FreeDim | None:
+    """``name``'s free dim when it may be drawn again: not pinned, and no derived dim (or shape expression) uses it."""
+    dp = spec.plan.dim_plan
+    d = dp.dims.get(name)
+    if not isinstance(d, FreeDim) or name in spec.pinned or name in dp.fixed:
+        return None
+    return None if any(name in e.expr.names() for e in dp.derived) else d
+
+
+def _fit_values(
+    pick: _Pick, spec: _Spec, env: dict[str, int], dtypes: Mapping[str, torch.dtype], at_least: Mapping[str, int]
+) -> None:
+    """Make every field's value bounds and ``distinct`` satisfiable under ``env``, moving one free dim if needed.
+
+    ``dtypes`` gives a field's chosen dtype; a field without one may take any it allows.
+
+    Raises:
+        _Infeasible: no move fits, naming the field, the sizes and what it needs.
+    """
+    tied = [(f, axes) for f, axes in spec.plan.tensors if (f.has_dim_bounds or f.distinct) and f.name in spec.dtypes]
+    for f, axes in tied:
+        cands = [dtypes[f.name]] if f.name in dtypes else [dt for dt, _ in spec.dtypes[f.name]]
+        fits = any(_fits(f, axes, dt, env) for dt in cands)
+        if not fits and not any(_refit(pick, spec, f, axes, dt, env, at_least) for dt in cands):
+            raise _Infeasible(_unfit(f, axes, cands[0], env))
+    for f, axes in tied:  # a later move may have undone an earlier fit
+        cands = [dtypes[f.name]] if f.name in dtypes else [dt for dt, _ in spec.dtypes[f.name]]
+        if not any(_fits(f, axes, dt, env) for dt in cands):
+            raise _Infeasible(_unfit(f, axes, cands[0], env))
+
+
+def _unfit(f: Field, axes: Sequence[tuple[str | None, int]], dtype: torch.dtype, env: Mapping[str, int]) -> str:
+    room, need = _room(f, dtype, env), _need(f, _shape(axes, env))
+    bounds = ", ".join(f"{side}: {e}" for side, e in (("min", f.min_expr), ("max", f.max_expr)) if e is not None)
+    sizes = ", ".join(f"{n}={env[n]}" for n in dict.fromkeys([*_expr_names(f), *(n for n, _ in axes if n)]))
+    if room < 0:
+        ends = [e.evaluate(env) for e in (f.min_expr, f.max_expr) if e is not None]
+        end = next(v for v in ends if not fits_dtype(v, dtype))
+        return f"field {f.name}: {dtype} cannot hold id {end} ({bounds}) with {sizes}"
+    what = f"{need} distinct values along its last axis" if f.distinct and need > 1 else "a value"
+    return f"field {f.name} needs {what}, but {dtype} allows {room} ({bounds or 'its value checks'}) with {sizes}"
+
+
+def _expr_names(f: Field) -> list[str]:
+    return [n for e in (f.min_expr, f.max_expr) if e is not None for n in e.names()]
+
+
+def _refit(
+    pick: _Pick,
+    spec: _Spec,
+    f: Field,
+    axes: Sequence[tuple[str | None, int]],
+    dtype: torch.dtype,
+    env: dict[str, int],
+    at_least: Mapping[str, int],
+) -> bool:
+    """Draw movable dims again so that ``f`` fits ``dtype``: a dim of a bound, else (or first) the last axis."""
+    last = axes[-1][0] if axes and f.distinct else None
+    d = _movable(spec, last) if last is not None else None
+    loose = dataclasses.replace(f, min_expr=None, max_expr=None)
+    cap = distinct_count(_allowed(loose, dtype), dtype)  # the most any bound in dims can leave
+    if d is not None and env[d.name] > cap and not _shorten(pick, spec, d, env, at_least, cap):
+        return False
+    need = max(_need(f, _shape(axes, env)), 1)
+    for e, side in ((f.max_expr, "max"), (f.min_expr, "min")):
+        if e is None:
+            continue
+        for name in e.names():
+            old = env[name]
+            if _move_bound(pick, spec, f, (e, side, name), dtype, env, at_least, need):
+                if _fits(f, axes, dtype, env):
+                    return True
+                env[name] = old
+    room = _room(f, dtype, env)
+    return d is not None and room >= 0 and _shorten(pick, spec, d, env, at_least, room) and _fits(f, axes, dtype, env)
+
+
+def _shorten(pick: _Pick, spec: _Spec, d: FreeDim, env: dict[str, int], at_least: Mapping[str, int], most: int) -> bool:
+    """Draw ``d`` again at most ``most``; whether some size of it is."""
+    try:
+        env[d.name] = _draw_free(pick, d, at_least.get(d.name, 0), most, spec.max_len)
+    except _Infeasible:
+        return False
+    return True
+
+
+def _move_bound(
+    pick: _Pick,
+    spec: _Spec,
+    f: Field,
+    bound: tuple[Expr, str, str],
+    dtype: torch.dtype,
+    env: dict[str, int],
+    at_least: Mapping[str, int],
+    need: int,
+) -> bool:
+    """Draw dim ``name`` of the ``side`` bound ``e`` again where the bound leaves ``need`` values; whether it moved."""
+    e, side, name = bound
+    d = _movable(spec, name)
+    span = None if d is None else _bound_span(f, side, dtype, env, need)
+    lin = None if span is None else e.linear([name], env)
+    if d is None or span is None or lin is None or not lin[1][name]:
+        return False
+    xs = _solve_span(lin[0], lin[1][name], span)
+    if xs is None:
+        return False
+    try:
+        env[name] = _draw_free(pick, d, max(xs[0], at_least.get(name, 0)), xs[1], spec.max_len)
+    except _Infeasible:
+        return False
+    return True
+
+
+def _bound_span(f: Field, side: str, dtype: torch.dtype, env: Mapping[str, int], need: int) -> tuple[Any, Any] | None:
+    """Where the ``side`` bound in dims must lie for ``dtype`` to hold ``need`` distinct values of ``f``.
+
+    The other bounds stay as ``env`` makes them; ``max`` must also fit ``dtype``.
+    """
+    loose = dataclasses.replace(f, max_expr=None) if side == "max" else dataclasses.replace(f, min_expr=None)
+    other = loose.bounded(env)
+    a = _allowed(other, dtype)
+    if distinct_count(a, dtype) < need:
+        return None
+    if a.members is not None:
+        ranked = sorted(set(a.members))
+        return (
+            (ranked[need - 1], _dtype_end(dtype, True)) if side == "max" else (_dtype_end(dtype, False), ranked[-need])
+        )
+    lo, hi = a.lo, a.hi
+    if side == "max":
+        return (lo + need - 1 if math.isfinite(lo) else None), _dtype_end(dtype, True)
+    return _dtype_end(dtype, False), (hi - need + 1 if math.isfinite(hi) else None)
+
+
+def _dtype_end(dtype: torch.dtype, top: bool) -> int | float | None:
+    if dtype.is_floating_point:
+        return None
+    if dtype == torch.bool:
+        return 1 if top else 0
+    info = torch.iinfo(dtype)
+    return int(info.max if top else info.min)
+
+
+def _solve_span(a: int, c: int, span: tuple[Any, Any]) -> tuple[int, int | None] | None:
+    """The sizes ``x`` with ``a + c * x`` in ``span`` (an end may be ``None``: unbounded), as ``[lo, hi]``."""
+    lo_t, hi_t = span
+    if c < 0:
+        a, c, lo_t, hi_t = -a, -c, (None if hi_t is None else -hi_t), (None if lo_t is None else -lo_t)
+    lo = 0 if lo_t is None else max(0, math.ceil((lo_t - a) / c) if isinstance(lo_t, float) else _at_least(c, lo_t - a))
+    hi = None if hi_t is None else (math.floor((hi_t - a) / c) if isinstance(hi_t, float) else (hi_t - a) // c)
+    return None if hi is not None and hi < lo else (lo, hi)
 
 
 def _cannot_construct(spec: _Spec, exc: _Infeasible) -> ValueError:
@@ -327,6 +556,21 @@ def _fill(a: _Allowed, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Ge
         vals[edge > 0.92] = int(a.hi)
         return vals.to(dtype).reshape(shape)
     return _fill_float(a, n, dtype, gen).reshape(shape)
+
+
+def _fill_distinct(a: _Allowed, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    """A tensor of ``shape`` whose every slice along the last axis holds distinct values of ``a``.
+
+    Each slice is a random subset of the first 2**62 values of ``a`` in ascending order
+    (all of them, for any real bound), drawn by `trajschema.testing.routes.distinct_rows`.
+    """
+    n, k = math.prod(shape), (shape[-1] if shape else 1)
+    if n == 0:
+        return torch.empty(shape, dtype=dtype)
+    count = min(distinct_count(a, dtype), MAX_COUNT)
+    offsets = distinct_rows(n // k, k, count, gen).reshape(shape)
+    first = 0 if a.members is not None else value_keys(a, dtype)[0]
+    return from_keys(offsets + first, a, dtype)
 
 
 def _fill_float(a: _Allowed, n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -478,10 +722,45 @@ def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) 
         found = tuple((u, tuple(b)) for u in usable if f.has_value_checks and (b := _bad_elements(f, *u)))
         if found:
             bad[name] = found
-    spec = _Spec(plan, pinned, max_len, dtypes, scalars, bad)
+    spec = _fit_dtypes(_Spec(plan, pinned, max_len, dtypes, scalars, bad), call)
     if call in ("samples", "batches"):  # what validation cannot bind is a valid sample of neither
         _check_bindable(spec, call)
     return spec
+
+
+def _fit_dtypes(spec: _Spec, call: str) -> _Spec:
+    """``spec`` keeping, for each field whose values are tied to the sizes, the dtypes its values fit.
+
+    A dtype is kept when samples at the smallest and at the largest sizes can use it (a
+    ``uint8`` field with ``max: experts - 1`` and ``experts`` pinned at 300 cannot).
+
+    Raises:
+        ValueError: a required field left with no dtype, naming the field and why.
+    """
+    tied = [f for f, _ in spec.plan.tensors if (f.has_dim_bounds or f.distinct) and f.name in spec.dtypes]
+    try:
+        _draw_env(_smallest, spec.plan, spec.pinned, spec.max_len, {})
+    except _Infeasible:
+        return spec  # beyond the constructive scheme: the draws say so
+    dtypes = dict(spec.dtypes)
+    for f in tied:
+        keep, why = [], ""
+        for u in spec.dtypes[f.name]:
+            try:
+                for pick in (_smallest, _largest):
+                    _fit_values(
+                        pick, spec, _draw_env(pick, spec.plan, spec.pinned, spec.max_len, {}), {f.name: u[0]}, {}
+                    )
+                keep.append(u)
+            except _Infeasible as exc:
+                why = why or str(exc)
+        if keep:
+            dtypes[f.name] = tuple(keep)
+            continue
+        if f.required:
+            raise ValueError(f"{call}: schema {spec.plan.name!r} has no valid sample: {why}; pin sizes with dims=")
+        del dtypes[f.name]
+    return dataclasses.replace(spec, dtypes=dtypes)
 
 
 # -- arguments no valid sample can have --------------------------------------------------
@@ -690,12 +969,12 @@ class _Tensors:
         self.budget = ElementBudget()
         self.gen: torch.Generator | None = None
 
-    def tensor(self, a: _Allowed, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    def tensor(self, a: _Allowed, shape: tuple[int, ...], dtype: torch.dtype, distinct: bool = False) -> torch.Tensor:
         if self.budget.take(math.prod(shape)):
-            return self.draw(small_tensor(a, shape, dtype))
+            return self.draw(small_distinct_tensor(a, shape, dtype) if distinct else small_tensor(a, shape, dtype))
         if self.gen is None:  # drawn on first need: a draw of small tensors only has no seed to shrink
             self.gen = torch.Generator().manual_seed(self.draw(st.integers(0, 2**32 - 1)))
-        return _fill(a, shape, dtype, self.gen)
+        return _fill_distinct(a, shape, dtype, self.gen) if distinct else _fill(a, shape, dtype, self.gen)
 
 
 def _build(
@@ -706,7 +985,9 @@ def _build(
     for f, axes in spec.plan.tensors:
         if f.name in choice.present:
             dtype, allowed = choice.dtypes[f.name]
-            sample[f.name] = tensors.tensor(allowed, _shape(axes, env), dtype)
+            if f.has_dim_bounds:
+                allowed = _allowed(f.bounded(env), dtype)
+            sample[f.name] = tensors.tensor(allowed, _shape(axes, env), dtype, f.distinct)
     for f in spec.plan.others:
         if f.name in choice.present:
             sample[f.name] = draw(spec.scalars[f.name])
@@ -803,7 +1084,8 @@ def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool |
 def _samples(draw: Callable, spec: _Spec, with_tags: bool) -> Any:
     env = _env_or_raise(draw, spec)
     _spend([_MAX_ELEMENTS], spec.plan, env)
-    sample = _build(draw, spec, env, _bindable_or_raise(spec, env, _draw_choice(draw, spec)))
+    choice = _fitting(spec, env, _draw_choice(draw, spec))
+    sample = _build(draw, spec, env, _bindable_or_raise(spec, env, choice))
     if with_tags:
         return sample, draw(_tags(spec.plan, spec.plan.public_dims(env), False))
     return sample
@@ -890,13 +1172,13 @@ def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, 
     rows: list[Any] = []
     envs: list[Mapping[str, int]] = []
     choice = _draw_choice(draw, spec)
-    shared = _env_or_raise(draw, spec) if layout == "dense" else {}
+    shared = _env_or_raise(draw, spec, choice) if layout == "dense" else {}
     budget, tensors = [_MAX_ELEMENTS], _Tensors(draw)
     for _ in range(int(n)):
-        env = shared or _env_or_raise(draw, spec)
-        _spend(budget, spec.plan, env)
         if layout == "list":
             choice = _draw_choice(draw, spec)
+        env = shared or _env_or_raise(draw, spec, choice)
+        _spend(budget, spec.plan, env)
         if (fixed := _bindable_or_raise(spec, env, choice)) != choice and rows and layout != "list":
             raise _cannot_construct(spec, _Infeasible("the rows of one batch need other optional fields to bind"))
         choice = fixed
@@ -1042,14 +1324,23 @@ def _bad_scalars(f: Field) -> list[Any]:
 
 def _value_corruptions(spec: _Spec) -> list[_Corruption]:
     out = []
+    seen = _observable(spec)
     for f, axes in spec.plan.tensors:
         sizes = [lit if name is None else spec.plan.dim_plan.fixed.get(name, 1) for name, lit in axes]
-        if f.name in spec.bad and all(sizes):
+        if (f.name in spec.bad or (f.name in spec.dtypes and _seen_bounds(f, seen))) and all(sizes):
             out.append(_Corruption("value", f.name, force=frozenset({f.name})))
+        last = axes[-1] if axes else (None, 0)
+        if f.distinct and f.name in spec.dtypes and all(sizes[:-1]) and (last[0] is not None or last[1] >= 2):
+            out.append(_Corruption("repeated", f.name, force=frozenset({f.name})))
     for f in spec.plan.others:
         if f.name in spec.scalars and _bad_scalars(f):
             out.append(_Corruption("value", f.name, force=frozenset({f.name})))
     return out
+
+
+def _seen_bounds(f: Field, seen: set[str]) -> bool:
+    """Whether a bound of ``f`` in dims names only dims validation binds (so breaking it is reported)."""
+    return any(e is not None and set(e.names()) <= seen for e in (f.min_expr, f.max_expr))
 
 
 def _observable(spec: _Spec) -> set[str]:
@@ -1093,7 +1384,9 @@ def _regrow(draw: Callable, spec: _Spec, choice: _Choice, name: str, shape: tupl
     return _Tensors(draw).tensor(allowed, shape, dtype)
 
 
-def _corrupt_tensor(draw: Callable, spec: _Spec, c: _Corruption, v: torch.Tensor, choice: _Choice) -> Any:
+def _corrupt_tensor(
+    draw: Callable, spec: _Spec, c: _Corruption, v: torch.Tensor, choice: _Choice, env: Mapping[str, int]
+) -> Any:
     if c.code == "kind":
         return draw(st.sampled_from([v.tolist(), "a tensor", 3, (1, 2)]))
     if c.code == "dtype":
@@ -1109,12 +1402,29 @@ def _corrupt_tensor(draw: Callable, spec: _Spec, c: _Corruption, v: torch.Tensor
         shrink = s > 0 and draw(st.booleans())
         shape[c.axis] = s - draw(st.integers(1, min(s, 3))) if shrink else s + draw(st.integers(1, 3))
         return _regrow(draw, spec, choice, c.field, tuple(shape))
-    # value: one element breaks the checks
-    bads = dict(spec.bad[c.field])[choice.dtypes[c.field]]
     v = v.clone()
-    bad = draw(st.sampled_from(bads))
-    v.reshape(-1)[draw(st.integers(0, v.numel() - 1))] = bad
+    if c.code == "repeated":  # one slice's second value becomes its first
+        rows = v.reshape(-1, v.shape[-1])
+        i = draw(st.integers(0, rows.shape[0] - 1))
+        rows[i, 1] = rows[i, 0]
+        return rows.reshape(v.shape)
+    # value: one element breaks the checks
+    bads = _bads(spec, spec.plan.fields[c.field], choice.dtypes[c.field], env)
+    if not bads:
+        raise _Infeasible(f"no {choice.dtypes[c.field][0]} value breaks the checks of {c.field} with these sizes")
+    v.reshape(-1)[draw(st.integers(0, v.numel() - 1))] = draw(st.sampled_from(bads))
     return v
+
+
+def _bads(
+    spec: _Spec, f: Field, usable: tuple[torch.dtype, _Allowed], env: Mapping[str, int]
+) -> tuple[int | float, ...]:
+    """Values of ``usable``'s dtype that break ``f``'s checks, bounds in the dims validation binds included."""
+    if not f.has_dim_bounds:
+        return dict(spec.bad.get(f.name, ())).get(usable, ())
+    seen = _observable(spec)
+    bounded = f.bounded({n: v for n, v in env.items() if n in seen})
+    return tuple(_bad_elements(bounded, usable[0], _allowed(bounded, usable[0])))
 
 
 def _corrupt_tag(draw: Callable, spec: _Spec, c: _Corruption, tag: Any, env: Mapping[str, int]) -> Any:
@@ -1135,18 +1445,26 @@ def _draw_case(draw: Callable, spec: _Spec, c: _Corruption) -> tuple[dict[str, A
     plan = spec.plan
     at_least: dict[str, int] = {}
     pinned = dict(spec.pinned)
-    if c.code == "value" and plan.fields[c.field].is_tensor:
-        at_least = {name: 1 for name, _ in next(a for f, a in plan.tensors if f.name == c.field) if name}
+    if c.code in ("value", "repeated") and plan.fields[c.field].is_tensor:
+        axes = next(a for f, a in plan.tensors if f.name == c.field)
+        at_least = {name: 1 for name, _ in axes if name}
+        if c.code == "repeated" and axes[-1][0] is not None:
+            at_least[axes[-1][0]] = 2
     if c.code == "dim_range":
         pinned[c.dim] = c.size
-    env = _draw_env(_picker(draw), plan, pinned, spec.max_len, at_least)
+    pick = _picker(draw)
+    env = _draw_env(pick, plan, pinned, spec.max_len, at_least)
+    _fit_values(pick, dataclasses.replace(spec, pinned=pinned), env, {}, at_least)
     if c.code == "dim_range" and _elements(plan, env) > _MAX_ELEMENTS:
         raise _Infeasible(f"{c.dim}={c.size} is too large to build")
     _spend([_MAX_ELEMENTS], plan, env)
-    choice = _bindable(spec, env, _draw_choice(draw, spec, c.force), c.force, pinned)
+    choice = _bindable(spec, env, _fitting(spec, env, _draw_choice(draw, spec, c.force)), c.force, pinned)
     if c.code == "value" and plan.fields[c.field].is_tensor:
-        usable = draw(st.sampled_from(spec.bad[c.field]))
-        choice = _Choice(choice.present, {**choice.dtypes, c.field: usable[0]})
+        f, axes = plan.fields[c.field], next(a for g, a in plan.tensors if g.name == c.field)
+        usable = [u for u in spec.dtypes[c.field] if _fits(f, axes, u[0], env) and _bads(spec, f, u, env)]
+        if not usable:
+            raise _Infeasible(f"no dtype of {c.field} holds a value breaking its checks with these sizes")
+        choice = _Choice(choice.present, {**choice.dtypes, c.field: draw(st.sampled_from(usable))})
     sample = _build(draw, spec, env, choice)
     tag = draw(st.none() | _tags(plan, plan.public_dims(env), False))
     if c.code == "missing":
@@ -1161,7 +1479,7 @@ def _draw_case(draw: Callable, spec: _Spec, c: _Corruption) -> tuple[dict[str, A
     elif c.code == "dim_range":
         pass  # the sizes themselves are out of range
     elif plan.fields[c.field].is_tensor:
-        sample[c.field] = _corrupt_tensor(draw, spec, c, sample[c.field], choice)
+        sample[c.field] = _corrupt_tensor(draw, spec, c, sample[c.field], choice, env)
     elif c.code == "kind":
         sample[c.field] = draw(st.sampled_from(_WRONG_KIND[plan.fields[c.field].kind]))
     else:  # value of a non-tensor field
@@ -1210,7 +1528,10 @@ def invalid_samples(
     (an axis of a fixed dim or a literal size resized), ``dim_mismatch`` (one field
     disagreeing with the others on a dim), ``dim_range`` (a free dim outside its
     ``min``/``max``/``multiple_of``, every field agreeing), ``value`` (one element or
-    scalar breaking ``values``/``min``/``max``/``finite``), ``tag`` (a tag of the wrong
+    scalar breaking ``values``/``min``/``max``/``finite``, or a bound in dims, an expert
+    id ``>= experts``, where validation binds those dims: a shape observes them or
+    ``dims=`` pins them), ``repeated`` (for a ``distinct`` field: one slice's second value
+    copied from its first, a token routed to one expert twice), ``tag`` (a tag of the wrong
     kind, a length tag off by some, or a tag "dict" that is no mapping) and ``extra``
     (an undeclared field, for ``extra: forbid`` schemas). Each code is drawn as often
     as any other. Where the sizes a corruption needs do not exist (a ``dim_range`` size
@@ -1250,7 +1571,7 @@ def invalid_samples(
 
 
 #: The corruptions [`invalid_samples`][trajschema.testing.invalid_samples] makes, by code.
-_CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "tag", "extra")
+_CODES = ("missing", "kind", "dtype", "rank", "shape", "dim_mismatch", "dim_range", "value", "repeated", "tag", "extra")
 
 
 def _check_codes(codes: Any) -> frozenset[str] | None:

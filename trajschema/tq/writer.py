@@ -211,7 +211,10 @@ class TransferQueueWriter:
         real sample of the batch, tagged ``is_padding=True``, given a fresh uid of its
         own, validated, and written with one ``kv_batch_put``. The real sample is read
         with one ``kv_batch_get`` — unless it is the last sample this writer put (a
-        writer that wrote the batch pads it without reading anything back).
+        writer that wrote the batch pads it without reading anything back). Routes
+        padded ``pad: {spread: experts}`` spread over the experts of a schema pinned to
+        the model (`schema_for_config`), else of the writer's ``dims``, else over the
+        real sample's largest expert id + 1 (see the padding guide).
 
         Examples:
             >>> multiple = ts.required_multiple(2, actor_mini_batch_size=15, rollout_n=8)
@@ -425,9 +428,11 @@ class TransferQueueWriter:
         ref_tag = view.tags[view.keys.index(ref_key)]
         tags, found = _inherited_tags(ref_tag, pad.tags, self.schema.tags)
         # Every padding row has the same shapes and values but for the uid/index columns
-        # (Schema.padding builds them as broadcast columns and proves the fill values), so
-        # the first and last rows, checked in full, stand for all: the batch-wide screen
-        # would cost a fixed ~2 ms here, a tenth of a whole put.
+        # and spread routes (Schema.padding builds broadcast columns and proves the fill
+        # values; spread ids are distinct per token and below the expert count by
+        # construction, the count proven against the checks), so the first and last rows,
+        # checked in full, stand for all: the batch-wide screen would cost a fixed ~2 ms
+        # here, a tenth of a whole put.
         for i in sorted({0, count - 1}):
             row = pad.fields[i]
             found += [

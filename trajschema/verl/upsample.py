@@ -37,6 +37,11 @@ def upsample_batch_to_divisible_size(
     ``min_global_steps``/``max_global_steps``, ...) as verl's do, and the schema's own
     (``is_padding``, ``prompt_len``/``response_len``/``seq_len``).
 
+    Unlike verl (whose ``build_padding_routed_experts`` fills zeros: every padding token
+    on expert 0), routes a schema pads ``{spread: experts}`` are spread evenly over the
+    experts: those of the schema when it is pinned (``install()`` pins it to the actor
+    model's config), else the real sample's largest expert id + 1.
+
     Unlike verl, it refuses to pad a batch with no real sample in it (every tag says
     ``is_padding=True``): there is nothing to shape padding on, and a step over only
     padding trains on nothing. It writes nothing then.
