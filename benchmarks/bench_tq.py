@@ -259,11 +259,16 @@ def upsample_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, 
             assert len(padded.keys) == real + count and len(padded.keys) % UPSAMPLE_MULTIPLE == 0, name
             added, added_tags = padded.keys[real:], padded.tags[real:]
             got = tq.kv_batch_get(added, UPSAMPLE_PARTITION)
-            schema.validate_batch(got, tags=added_tags)
+            if name == "ours":
+                schema.validate_batch(got, tags=added_tags)
+            else:  # verl pads routes with zeros: every padding token repeats expert 0, which the schema refuses
+                found = {(v.field, v.code) for v in schema.batch_violations(got, tags=added_tags)}
+                assert found <= {("routed_experts", "repeated")}, (name, sorted(found))
             assert sorted(got.keys()) == sorted(samples[0]), (name, sorted(got.keys()), sorted(samples[0]))
             uid = got.get("uid").tolist()
             assert len(set(uid)) == 1 and added == [f"{uid[0]}_{i}_0" for i in range(count)], name
-            back[name] = (got.exclude("uid"), [dict(t) for t in added_tags])
+            # the routes differ on purpose (ours spread over the experts, verl's zeros): compared apart
+            back[name] = (got.exclude("uid", "routed_experts"), [dict(t) for t in added_tags])
             tq.kv_clear(added, UPSAMPLE_PARTITION)
         if "verl" in back:
             diff = same_batch(back["ours"][0], back["verl"][0])
@@ -271,7 +276,11 @@ def upsample_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, 
             assert back["ours"][1] == back["verl"][1], (back["ours"][1][:1], back["verl"][1][:1])
         listing = tq.kv_list(UPSAMPLE_PARTITION).get(UPSAMPLE_PARTITION, {})
         assert sorted(listing) == sorted(full.keys), f"{len(listing)} keys in the partition, expected {n}"
-        checked = "both read back valid and equal but for the uid" if "verl" in back else "ours reads back valid"
+        checked = (
+            "ours reads back valid, verl's breaks only distinct routes; equal but for the uid and the routes"
+            if "verl" in back
+            else "ours reads back valid"
+        )
         say(f"      upsample {real} real + {count} padding: {checked}; timing...")
 
         calls = {

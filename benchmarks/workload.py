@@ -256,16 +256,19 @@ def padding_baseline(
 
     Produces the same keys, tags and TensorDict as ``schema.padding(count, eos_token_id=eos,
     like=ref)`` (sizes prompt 127 / response 1, layers and topk from ``ref``; EOS ids,
-    zero masks, arange positions, attention 1, log-probs 0, experts 0; one fresh uid
-    shared by the group; ``num_turns`` 0 and empty ``multi_modal_inputs``).
+    zero masks, arange positions, attention 1, log-probs 0, routes spread over the
+    reference's largest expert id + 1 as ``pad: {spread: experts}`` spreads them; one fresh
+    uid shared by the group; ``num_turns`` 0 and empty ``multi_modal_inputs``).
     """
     uid = "pad" + uuid.uuid4().hex
     p, r = PAD_PROMPT, PAD_RESPONSE
     seq = p + r
     layers, topk = ref["routed_experts"].shape[1:]
+    experts = int(ref["routed_experts"].max()) + 1
     positions = torch.arange(seq)
+    slots = torch.arange(seq * topk).view(seq, 1, topk)
     rows = []
-    for _ in range(count):
+    for i in range(count):
         row: dict[str, Any] = {}
         row["prompts"] = _clone_at(ref["prompts"], (p,)).fill_(eos)
         row["responses"] = _clone_at(ref["responses"], (r,)).fill_(eos)
@@ -275,7 +278,9 @@ def padding_baseline(
         row["loss_mask"] = _clone_at(ref["loss_mask"], (r,)).zero_()
         row["attention_mask"] = _clone_at(ref["attention_mask"], (seq,)).fill_(1)
         row["rollout_log_probs"] = _clone_at(ref["rollout_log_probs"], (r,)).zero_()
-        row["routed_experts"] = _clone_at(ref["routed_experts"], (seq, layers, topk)).zero_()
+        # padding token t of the batch, slot k: expert (t * topk + k) % experts, in every layer
+        spread = ((slots + i * seq * topk) % experts).expand(seq, layers, topk)
+        row["routed_experts"] = _clone_at(ref["routed_experts"], (seq, layers, topk)).copy_(spread)
         extra = copy.deepcopy({k: ref[k] for k in NONTENSOR_FIELDS})
         extra["uid"] = uid
         extra["num_turns"] = 0

@@ -306,13 +306,17 @@ def test_a_meta_reference_is_not_read():
 
 
 def test_fewer_experts_than_slots_is_refused_before_building():
-    with pytest.raises(ValueError, match=r"experts=1 ids cannot fill 2 slots with distinct ids .*at least 2"):
+    # the message says where the count came from, so the user knows which one to fix
+    with pytest.raises(ValueError, match=r"experts=1 \(from dims=\) ids cannot fill 2 slots with .*at least 2"):
         MOE.padding(2, eos_token_id=2, dims={**DIMS, "experts": 1})
     like = routes_like(experts=2, topk=2)
     like["routed_experts"][..., 1] = 0  # a broken reference: largest id 0 -> one expert
     like["routed_experts"][..., 0] = 0
-    with pytest.raises(ValueError, match=r"experts=1 ids cannot fill 2 slots"):
+    with pytest.raises(ValueError, match=r"experts=1 \(from the like= sample: .*largest id \+ 1\) ids cannot fill 2"):
         MOE.padding(2, eos_token_id=2, like=like)
+    pinned = MOE.with_dims({"experts": 1})
+    with pytest.raises(ValueError, match=r"experts=1 \(from the schema's pinned size\) ids cannot fill 2 slots"):
+        pinned.padding(2, eos_token_id=2, dims={k: v for k, v in DIMS.items() if k != "experts"})
 
 
 def test_an_id_beyond_the_dtype_is_refused():

@@ -131,7 +131,8 @@ def fast_bindings(
         return None
     for f in plan.dim_bounded:
         v = sample.get(f.name)
-        if v is not None and dtype_overflow(f, v.dtype, env) is not None:
+        # the names check first: unbound (experts not pinned), the bound holds no dtype to anything
+        if v is not None and plan.bound_names[f.name] <= env.keys() and dtype_overflow(f, v.dtype, env) is not None:
             return None
     if depth == "values":
         for f in plan.valued:

@@ -44,6 +44,8 @@ class Plan:
         hidden: names of the dims made up for inline shape expressions (``"(a + b)"``).
         valued: the fields with value checks.
         dim_bounded: the tensor fields with a bound written in dims (``max: experts - 1``).
+        bound_names: for each of them, the dims its bounds name (a clean sample's check skips
+            the field at once while one of them is unbound).
         length_tags: tags tied to a dim expression (``seq_len: {equals: seq}``).
         uid_field: the field declared ``pad: uid`` (the GRPO group id), if any.
         padding_default: what an absent ``is_padding`` tag means (its declared default).
@@ -61,6 +63,7 @@ class Plan:
     hidden: frozenset[str]
     valued: tuple[Field, ...]
     dim_bounded: tuple[Field, ...]
+    bound_names: Mapping[str, frozenset[str]]
     length_tags: tuple[Tag, ...]
     uid_field: str | None
     padding_default: bool
@@ -157,6 +160,11 @@ def build_plan(
         hidden=frozenset(hidden),
         valued=tuple(f for f in fields.values() if f.has_value_checks),
         dim_bounded=tuple(f for f in fields.values() if f.is_tensor and f.has_dim_bounds),
+        bound_names={
+            f.name: frozenset(n for e in (f.min_expr, f.max_expr) if e is not None for n in e.names())
+            for f in fields.values()
+            if f.has_dim_bounds
+        },
         length_tags=tuple(t for t in tags.values() if t.equals is not None),
         uid_field=uid[0] if uid else None,
         padding_default=bool(pad_tag.default) if pad_tag is not None and pad_tag.default is not None else False,

@@ -487,7 +487,7 @@ def make_padding(
     request = _resolve(plan, count, like, dims, include)
     request.sizes.check_memory()
     for f in request.emitted:
-        _check_field(plan, f, request.env, eos, request.like)
+        _check_field(plan, f, request.env, eos, request.like, request.sizes.sources)
     for k in request.undeclared:  # a meta or sparse tensor is refused before any column is built
         ref = request.like[k] if request.like is not None else None
         if isinstance(ref, torch.Tensor):
@@ -689,6 +689,13 @@ _SOURCE_WORDS = {
     "padding default": "the schema's padding sizes",
     "like": "the like= sample",
 }
+#: The same for the count a spread rule spreads over (from like=, it may be the largest id + 1).
+_SPREAD_SOURCE_WORDS = {
+    **_SOURCE_WORDS,
+    "like": "the like= sample: its shapes, else its largest id + 1",
+    "config": "the model config the schema is pinned to",
+    "schema": "the schema's pinned size",
+}
 
 
 def _needed_dims(plan: Plan, emitted: list[Field]) -> list[str]:
@@ -795,19 +802,28 @@ def _axes(f: Field, env: Mapping[str, int]) -> tuple[int, ...]:
     return sizes
 
 
-def _check_field(plan: Plan, f: Field, env: Mapping[str, int], eos: int, like: Mapping[str, Any] | None) -> None:
+def _check_field(
+    plan: Plan,
+    f: Field,
+    env: Mapping[str, int],
+    eos: int,
+    like: Mapping[str, Any] | None,
+    sources: Mapping[str, str],
+) -> None:
     """Everything that could refuse ``f``'s column beyond its size, checked before any column is built."""
     ref = like.get(f.name) if like is not None else None
     if f.pad.rule == "copy" and isinstance(ref, torch.Tensor):
         _copied(ref, 0, f.name)  # refuses what cannot be copied, at no cost
     f = plan.bounded(f, env)  # a bound written in dims (max: experts - 1), at the padding's sizes
     if f.pad.rule == SPREAD:
-        _check_spread(plan, f, env, like)
+        _check_spread(plan, f, env, like, sources.get(f.pad.over or ""))
     else:
         _check_fill(plan, f, env, eos, like)
 
 
-def _check_spread(plan: Plan, f: Field, env: Mapping[str, int], like: Mapping[str, Any] | None) -> None:
+def _check_spread(
+    plan: Plan, f: Field, env: Mapping[str, int], like: Mapping[str, Any] | None, source: str | None
+) -> None:
     """Refuse a ``pad: {spread: dim}`` column that could not hold distinct ids in range, or would break the checks."""
     over = f.pad.over or ""
     ids, axes = env[over], _axes(f, env)
@@ -815,8 +831,9 @@ def _check_spread(plan: Plan, f: Field, env: Mapping[str, int], like: Mapping[st
     dtype = _dtype(f, like)
     where = f"schema {plan.name!r}: padding field {f.name!r} with {f.pad}"
     if slots > ids:
+        came = f" (from {_SPREAD_SOURCE_WORDS.get(source or '', source)})" if source else ""
         raise ValueError(
-            f"{where}: {over}={ids} ids cannot fill {slots} slots with distinct ids (the last axis, "
+            f"{where}: {over}={ids}{came} ids cannot fill {slots} slots with distinct ids (the last axis, "
             f"{f.shape[-1] if f.shape else '?'}={slots}); {over} must be at least {slots}"
         )
     if not ids or not all(axes):
