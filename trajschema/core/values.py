@@ -1136,6 +1136,8 @@ def _repeated(x: torch.Tensor) -> torch.Tensor:
         s = x.sort(dim=-1).values
         return (s[..., 1:] == s[..., :-1]).any(dim=-1)
     cols = x.movedim(-1, 0).contiguous().unbind(0)
+    if not x.dtype.is_floating_point:
+        return ~_all_differ(cols)
     out = cols[0] == cols[1]
     hit = torch.empty_like(out)
     for i in range(k - 1):
@@ -1143,6 +1145,21 @@ def _repeated(x: torch.Tensor) -> torch.Tensor:
             if (i, j) != (0, 1):
                 torch.eq(cols[i], cols[j], out=hit)
                 out |= hit
+    return out
+
+
+def _all_differ(cols: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Whether every pair of the integer columns differs, per position: ``a ^ b`` is nonzero.
+
+    The same answer as ``a != b`` for integers, without torch's comparison kernel, which is
+    not vectorized for small integer dtypes on CPU (measured ~5x slower than ``^`` plus a
+    cast to bool for int16 columns: the cost of ``distinct`` on routed experts).
+    """
+    out = (cols[0] ^ cols[1]).bool()
+    for i in range(len(cols) - 1):
+        for j in range(i + 1, len(cols)):
+            if (i, j) != (0, 1):
+                out &= (cols[i] ^ cols[j]).bool()
     return out
 
 
