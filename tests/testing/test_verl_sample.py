@@ -94,3 +94,17 @@ def test_refuses_impossible_routings(kwargs, message):
 
 def test_schemas_without_routes_ignore_experts():
     assert "routed_experts" not in verl_sample("text", 3, 2, experts=4, topk=9)
+
+
+def test_a_schema_pinned_from_a_model_config_gives_the_moe_sizes():
+    """verl_sample(schema_for_config(...), P, R) fits the pinned schema without repeating its sizes."""
+    config = {"architectures": ["Qwen3MoeForCausalLM"], "num_experts": 16, "num_experts_per_tok": 4}
+    schema = ts.schema_for_config({**config, "num_hidden_layers": 3})
+    sample = verl_sample(schema, 6, 2)
+    assert tuple(sample["routed_experts"].shape) == (8, 3, 4)
+    assert int(sample["routed_experts"].max()) < 16
+    schema.validate(sample)
+    # explicit sizes still win (and a pinned schema then reports them)
+    assert tuple(verl_sample(schema, 6, 2, layers=2, topk=1)["routed_experts"].shape) == (8, 2, 1)
+    # an unpinned schema keeps the old defaults
+    assert tuple(verl_sample("moe_routed", 6, 2)["routed_experts"].shape) == (8, 4, 2)

@@ -69,10 +69,10 @@ def verl_sample(
     response_len: int,
     *,
     uid: str = "q0",
-    layers: int = 4,
-    topk: int = 2,
+    layers: int | None = None,
+    topk: int | None = None,
     experts: int | None = None,
-    teacher_topk: int = 3,
+    teacher_topk: int | None = None,
     vocab: int = 32000,
     optional: bool = True,
     seed: int = 0,
@@ -90,11 +90,15 @@ def verl_sample(
         prompt_len: prompt tokens.
         response_len: response tokens.
         uid: the GRPO group id.
-        layers: MoE layers (used when the schema has ``routed_experts``).
-        topk: experts per token (likewise); each token's ``topk`` experts are distinct.
+        layers: MoE layers (used when the schema has ``routed_experts``). Default: the
+            schema's ``layers`` when it pins one (as
+            [`schema_for_config`][trajschema.schema_for_config] does), else 4.
+        topk: experts per token (likewise; default the pinned ``topk``, else 2); each
+            token's ``topk`` experts are distinct.
         experts: the expert count: ids are drawn from ``0 .. experts-1``. Default: the
             schema's ``experts`` when it pins one, else ``max(topk, 64)``.
-        teacher_topk: distillation top-k (when the schema has ``teacher_ids``).
+        teacher_topk: distillation top-k (when the schema has ``teacher_ids``; default the
+            pinned ``teacher_topk``, else 3).
         vocab: token ids are drawn from ``[3, vocab)``.
         optional: also fill the optional fields (attention mask, log-probs, scores, session id).
         seed: for the random token ids (and routes).
@@ -106,6 +110,10 @@ def verl_sample(
         from trajschema.load import load_schema
 
         schema = load_schema(schema)
+    pinned = _fixed(schema)
+    layers = pinned.get("layers", 4) if layers is None else layers
+    topk = pinned.get("topk", 2) if topk is None else topk
+    teacher_topk = pinned.get("teacher_topk", 3) if teacher_topk is None else teacher_topk
     g = torch.Generator().manual_seed(seed)
     p, r = prompt_len, response_len
     s = p + r
