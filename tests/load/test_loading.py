@@ -1369,6 +1369,30 @@ FIELD_ATTACKS = [
         id="distinct-eos",
     ),
     pytest.param(
+        _field("shape: [seq, prompt], dtype: int64, pad: spread"),
+        "fields.x.pad",
+        "pad rule 'spread' needs the dim that counts the ids: write {spread: experts}",
+        id="spread-without-its-dim",
+    ),
+    pytest.param(
+        _field("shape: [seq, prompt], dtype: int64, pad: {spread: prompt}, min: 1"),
+        "fields.x.pad",
+        "pad rule {spread: prompt} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be >= min 1)",
+        id="spread-min-above-0",
+    ),
+    pytest.param(
+        _field("shape: [seq, prompt], dtype: int64, pad: {spread: prompt}, values: [1, 2, 3]"),
+        "fields.x.pad",
+        "pad rule {spread: prompt} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be in values [1, 2, 3])",
+        id="spread-values-without-0",
+    ),
+    pytest.param(
+        _field("shape: [seq, prompt], dtype: int64, pad: {spread: prompt}, min: prompt"),
+        "fields.x.pad",
+        "pad rule {spread: prompt} starts at 0, which breaks min prompt (at least 1) for every size the dims allow",
+        id="spread-dim-min-above-0",
+    ),
+    pytest.param(
         _field("shape: [], dtype: int64, pad: copy, distinct: true"),
         "fields.x.distinct",
         "distinct applies along the last axis; a 0-d field has none",

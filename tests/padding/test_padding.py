@@ -574,6 +574,32 @@ def test_resolving_refuses_what_padding_refuses_for_sizes():
         resolve_padding(TEXT._compiled(), -1)
 
 
+@pytest.mark.parametrize(
+    ("dims", "missing", "users"),
+    [
+        ({"r": 1, "k": 1, "experts": 2}, "p", "x, y"),  # x through seq = p + r, y directly
+        ({"p": 1, "k": 1, "experts": 2}, "r", "x"),  # only through the derived seq
+        ({"p": 1, "r": 1, "k": 1}, "experts", "y"),  # through the derived dim y spreads over
+    ],
+)
+def test_a_missing_padding_size_names_the_fields_that_need_it_through_derived_dims(dims, missing, users):
+    # It said "(used by tags)" for a dim a field needs only through a derived dim.
+    free = {"min": 0}
+    schema = ts.schema_from_dict(
+        {
+            "name": "derived_users",
+            "dims": {"p": free, "r": free, "seq": "p + r", "k": free, "experts": free, "e2": "experts * 2"},
+            "fields": {
+                "x": {"shape": ["seq"], "dtype": "int64", "pad": 0},
+                "y": {"shape": ["p", "k"], "dtype": "int64", "pad": {"spread": "e2"}},
+            },
+        }
+    )
+    with pytest.raises(PaddingSizeError) as info:
+        schema.padding(1, eos_token_id=0, dims=dims)
+    assert info.value.problem == f"schema 'derived_users' has no padding size for dim {missing!r} (used by {users})"
+
+
 def test_the_memory_error_carries_its_numbers_and_survives_pickling(monkeypatch):
     import pickle
 

@@ -333,7 +333,11 @@ def test_ids_that_break_a_literal_max_are_refused():
 
 
 def test_ids_that_break_a_min_are_refused():
-    schema = spread_schema(min=1)
+    # Spread ids always start at 0: a min above 0 breaks at every size, so the loader refuses it.
+    with pytest.raises(ts.SchemaDefinitionError, match=r"fills 0, 1, 2, \.\.\., and 0 breaks .* \(be >= min 1\)"):
+        spread_schema(min=1)
+    schema = spread_schema(max=3)  # ids up to experts - 1 break it only where experts > 4: at padding time
+    schema.padding(1, eos_token_id=2, dims={**DIMS, "experts": 4})
     with pytest.raises(ValueError, match=r"breaks its value checks"):
         schema.padding(1, eos_token_id=2, dims={**DIMS, "experts": 6})
 

@@ -436,6 +436,8 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: 
     if isinstance(pad, Mapping):
         return _compile_spread(pad, kind, shape, dtypes, src, path, dims)
     if isinstance(pad, str):
+        if pad == SPREAD:  # the one rule that needs an argument: written as a mapping
+            _raise(src, path, f"pad rule {SPREAD!r} needs the dim that counts the ids: write {{{SPREAD}: experts}}")
         if pad not in PAD_RULES:
             _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
         if kind not in _RULE_KINDS[pad]:
@@ -636,10 +638,10 @@ def _check_fill_at_every_size(f: Field, lo_span, hi_span, src: str, path: str) -
             f"pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which max "
             f"{f.max_expr} cannot keep to; drop it or pad with a number",
         )
-    if f.pad.rule not in ("fill", "positions", "index"):
+    if f.pad.rule not in ("fill", "positions", "index", SPREAD):
         return
     v = f.pad.value if f.pad.rule == "fill" else 0
-    what = f"fill {_num(v)}" if f.pad.rule == "fill" else f"pad rule {f.pad.rule!r} starts at 0, which"
+    what = f"fill {_num(v)}" if f.pad.rule == "fill" else f"pad rule {f.pad} starts at 0, which"
     if hi_span is not None and not v <= hi_span[1]:
         _raise(src, path, f"{what} breaks max {f.max_expr} (at most {_num(hi_span[1])}) for every size the dims allow")
     if lo_span is not None and not v >= lo_span[0]:
@@ -671,7 +673,7 @@ def _check_fill(pad: PadRule, values, lo, hi, finite: bool, src: str, path: str)
     """The fill must itself pass the field's value checks, as Python's arithmetic compares."""
     if pad.rule == "empty" and values is not None:
         _raise(src, path, "pad rule 'empty' fills an empty mapping, which no number in values equals")
-    if pad.rule not in ("fill", "positions", "index"):
+    if pad.rule not in ("fill", "positions", "index", SPREAD):
         return  # eos is the caller's; copy copies real data; uid fills strings (no values on str)
     if pad.rule == "index" and (values is not None or hi is not None):
         _raise(
@@ -689,9 +691,9 @@ def _check_fill(pad: PadRule, values, lo, hi, finite: bool, src: str, path: str)
         in_file[f"one of {values_label(values)}"] = f"in values {'[' + ', '.join(map(_num, values)) + ']'}"
     broken = in_file.get(failed[0], failed[0]) if failed else None
     if broken and pad.rule != "fill":
-        _raise(
-            src, path, f"pad rule {pad.rule!r} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be {broken})"
-        )
+        # positions, index and spread ids all start at 0 (spread: in the first slot of the first padding token)
+        rule = pad if pad.rule == SPREAD else repr(pad.rule)
+        _raise(src, path, f"pad rule {rule} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be {broken})")
     if broken:
         _raise(src, path, f"fill {_num(v)} must itself pass the field's value checks (be {broken})")
 

@@ -734,12 +734,28 @@ def _free_size(
         return plan.padding_sizes[name], "padding default"
     if name in like_dims:
         return like_dims[name], "like"
-    users = [f.name for f in emitted if any(name in e.names() for e in f.shape or ())]
+    users = [f.name for f in emitted if name in _dims_needed_by(plan, f)]
     raise PaddingSizeError(
         f"schema {plan.name!r} has no padding size for dim {name!r} (used by {', '.join(users) or 'tags'})",
         schema_name=plan.name,
         dim=name,
     )
+
+
+def _dims_needed_by(plan: Plan, f: Field) -> set[str]:
+    """The dims ``f``'s padding needs a size for: those of its shape and spread rule, and those they derive from."""
+    todo = [n for e in f.shape or () for n in e.names()]
+    if f.pad.rule == SPREAD and f.pad.over is not None:
+        todo.append(f.pad.over)
+    seen: set[str] = set()
+    while todo:
+        n = todo.pop()
+        if n not in seen:
+            seen.add(n)
+            d = plan.dims.get(n)
+            if isinstance(d, DerivedDim):
+                todo.extend(d.expr.names())
+    return seen
 
 
 def _id_count(
