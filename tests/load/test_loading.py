@@ -1332,6 +1332,18 @@ FIELD_ATTACKS = [
         id="dim-bound-below-min",
     ),
     pytest.param(
+        _field("shape: [seq], dtype: int64, pad: copy, min: prompt, max: prompt - 1"),
+        "fields.x.max",
+        "max prompt - 1 is below min prompt (by 1 or more) for every size the dims allow; no value passes",
+        id="dim-bounds-that-cross",
+    ),
+    pytest.param(
+        _field("shape: [seq], dtype: int64, pad: copy, min: 2 * seq, max: seq"),
+        "fields.x.max",
+        "max seq is below min 2 * seq (by 1 or more) for every size the dims allow",
+        id="dim-bounds-that-cross-term-by-term",
+    ),
+    pytest.param(
         _field("shape: [seq], dtype: uint8, pad: 0, max: prompt + 300"),
         "fields.x.dtype",
         "uint8 cannot hold 301, the smallest value max prompt + 300 takes for the sizes the dims allow",

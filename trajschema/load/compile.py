@@ -24,6 +24,7 @@ from trajschema.core import (
     FixedDim,
     FreeDim,
     PadRule,
+    Poly,
     SchemaDefinitionError,
     Tag,
     ValueSet,
@@ -600,6 +601,8 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
             f"max {f.max_expr} is at most {_num(hi_span[1])}, below min {_num(f.min)}, "
             "for every size the dims allow; no value passes",
         )
+    if f.min_expr is not None and f.max_expr is not None:
+        _check_bound_gap(f, spans, src, path)
     if lo_span is not None and f.max is not None and lo_span[0] > f.max:
         _raise(
             src,
@@ -627,6 +630,35 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
                 f"{_names(f.dtypes)}, for every size the dims allow; no element passes",
             )
     _check_fill_at_every_size(f, lo_span, hi_span, src, f"{path}.pad")
+
+
+def _check_bound_gap(f: Field, spans: Mapping[str, tuple[float, float]], src: str, path: str) -> None:
+    """Refuse ``min`` and ``max`` both in dims when ``max - min`` is negative at every size (``experts - 1``
+    against ``experts``): exactly from the canonical polynomial where it is a constant, else over the spans."""
+    assert f.min_expr is not None and f.max_expr is not None
+    gap = Expr("-", (f.max_expr, f.min_expr))
+    p = gap.poly()
+    # Term by term over the canonical polynomial, so that experts - 2 * experts is -experts, not
+    # (1 - inf, inf - 2) as intervals of the two sides would give; sizes are never negative.
+    top = _poly_top(p, spans) if p is not None else gap.bounds(spans)[1]
+    top = int(top) if math.isfinite(top) else top
+    if top < 0:
+        _raise(
+            src,
+            f"{path}.max",
+            f"max {f.max_expr} is below min {f.min_expr} (by {_num(-top)} or more) for every size the dims "
+            "allow; no value passes",
+        )
+
+
+def _poly_top(p: Poly, spans: Mapping[str, tuple[float, float]]) -> float:
+    """An upper bound of polynomial ``p`` over ``spans`` (each a dim's sizes, all >= 0), term by term."""
+    top = 0.0
+    for mono, c in p:
+        ends = [spans.get(n, (0.0, math.inf))[0 if c < 0 else 1] for n in mono]
+        term = math.prod(ends) if not (0 in ends and math.inf in ends) else math.inf
+        top += c * term if term != math.inf else (math.inf if c > 0 else 0.0)
+    return top
 
 
 def _check_fill_at_every_size(f: Field, lo_span, hi_span, src: str, path: str) -> None:
