@@ -277,16 +277,21 @@ def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str,
                     f"fields.{f.name}.dtype",
                     f"{dtype_name(d)} {found[1]}; drop {dtype_name(d)} from the field's dtypes (pinned: {pinned})",
                 )
-        if f.pad.rule == "fill":
-            bounded = f.bounded(env)
-            broken = value_failures(f.pad.value, values=None, lo=bounded.min, hi=bounded.max, finite=False)
+        # a fill, or the 0 that positions, index and spread start from, must keep to the bounds
+        start = f.pad.value if f.pad.rule == "fill" else 0 if f.pad.rule in _COUNTING_RULES else None
+        if start is not None:
+            broken = value_failures(start, values=None, lo=b.min, hi=b.max, finite=False)
             if broken:
+                what = f"fill {start!r}" if f.pad.rule == "fill" else f"pad rule {f.pad} starts at 0, which"
                 raise SchemaDefinitionError(
                     where,
                     f"fields.{f.name}.pad",
-                    f"fill {f.pad.value!r} is not {broken[0]}, as the field's bounds are at the pinned sizes "
-                    f"(pinned: {pinned})",
+                    f"{what} is not {broken[0]}, as the field's bounds are at the pinned sizes (pinned: {pinned})",
                 )
+
+
+#: Pad rules that fill 0, 1, 2, ...: their 0 must keep to a field's bounds.
+_COUNTING_RULES = ("positions", "index", SPREAD)
 
 
 #: The attributes a schema is made of; none can be reassigned once set (see `Schema`).

@@ -3141,6 +3141,24 @@ def test_a_fill_that_breaks_a_dim_bound_at_some_sizes_only_loads_and_pinning_ref
     )
 
 
+@pytest.mark.parametrize("pad", ["{spread: experts}", "positions", "index"])
+def test_a_counting_pad_rule_whose_0_breaks_a_dim_min_at_the_pinned_sizes_is_refused_by_pinning(pad):
+    """Found by the to_yaml round trip: the pinned schema must be one the loader would load."""
+    kind = "kind: int" if pad == "index" else "shape: [seq, topk], dtype: int64"
+    schema = ts.schema_from_dict(
+        {
+            "name": "m",
+            "dims": {"seq": {}, "topk": {"min": 1}, "experts": {"min": 1}},
+            "fields": {"r": {**yaml.safe_load("{" + kind + "}"), "min": "experts - 1", "pad": yaml.safe_load(pad)}},
+        }
+    )
+    assert schema.with_dims({"experts": 1}).dims["experts"].size == 1  # min 0: the 0 keeps to it
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 2})
+    assert info.value.path == "fields.r.pad"
+    assert "starts at 0, which is not >= 1, as the field's bounds are at the pinned sizes" in str(info.value)
+
+
 def test_pinning_more_experts_than_a_declared_dtype_holds_names_the_field_dtype_and_largest_id():
     schema = _moe()
     with pytest.raises(ts.SchemaDefinitionError) as info:
