@@ -9,7 +9,7 @@ accepts can fail under the other. The rules are set comparisons, made exactly by
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajschema.core import (
@@ -390,7 +390,7 @@ def _field_pair(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
             yield from _dtype_change(a, b)
             yield from _shape_change(c, a, b)
         doms = [d for d in a.dtypes if d in b.dtypes] if a.is_tensor else [a.kind]
-        fa, fb = _fold(a, c.const_old), _fold(b, c.const_new)  # bounds over pinned dims are numbers
+        fa, fb = a.bounded(c.const_old), b.bounded(c.const_new)  # bounds over pinned dims are numbers
         yield from _values_change(fa, fb, doms, doms)
         yield from _dim_bounds_change(c, (a, b), (fa, fb), doms)
         if a.is_tensor:
@@ -416,7 +416,7 @@ def _kind_why(src: Field, tgt: Field, s: str, t: str) -> str | None:
 
 def _kind_change(c: _Ctx, a: Field, b: Field) -> _Diff:
     tensor = a.is_tensor or b.is_tensor  # what the field observes of the dims changes
-    fa, fb = _fold(a, c.const_old), _fold(b, c.const_new)
+    fa, fb = a.bounded(c.const_old), b.bounded(c.const_new)
     return _Diff(
         f"fields.{a.name}.kind",
         "kind_changed",
@@ -523,22 +523,6 @@ def _values_change(a: Field, b: Field, back: Sequence[Any], fwd: Sequence[Any]) 
     else:
         d.note = "the same values pass" if back else "no dtype in common, so no value is checked by both"
     yield d
-
-
-def _fold(f: Field, sizes: Mapping[str, int]) -> Field:
-    """``f`` with each bound in dims that ``sizes`` decides folded into its literal (the tighter one holds).
-
-    Unlike `Field.bounded`, a bound whose dims ``sizes`` lacks is kept, not left out: it
-    still says something about the schema.
-    """
-    out = {}
-    for side, pick in (("min", max), ("max", min)):
-        e, literal = getattr(f, f"{side}_expr"), getattr(f, side)
-        value = None if e is None else e.evaluate(sizes)
-        if value is not None:
-            out[side] = value if literal is None else pick(literal, value)
-            out[f"{side}_expr"] = None
-    return dataclasses.replace(f, **out) if out else f
 
 
 # -- bounds written in dims, and distinct ----------------------------------------------------

@@ -54,7 +54,6 @@ no non-finite float, so ``json.dumps`` writes it deterministically.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -63,7 +62,7 @@ from typing import Any
 import torch
 
 from trajschema.check import as_mapping
-from trajschema.core import DTYPES_BY_NAME, DerivedDim, Field, FixedDim, FreeDim, dtype_name, kind_ok, value_failures
+from trajschema.core import DTYPES_BY_NAME, DerivedDim, FixedDim, FreeDim, dtype_name, kind_ok, value_failures
 
 __all__ = ["SCHEMA_DIALECT", "json_schema", "sample_to_json"]
 
@@ -165,22 +164,6 @@ def _groups(dtypes: Sequence[torch.dtype]) -> dict[str, list[str]]:
     return out
 
 
-def _fold(f: Field, sizes: Mapping[str, int]) -> Field:
-    """``f`` with each bound in dims that ``sizes`` decides folded into its literal (the tighter one holds).
-
-    Unlike `Field.bounded`, a bound whose dims ``sizes`` lacks is kept, not left out: it
-    still says something about the schema.
-    """
-    out = {}
-    for side, pick in (("min", max), ("max", min)):
-        e, literal = getattr(f, f"{side}_expr"), getattr(f, side)
-        value = None if e is None else e.evaluate(sizes)
-        if value is not None:
-            out[side] = value if literal is None else pick(literal, value)
-            out[f"{side}_expr"] = None
-    return dataclasses.replace(f, **out) if out else f
-
-
 # -- fields -----------------------------------------------------------------------------
 
 
@@ -262,7 +245,7 @@ def _field(f: Any, consts: Mapping[str, int]) -> Any:
     meta: dict[str, Any] = {"x-trajschema-pad": str(f.pad)}
     if f.has_value_checks:
         meta["x-trajschema-checks"] = _checks(f)
-    f = _fold(f, consts)  # a bound in dims the schema pins is a number here
+    f = f.bounded(consts)  # a bound in dims the schema pins is a number here
     description = " ".join(x for x in (f.description, _unsaid(f)) if x)
     if description:
         meta["description"] = description
