@@ -1617,18 +1617,28 @@ fields:
 """
 
 
-@pytest.fixture
-def moe_with_config(tmp_path, monkeypatch):
+def _moe_routed_on_path(text: str, tmp_path, monkeypatch) -> None:
+    """``text`` as the moe_routed.yaml that TRAJSCHEMA_PATH finds first."""
     d = tmp_path / "schemas"
     d.mkdir()
-    (d / "moe_routed.yaml").write_text(_MOE_ROUTED)
+    (d / "moe_routed.yaml").write_text(text)
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
 
 
-def _dim_row(out: str, name: str) -> str:
+@pytest.fixture
+def moe_with_config(tmp_path, monkeypatch):
+    _moe_routed_on_path(_MOE_ROUTED, tmp_path, monkeypatch)
+
+
+def _row(out: str, section: str, name: str) -> str:
+    """The line of ``show``'s ``section`` (dims, fields) that describes ``name``."""
     lines = out.splitlines()
-    start = lines.index("dims")
+    start = lines.index(section)
     return next(line for line in lines[start:] if line.split()[:1] == [name])
+
+
+def _dim_row(out: str, name: str) -> str:
+    return _row(out, "dims", name)
 
 
 def test_show_config_pins_the_dims_and_names_each_key(capsys, moe_with_config):
@@ -1711,16 +1721,7 @@ _MOE_ROUTES = _MOE_ROUTED.replace(
 
 @pytest.fixture
 def moe_routes(tmp_path, monkeypatch):
-    d = tmp_path / "schemas"
-    d.mkdir()
-    (d / "moe_routed.yaml").write_text(_MOE_ROUTES)
-    monkeypatch.setenv("TRAJSCHEMA_PATH", str(d))
-
-
-def _field_row(out: str, name: str) -> str:
-    lines = out.splitlines()
-    start = lines.index("fields")
-    return next(line for line in lines[start:] if line.split()[:1] == [name])
+    _moe_routed_on_path(_MOE_ROUTES, tmp_path, monkeypatch)
 
 
 def test_show_prints_the_expert_checks_and_with_config_their_value(capsys, moe_routes):

@@ -443,10 +443,11 @@ def rebind(draw, d: dict) -> dict:
     return d
 
 
-def _valid_pairs(data, src: ts.Schema, draws: int = 4):
-    """Samples drawn for ``src`` that ``src`` accepts (the strategy covers most binding schemes, not all)."""
+def _valid_pairs(data, src: ts.Schema, draws: int = 4, *, dims: dict | None = None, max_len: int = 4):
+    """Samples drawn for ``src`` that ``src`` accepts, with ``dims`` when given (bounds in them checked);
+    the strategy covers most binding schemes, not all."""
     try:
-        strategy = samples(src, max_len=4)
+        strategy = samples(src, max_len=max_len, dims=dims)
     except ValueError:
         return
     for _ in range(draws):
@@ -454,7 +455,7 @@ def _valid_pairs(data, src: ts.Schema, draws: int = 4):
             sample = data.draw(strategy)
         except ValueError:
             return
-        if src.violations(sample) == []:
+        if src.violations(sample, dims=dims, depth="values") == []:
             yield sample
 
 
@@ -543,21 +544,6 @@ def value_decls(draw, rank: int) -> dict:
     return out
 
 
-def _valid_under(data, schema: ts.Schema, dims: dict, draws: int = 4):
-    """Samples the strategy draws for ``schema`` that ``schema`` accepts with ``dims`` (bounds in e checked)."""
-    try:
-        strategy = samples(schema, max_len=5, dims=dims)
-    except ValueError:
-        return
-    for _ in range(draws):
-        try:
-            sample = data.draw(strategy)
-        except ValueError:
-            return
-        if schema.violations(sample, dims=dims, depth="values") == []:
-            yield sample
-
-
 @SETTINGS
 @given(data=st.data())
 def test_bounds_in_dims_and_distinct_verdicts_hold_on_samples(data):
@@ -574,5 +560,5 @@ def test_bounds_in_dims_and_distinct_verdicts_hold_on_samples(data):
     dims = data.draw(st.sampled_from([{}, {"e": data.draw(st.integers(1, 6))}]))
     for src, tgt, flag in ((old, new, "backward_breaking"), (new, old, "forward_breaking")):
         if not any(getattr(c, flag) for c in changes):
-            for sample in _valid_under(data, src, dims):
+            for sample in _valid_pairs(data, src, dims=dims, max_len=5):
                 assert tgt.violations(sample, dims=dims, depth="values") == [], (sample, [str(c) for c in changes])

@@ -143,9 +143,9 @@ def run_installed(meta, multiple: int, config: dict):
         _patch._trainer.reset(token)
 
 
-def test_the_padding_gets_the_samples_schema_with_the_models_dims_pinned(tq, monkeypatch):
-    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
-    seen = {}
+def _spy_on_upsample(tq, monkeypatch) -> dict:
+    """Route install()'s padding to ``tq`` and record the keywords it passes (the schema among them)."""
+    seen: dict = {}
     real = _patch.upsample_batch_to_divisible_size
 
     def spy(batch, multiple, eos, **kw):
@@ -153,6 +153,12 @@ def test_the_padding_gets_the_samples_schema_with_the_models_dims_pinned(tq, mon
         return real(batch, multiple, eos, client=tq, **kw)
 
     monkeypatch.setattr(_patch, "upsample_batch_to_divisible_size", spy)
+    return seen
+
+
+def test_the_padding_gets_the_samples_schema_with_the_models_dims_pinned(tq, monkeypatch):
+    meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
+    seen = _spy_on_upsample(tq, monkeypatch)
     out = run_installed(meta, 4, verl_config(path=str(FIXTURES / "mixtral")))
     schema = seen["schema"]
     assert schema.name == "moe_routed"
@@ -241,14 +247,7 @@ def test_padding_routes_spread_over_the_models_experts(tq, tmp_path, monkeypatch
     """No dims, no extra line: install() reads the model path, and padding spreads over its 8 experts."""
     (tmp_path / "schemas" / "moe_routed.yaml").write_text(MOE_ROUTED_SPREAD)
     meta = put_batch(tq, "moe_routed", 3, layers=32, topk=2)
-    seen = {}
-    real = _patch.upsample_batch_to_divisible_size
-
-    def spy(batch, multiple, eos, **kw):
-        seen.update(kw)
-        return real(batch, multiple, eos, client=tq, **kw)
-
-    monkeypatch.setattr(_patch, "upsample_batch_to_divisible_size", spy)
+    seen = _spy_on_upsample(tq, monkeypatch)
     out = run_installed(meta, 8, verl_config(path=str(FIXTURES / "mixtral")))
     schema = seen["schema"]
     assert schema.dims["experts"].source == "config: num_local_experts"
