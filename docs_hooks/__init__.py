@@ -5,7 +5,8 @@
 - writes one page per packaged schema, and their index, from the YAML files
   (`docs_hooks.schema_pages`), and fills the "Packaged schemas" nav section;
 - replaces the marker in `docs/padding.md` with a picture of a real padded batch
-  (`docs_hooks.padding_picture`);
+  (`docs_hooks.padding_picture`), and the markers in `docs/dense.md` with pictures of
+  real dense batches in the packaged layouts (`docs_hooks.dense_picture`);
 - writes the CLI reference from the `trajschema` argument parser (`docs_hooks.cli_page`);
 - checks that `docs/api.md` documents every public name (`docs_hooks.api_page`);
 - fails the build when a rendered page shows Markdown that was not rendered, such as a

@@ -22,13 +22,14 @@ from mkdocs.exceptions import PluginError  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 from mkdocs.structure.pages import Page  # noqa: E402
 
-from docs_hooks import api_page, cli_page, padding_picture, rendered, schema_pages  # noqa: E402
+from docs_hooks import api_page, cli_page, dense_picture, padding_picture, rendered, schema_pages  # noqa: E402
 
 log = logging.getLogger("mkdocs.plugins.trajschema")
 
 SCHEMA_INDEX = f"{schema_pages.PAGE_DIR}/index.md"
 CLI_PAGE = "cli.md"
 PADDING_PAGE = "padding.md"
+DENSE_PAGE = "dense.md"
 API_PAGE = "api.md"
 
 
@@ -96,6 +97,12 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
             raise PluginError(f"docs/{PADDING_PAGE} must hold the marker {padding_picture.MARKER} exactly once")
         example = padding_picture.example_batch(padding_picture.packaged_text_schema())
         return markdown.replace(padding_picture.MARKER, padding_picture.padding_figure(example))
+    if uri == DENSE_PAGE:
+        if sorted(m.group(1) for m in dense_picture.MARKER.finditer(markdown)) != sorted(dense_picture.DRAWN):
+            raise PluginError(
+                f"docs/{DENSE_PAGE} must hold one dense-picture marker per layout of {list(dense_picture.DRAWN)}"
+            )
+        return dense_picture.replace_markers(markdown)
     if uri == API_PAGE and (problems := api_page.api_problems(markdown)):
         raise PluginError(f"docs/{API_PAGE}: " + "; ".join(problems))
     return markdown

@@ -24,6 +24,7 @@ FLOORS: list[set[str]] = [
     {"core"},
     {"check"},
     {"padding", "export", "evolution"},
+    {"dense"},
     {"_schema"},
     {"load"},
     {"contract", "runtime"},

@@ -14,6 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_FILES = sorted((REPO / "schemas").glob("*.yaml"))
+LAYOUT_FILES = sorted((REPO / "layouts").glob("*.yaml"))
 
 pytestmark = pytest.mark.slow
 
@@ -56,6 +57,17 @@ def test_every_schema_is_inside_the_wheel(wheel: Path) -> None:
     assert not any(n.startswith("schemas/") for n in names)
 
 
+def test_every_layout_is_inside_the_wheel(wheel: Path) -> None:
+    assert {p.stem for p in LAYOUT_FILES} >= {"verl_dataproto", "skyrl"}
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        packaged = {n for n in names if n.startswith("trajschema/layouts/")}
+        assert packaged == {f"trajschema/layouts/{p.name}" for p in LAYOUT_FILES}
+        for path in LAYOUT_FILES:
+            assert zf.read(f"trajschema/layouts/{path.name}") == path.read_bytes()
+    assert not any(n.startswith("layouts/") for n in names)
+
+
 PROBE = """
 import json, trajschema as ts
 from trajschema.load.search import packaged_dir
@@ -66,6 +78,7 @@ print(json.dumps({
     "names": names,
     "loaded": [ts.load_schema(n).name for n in names],
     "vlm_mrope_moe": list(ts.load_schema("vlm_mrope_moe").lineage),
+    "layouts": [ts.load_layout(n).name for n in ts.layout_names()],
 }))
 """
 
@@ -92,3 +105,4 @@ def test_a_non_editable_install_finds_every_schema(wheel: Path, tmp_path: Path) 
     assert report["names"] == sorted(p.stem for p in SCHEMA_FILES)
     assert report["loaded"] == report["names"]
     assert report["vlm_mrope_moe"] == ["vlm_mrope_moe", "vlm_mrope", "moe_routed", "text"]
+    assert report["layouts"] == sorted(p.stem for p in LAYOUT_FILES)

@@ -16,6 +16,7 @@ from trajschema.core import (
     PAD_RULES,
     SPREAD,
     Batch,
+    DenseBatch,
     Depth,
     DerivedDim,
     Dim,
@@ -23,12 +24,14 @@ from trajschema.core import (
     Field,
     FixedDim,
     FreeDim,
+    Layout,
     PadRule,
     Sample,
     SchemaDefinitionError,
     SchemaError,
     Tag,
     TagDict,
+    as_layout,
     dtype_name,
     short_dtype,
     value_failures,
@@ -559,6 +562,7 @@ class Schema:
         tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
+        layout: Layout | str | None = None,
     ) -> None:
         """Check every sample of a batch; report all violations with their sample index.
 
@@ -574,6 +578,12 @@ class Schema:
                 not a mapping a ``tag`` violation of its sample.
             dims: dim sizes every sample must have.
             depth: ``"shapes"`` or ``"values"``, as for [`violations`][trajschema.Schema.violations].
+            layout: a dense padded batch's [`Layout`][trajschema.Layout] (or its name,
+                ``"verl_dataproto"``, ``"skyrl"``): ``batch`` is then a mapping of batch key
+                to ``(B, ...)`` tensor or per-sample list (a dict, a TensorDict, SkyRL's
+                ``TrainingInputBatch``, verl's ``DataProto``), the per-sample sizes are read
+                from its masks, and the layout itself is checked too (codes ``mask``,
+                ``padded``, ``length``; see the guide "Dense batches and layouts").
 
         A TensorDict without exactly one batch dim is a ``batch`` violation.
 
@@ -583,7 +593,10 @@ class Schema:
                 message names ``batch[i]``, the first sample that is not a mapping).
             ValueError: an unknown ``depth`` or bad ``dims``, as for [`violations`][trajschema.Schema.violations].
         """
-        found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
+        if layout is not None:
+            found, bindings = self._dense_check(batch, layout, tags=tags, dims=dims, depth=depth)
+        else:
+            found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
         if found:
             raise SchemaError(found, schema_name=self.name, bindings=bindings)
 
@@ -594,13 +607,109 @@ class Schema:
         tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
+        layout: Layout | str | None = None,
     ) -> list[Violation]:
         """Like [`validate_batch`][trajschema.Schema.validate_batch], but return the violations instead of raising.
 
         Raises:
             TypeError / ValueError: bad arguments, as for [`validate_batch`][trajschema.Schema.validate_batch].
         """
+        if layout is not None:
+            return self._dense_check(batch, layout, tags=tags, dims=dims, depth=depth)[0]
         return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
+
+    def _dense_check(
+        self, batch: Any, layout: Any, **kw: Any
+    ) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
+        from trajschema.dense import check_dense
+
+        found = check_dense(self, batch, as_layout(layout), **kw)
+        return found.violations, found.bindings
+
+    # -- dense padded batches: the dense room, which never imports this one ----------------
+
+    def to_dense(
+        self,
+        samples: Any,
+        *,
+        layout: Layout | str,
+        pad_token_id: int | None = None,
+        lengths: Mapping[str, int] | None = None,
+    ) -> DenseBatch:
+        """Lay samples out as one dense padded batch in ``layout`` (see the guide "Dense batches and layouts").
+
+        Args:
+            samples: a list of samples, or a jagged TensorDict as TransferQueue returns one.
+            layout: a [`Layout`][trajschema.Layout] or its name.
+            pad_token_id: the tokenizer's pad id for ``pad: pad_token`` regions (default:
+                the layout's pinned one).
+            lengths: padded lengths of ``length: fixed`` blocks (verl's configured
+                ``{"prompt": ..., "response": ...}``); default the batch maximum.
+
+        Raises:
+            SchemaError: the samples break the schema, or hold what the layout cannot
+                carry (a ``same_as`` or ``slice_of`` field that disagrees with its source).
+            ValueError: no pad id for a layout that needs one; no samples; a meta tensor;
+                a ``lengths`` entry below the batch maximum or for a ``length: max`` block.
+        """
+        from trajschema.dense import to_dense
+
+        return to_dense(self, samples, layout=as_layout(layout), pad_token_id=pad_token_id, lengths=lengths)
+
+    def from_dense(
+        self,
+        batch: Any,
+        *,
+        layout: Layout | str,
+        tags: Sequence[TagDict] | None = None,
+        depth: Depth = "values",
+        as_tensordict: bool = False,
+    ) -> Any:
+        """The samples of a dense padded batch: a list of sample dicts, or with
+        ``as_tensordict=True`` a jagged TensorDict laid out as TransferQueue returns one.
+
+        The batch is checked first (as [`validate_batch`][trajschema.Schema.validate_batch]
+        with ``layout=``); fields the layout marks ``absent`` are not in the samples.
+
+        Raises:
+            SchemaError: with every violation of the batch; nothing is converted.
+        """
+        from trajschema.dense import from_dense
+
+        return from_dense(self, batch, layout=as_layout(layout), tags=tags, depth=depth, as_tensordict=as_tensordict)
+
+    def dense_padding(
+        self,
+        count: int,
+        *,
+        layout: Layout | str,
+        like: Any,
+        eos_token_id: int,
+        pad_token_id: int | None = None,
+        dims: Mapping[str, int] | None = None,
+    ) -> DenseBatch:
+        """``count`` padding rows in ``layout``, shaped like the dense batch ``like`` so they
+        concatenate to it along the batch axis (same padded lengths, dtypes and keys).
+
+        Each row is a padding sample of [`padding`][trajschema.Schema.padding] (EOS tokens,
+        zero loss and response masks, spread routes, a fresh uid, tagged ``is_padding``),
+        cut to fit ``like``'s padded lengths, with the layout's pad values around it.
+
+        Raises:
+            SchemaError: ``like`` breaks the schema or the layout.
+            ValueError: as for [`padding`][trajschema.Schema.padding].
+        """
+        from trajschema.dense import dense_padding
+
+        return dense_padding(
+            self,
+            count,
+            layout=as_layout(layout),
+            like=like,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            dims=dims,
+        )
 
     # -- exports: each lives in a module of its own, which never imports this one --------
 
@@ -615,8 +724,22 @@ class Schema:
 
         return field_annotation(self, field)
 
-    def annotations(self) -> dict[str, Any]:
-        """The jaxtyping annotation of every tensor field, by name."""
+    def annotations(self, layout: Layout | str | None = None) -> dict[str, Any]:
+        """The jaxtyping annotation of every tensor field, by name.
+
+        With ``layout`` (a [`Layout`][trajschema.Layout] or its name): the annotation of
+        every tensor column of a dense batch in that layout, by batch key, with the batch
+        axis ``batch`` and the padded axes ``<dim>_padded`` (``Float32[Tensor, "batch
+        response_padded"]`` for SkyRL's ``loss_mask``).
+
+        Raises:
+            LayoutDefinitionError: the layout cannot hold a field of this schema.
+        """
+        if layout is not None:
+            from trajschema.dense import bind_layout
+            from trajschema.export import dense_annotations
+
+            return dense_annotations(self, bind_layout(as_layout(layout), self))
         from trajschema.export import all_annotations
 
         return all_annotations(self)

@@ -19,6 +19,7 @@ from jaxtyping import jaxtyped
 
 import trajschema as ts
 from trajschema.export import jaxtyping_source
+from trajschema.load import layout_from_dict
 from trajschema.testing import verl_sample
 
 JT_ERRORS = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException)
@@ -122,9 +123,10 @@ def test_the_issues_example_and_the_benchmarks_hand_written_signature():
     assert set(hand) <= set(ours)
     for k, (dtypes, dims) in hand.items():
         assert ours[k].dim_str == dims, k
-        # The benchmark pins int16 routed experts; the schema allows int16, int32 and int64.
+        # The benchmark pins int16 routed experts; the schema allows int16, int32, int64 and
+        # uint8 (SkyRL's downcast below 256 experts).
         assert set(dtypes) <= set(ours[k].dtypes), k
-    assert ours["routed_experts"].dtypes == ("int16", "int32", "int64")
+    assert ours["routed_experts"].dtypes == ("int16", "int32", "int64", "uint8")
 
 
 def test_one_field_and_all_fields_give_the_same_object():
@@ -553,3 +555,121 @@ def test_the_source_declares_every_field_and_its_annotations_check_as_the_schema
             assert hints[name] == _KINDS[f.kind]
     tensor_hints = {k: hints[k] for k in ann}
     assert checked(tensor_hints)(sample) == checked(ann)(sample)
+
+
+# -- dense batches: schema.annotations(layout=...) -------------------------------------------
+
+DENSE_DIM_STRS = {
+    ("text", "skyrl"): {
+        "sequences": ("batch seq_padded", ["int64"]),
+        "attention_mask": ("batch seq_padded", ["int64"]),
+        "response_mask": ("batch response_padded", ["int64"]),
+        "loss_mask": ("batch response_padded", ["float32"]),
+        "rewards": ("batch response_padded", ["float32"]),
+        "rollout_logprobs": ("batch response_padded", ["float32"]),
+    },
+    ("vlm_mrope_moe", "verl_dataproto"): {
+        "prompts": ("batch prompt_padded", ["int64"]),
+        "responses": ("batch response_padded", ["int64"]),
+        "input_ids": ("batch seq_padded", ["int64"]),
+        "position_ids": ("batch 4 seq_padded", ["int64"]),
+        "response_mask": ("batch response_padded", ["int64"]),
+        "attention_mask": ("batch seq_padded", ["int64"]),
+        "rollout_log_probs": ("batch response_padded", ["float32"]),
+        "rm_scores": ("batch response_padded", ["float32"]),
+        "routed_experts": ("batch seq_padded layers topk", ["int16", "int32", "int64", "uint8"]),
+    },
+}
+
+
+def _dtype_names(annotation: Any) -> list[str]:
+    return [str(d) for d in annotation.dtypes]
+
+
+@pytest.mark.parametrize("case", list(DENSE_DIM_STRS), ids="-".join)
+def test_dense_annotations_name_the_batch_and_padded_axes_and_take_the_layouts_dtype(case):
+    ann = ts.load_schema(case[0]).annotations(layout=case[1])
+    assert {k: (a.dim_str, _dtype_names(a)) for k, a in ann.items()} == DENSE_DIM_STRS[case]
+
+
+def test_dense_annotations_leave_out_what_is_not_a_tensor_column():
+    # SkyRL: prompts/responses are slices of sequences, position_ids absent, uid in metadata,
+    # multi_modal_inputs gathered from TensorLists; verl: loss_mask is response_mask.
+    sky = ts.load_schema("vlm_mrope").annotations(layout=ts.load_layout("skyrl"))
+    assert not {"prompts", "responses", "position_ids", "input_ids", "uid", "metadata.uids"} & set(sky)
+    assert "loss_mask" not in ts.load_schema("text").annotations(layout="verl_dataproto")
+
+
+def _skyrl_like(b: int = 3, s: int = 7, r: int = 4) -> dict[str, torch.Tensor]:
+    return {
+        "sequences": torch.zeros(b, s, dtype=torch.int64),
+        "attention_mask": torch.ones(b, s, dtype=torch.int64),
+        "response_mask": torch.ones(b, r, dtype=torch.int64),
+        "loss_mask": torch.ones(b, r, dtype=torch.float32),
+        "rewards": torch.zeros(b, r, dtype=torch.float32),
+        "rollout_logprobs": torch.zeros(b, r, dtype=torch.float32),
+        "rollout_expert_indices": torch.zeros(b, s, 2, 3, dtype=torch.uint8),
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "bad"),
+    [
+        ("loss_mask", torch.ones(3, 4, dtype=torch.int64)),  # what SkyRL's TrainingInput says it is
+        ("response_mask", torch.ones(3, 7, dtype=torch.int64)),  # seq-wide, as TrainingInput says
+        ("attention_mask", torch.ones(3, 6, dtype=torch.int64)),  # not as wide as sequences
+        ("rewards", torch.zeros(2, 4, dtype=torch.float32)),  # another batch size
+        ("rollout_expert_indices", torch.zeros(3, 7, 2, 3, dtype=torch.int8)),  # a dtype no schema allows
+        ("rollout_expert_indices", torch.zeros(3, 7, 3, dtype=torch.uint8)),  # a rank short
+        ("sequences", torch.zeros(3, 7, dtype=torch.float32)),
+    ],
+    ids=["loss_mask-int64", "response-seq-wide", "mask-width", "batch", "experts-int8", "experts-rank", "float-ids"],
+)
+def test_dense_annotations_accept_a_skyrl_shaped_batch_and_reject_each_shape_or_dtype_defect(key, bad):
+    check = checked(ts.load_schema("moe_routed").annotations(layout="skyrl"))
+    assert check(_skyrl_like())
+    assert check(_skyrl_like(b=1, s=1, r=0))
+    assert not check({**_skyrl_like(), key: bad})
+
+
+def test_dense_mrope_annotation_rejects_three_rope_rows_and_the_rows_first():
+    ann = ts.load_schema("vlm_mrope").annotations(layout="verl_dataproto")
+    check = checked({"input_ids": ann["input_ids"], "position_ids": ann["position_ids"]})
+    ids = torch.zeros(2, 9, dtype=torch.int64)
+    assert check({"input_ids": ids, "position_ids": torch.zeros(2, 4, 9, dtype=torch.int64)})
+    assert not check({"input_ids": ids, "position_ids": torch.zeros(2, 3, 9, dtype=torch.int64)})
+    assert not check({"input_ids": ids, "position_ids": torch.zeros(4, 2, 9, dtype=torch.int64)})  # verl #3653
+
+
+def test_dense_annotations_rename_a_dim_called_batch_or_like_a_padded_axis():
+    schema = ts.schema_from_dict(
+        {
+            "name": "t",
+            "dims": {"n": {}, "batch": {}, "n_padded": {}},
+            "fields": {
+                "m": {"shape": ["n"], "dtype": "int64", "values": [0, 1], "pad": 0},
+                "x": {"shape": ["n", "batch"], "dtype": "int64", "pad": 0},
+                "y": {"shape": ["n_padded", "batch + 1"], "dtype": "int64", "pad": 0},
+            },
+        }
+    )
+    layout = layout_from_dict(
+        {"name": "l", "axes": {"n": {"pad_side": "right", "length": "max"}}, "sizes": {"n": "m"}, "fields": {}}
+    )
+    ann = schema.annotations(layout=layout)
+    assert {k: a.dim_str for k, a in ann.items()} == {
+        "m": "batch n_padded",
+        "x": "batch n_padded dbatch",
+        "y": "batch dn_padded dbatch+1",
+    }
+    check = checked(ann)
+    m = torch.ones(2, 5, dtype=torch.int64)
+    assert check({"m": m, "x": torch.zeros(2, 5, 3, dtype=torch.int64), "y": torch.zeros(2, 6, 4, dtype=torch.int64)})
+    assert not check(
+        {"m": m, "x": torch.zeros(2, 5, 3, dtype=torch.int64), "y": torch.zeros(2, 6, 3, dtype=torch.int64)}
+    )
+
+
+def test_annotations_layout_argument_is_checked():
+    with pytest.raises(TypeError, match="layout"):
+        ts.load_schema("text").annotations(layout=3)

@@ -203,7 +203,7 @@ def test_vlm_mrope_moe_composes_its_parents() -> None:
     assert tuple(str(e) for e in schema.fields["position_ids"].shape) == ("rope_rows", "seq")
     assert schema.dims["rope_rows"] == ts.FixedDim("rope_rows", 4)
     assert tuple(str(e) for e in schema.fields["routed_experts"].shape) == ("seq", "layers", "topk")
-    assert schema.fields["routed_experts"].dtypes == (torch.int16, torch.int32, torch.int64)
+    assert schema.fields["routed_experts"].dtypes == (torch.int16, torch.int32, torch.int64, torch.uint8)
     # vlm_mrope makes multi_modal_inputs required; text declares it optional.
     assert schema.fields["multi_modal_inputs"].required
     assert not ts.load_schema("text").fields["multi_modal_inputs"].required

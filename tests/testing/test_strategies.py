@@ -16,7 +16,7 @@ import trajschema as ts
 from trajschema._schema import Schema
 from trajschema.core.dims import DerivedDim, FixedDim, FreeDim, parse_expr
 from trajschema.core.values import value_failures
-from trajschema.testing import batches, invalid_samples, samples, tags
+from trajschema.testing import batches, dense_batches, invalid_samples, samples, tags
 from trajschema.testing.strategies import _rest_bounds, corruptions
 
 PACKAGED = ts.schema_names()
@@ -428,6 +428,15 @@ HOSTILE = [
     (lambda: invalid_samples("text", max_len=False), ValueError, r"invalid_samples\(max_len=\.\.\.\)"),
     (lambda: invalid_samples(BOUNDED, dims={"k": 4}), ValueError, "fixed at 3"),
     (lambda: invalid_samples(3.5), TypeError, "Schema or a schema name"),
+    (lambda: dense_batches("text", "skyr"), ts.SchemaNotFoundError, "did you mean 'skyrl'"),
+    (lambda: dense_batches("text", 3), TypeError, r"dense_batches\(layout=\.\.\.\) must be a Layout"),
+    (lambda: dense_batches(None, "skyrl"), TypeError, r"dense_batches\(schema=\.\.\.\) must be a trajschema.Schema"),
+    (lambda: dense_batches("text", "skyrl", size=0), ValueError, r"dense_batches\(size=\.\.\.\) must be"),
+    (lambda: dense_batches("text", "skyrl", size=True), TypeError, r"dense_batches\(size=\.\.\.\)"),
+    (lambda: dense_batches("text", "skyrl", size="3"), TypeError, r"dense_batches\(size=\.\.\.\)"),
+    (lambda: dense_batches("text", "skyrl", max_len=0), ValueError, r"dense_batches\(max_len=\.\.\.\)"),
+    (lambda: dense_batches("text", "skyrl", pad_token_id=-1), ValueError, r"dense_batches\(pad_token_id"),
+    (lambda: dense_batches("text", "skyrl", with_samples=1), TypeError, r"dense_batches\(with_samples"),
 ]
 
 

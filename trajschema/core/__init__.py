@@ -1,5 +1,5 @@
 """The vocabulary every other room speaks: dims and their arithmetic, field and tag declarations,
-kinds, types, errors, and the value engine.
+dense layouts, kinds, types, errors, and the value engine.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
@@ -31,8 +31,33 @@ from trajschema.core.dims import (
     solve_for,
     solve_linear,
 )
-from trajschema.core.errors import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, Violation
+from trajschema.core.errors import (
+    LayoutDefinitionError,
+    SchemaDefinitionError,
+    SchemaError,
+    SchemaMatchError,
+    SchemaNotFoundError,
+    Violation,
+)
 from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, shown_value
+from trajschema.core.layout import (
+    ABSENT,
+    ANY,
+    EDGE,
+    FIXED,
+    LEFT,
+    MAX,
+    PAD_TOKEN,
+    RIGHT,
+    Axis,
+    Block,
+    DenseBatch,
+    FieldEntry,
+    Layout,
+    PadValue,
+    as_layout,
+    register_layout_loader,
+)
 from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
 from trajschema.core.validation import check_int, check_real, is_int, positive_int
 from trajschema.core.values import (
@@ -64,15 +89,26 @@ from trajschema.core.values import (
 from trajschema.core.version import VERSION
 
 __all__ = [
+    "ABSENT",
+    "ANY",
     "DEPTHS",
     "DISTINCT_LABEL",
     "DTYPES_BY_NAME",
+    "EDGE",
+    "FIXED",
     "KINDS",
+    "LEFT",
+    "MAX",
     "MAX_SIZE",
     "PAD_RULES",
+    "PAD_TOKEN",
+    "RIGHT",
     "SPREAD",
     "VERSION",
+    "Axis",
     "Batch",
+    "Block",
+    "DenseBatch",
     "Depth",
     "DerivedDim",
     "Dim",
@@ -81,9 +117,13 @@ __all__ = [
     "Expr",
     "ExprError",
     "Field",
+    "FieldEntry",
     "FixedDim",
     "FreeDim",
+    "Layout",
+    "LayoutDefinitionError",
     "PadRule",
+    "PadValue",
     "Poly",
     "Repeats",
     "Sample",
@@ -97,6 +137,7 @@ __all__ = [
     "ValueSet",
     "Violation",
     "ViolationCode",
+    "as_layout",
     "check_int",
     "check_real",
     "checks_for",
@@ -121,6 +162,7 @@ __all__ = [
     "parse_expr",
     "position_extremes",
     "positive_int",
+    "register_layout_loader",
     "repeat_positions",
     "repeat_summary",
     "scalar_failures",

@@ -31,7 +31,12 @@ class Violation:
             ``key`` (a TransferQueue key that repeats or already exists),
             ``padding`` (a break of the is_padding contract) or ``transport`` (a
             field or tag value TransferQueue cannot send and read back, e.g. a
-            ``meta`` tensor or an object pickle refuses).
+            ``meta`` tensor or an object pickle refuses); in a dense padded batch,
+            ``mask`` (a size mask of the wrong dtype, with values other than 0/1, not one
+            contiguous run, padded on the wrong side, disagreeing with another mask, or a
+            0/1 field with ones outside its region), ``padded`` (a value other than the
+            layout's pad value in a padded region) or ``length`` (a padded length other
+            than the layout's, e.g. not the batch maximum).
         expected: what the schema asks for, as text.
         actual: what was found, as text (shapes and dtypes, never tensor contents).
         message: one line naming where, what was expected and what was found.
@@ -79,6 +84,15 @@ class SchemaDefinitionError(ValueError):
 
     def __reduce__(self):  # keep it picklable despite the custom __init__
         return (type(self), (self.source, self.path, self.problem))
+
+
+class LayoutDefinitionError(SchemaDefinitionError):
+    """A layout file (or layout mapping) is malformed, or cannot hold a schema it is used with.
+
+    A `SchemaDefinitionError`: the message names the file, the key path and the problem.
+    """
+
+    __module__ = "trajschema"
 
 
 class SchemaNotFoundError(LookupError):

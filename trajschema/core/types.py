@@ -33,6 +33,9 @@ ViolationCode = Literal[
     "key",
     "padding",
     "transport",
+    "mask",
+    "padded",
+    "length",
 ]
 """The stable machine-readable reason of a `Violation` (see its `code`)."""
 
@@ -67,3 +70,4 @@ class SchemaLike(Protocol):
     @property
     def lineage(self) -> tuple[str, ...]: ...
     def _compiled(self) -> Any: ...
+    def __hash__(self) -> int: ...

@@ -5,7 +5,13 @@ Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.tes
 front lists what the other rooms take from this one.
 """
 
-from trajschema.export.jaxtyping import JAXTYPING_DTYPE, all_annotations, field_annotation, jaxtyping_source
+from trajschema.export.jaxtyping import (
+    JAXTYPING_DTYPE,
+    all_annotations,
+    dense_annotations,
+    field_annotation,
+    jaxtyping_source,
+)
 from trajschema.export.jsonschema import json_schema
 from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
 from trajschema.export.yaml import dim_entry, field_entry, schema_sections, schema_to_yaml, tag_entry
@@ -13,6 +19,7 @@ from trajschema.export.yaml import dim_entry, field_entry, schema_sections, sche
 __all__ = [
     "JAXTYPING_DTYPE",
     "all_annotations",
+    "dense_annotations",
     "dim_entry",
     "dim_rows",
     "extends",

@@ -59,7 +59,7 @@ import torch
 
 from trajschema.core import KINDS, DerivedDim, Expr, FixedDim, dtype_name
 
-__all__ = ["all_annotations", "field_annotation", "jaxtyping_source"]
+__all__ = ["all_annotations", "dense_annotations", "field_annotation", "jaxtyping_source"]
 
 #: trajschema dtype name -> jaxtyping dtype class name.
 JAXTYPING_DTYPE = {
@@ -94,7 +94,7 @@ def field_annotation(schema: Any, field: str) -> Any:
         >>> ts.load_schema("vlm_mrope").jaxtyping("position_ids")
         <class 'jaxtyping.Int64[Tensor, '4 seq']'>
         >>> ts.load_schema("moe_routed").jaxtyping("routed_experts")
-        <class 'jaxtyping.Int16|Int32|Int64[Tensor, 'seq layers topk']'>
+        <class 'jaxtyping.Int16|Int32|Int64|UInt8[Tensor, 'seq layers topk']'>
 
     Raises:
         TypeError: ``field`` is not a string, or names a non-tensor field.
@@ -114,6 +114,52 @@ def all_annotations(schema: Any) -> dict[str, Any]:
     """
     names = _Names(schema)
     return {f.name: _annotate(schema, f.name, names) for f in schema.fields.values() if f.is_tensor}
+
+
+def dense_annotations(schema: Any, bound: Any) -> dict[str, Any]:
+    """The jaxtyping annotation of every tensor column of a dense batch, by batch key.
+
+    What [`Schema.annotations`][trajschema.Schema.annotations] returns with ``layout=``;
+    ``bound`` is the layout fitted to ``schema`` (`trajschema.dense.bind_layout`; this room
+    sits below the dense one, so it takes the fitted form). The first axis is ``batch``;
+    the axis a layout pads is named after its dim, ``<dim>_padded`` (``seq_padded``,
+    ``prompt_padded``, ``response_padded``), bound once per call like any jaxtyping name,
+    so every tensor padded along one axis must share its length; the other axes are as in
+    [`Schema.jaxtyping`][trajschema.Schema.jaxtyping]. The dtype is the layout's
+    ``dtype:`` when it sets one (SkyRL's float32 ``loss_mask``), else the schema's.
+    Fields the layout does not hold as a tensor column (``absent``, ``slice_of``,
+    ``same_as``, ``gather``, ``metadata.<name>`` keys) have none.
+
+    The annotations check shapes and dtypes only: where the masks put the real values,
+    and every sample's own sizes, are [`validate_batch`][trajschema.Schema.validate_batch]'s
+    (with ``layout=``).
+
+    Examples:
+        >>> ann = ts.load_schema("text").annotations(layout="skyrl")
+        >>> ann["sequences"]
+        <class 'jaxtyping.Int64[Tensor, 'batch seq_padded']'>
+        >>> ann["loss_mask"]
+        <class 'jaxtyping.Float32[Tensor, 'batch response_padded']'>
+    """
+    columns = [
+        p
+        for p in bound.placed.values()
+        if p.held == "column" and p.field.is_tensor and not p.key.startswith("metadata.")
+    ]
+    padded = {p.dim: f"{p.dim}_padded" for p in columns if p.dim is not None}
+    names = _Names(schema, reserved=frozenset({"batch", *padded.values()}))
+    seen: set[str] = set()  # names bound by a named axis of an earlier required column
+    out = {}
+    for p in columns:
+        axes, local = ["batch"], set(seen)
+        for i, e in enumerate(p.field.shape or ()):
+            axes.append(padded[p.dim] if i + 1 == p.axis else _axis(e, names, local))
+            local |= _plain_names([e]) if i + 1 != p.axis else set()
+        if p.field.required:
+            seen = local
+        dtypes = [p.entry.dtype] if p.entry.dtype is not None else p.field.dtypes
+        out[p.key] = _cached_annotation(tuple(dtype_name(d) for d in dtypes), " ".join(axes))
+    return out
 
 
 def _tensor_field(schema: Any, field: Any) -> Any:
@@ -145,7 +191,7 @@ def _shown(v: Any) -> str:
 class _Names:
     """The jaxtyping axis name of each dim: the dim's own name unless jaxtyping would misread it."""
 
-    def __init__(self, schema: Any) -> None:
+    def __init__(self, schema: Any, reserved: frozenset[str] = frozenset()) -> None:
         dims: Mapping[str, Any] = schema.dims
         #: The dims whose size the schema alone decides: fixed ones, and derived ones over them.
         self.fixed: dict[str, int] = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
@@ -154,11 +200,16 @@ class _Names:
             if isinstance(size, int) and d.name in dims:
                 self.fixed[d.name] = size
         self.dims = dims
-        taken = set(dims)
+        taken = set(dims) | reserved
         self.names: dict[str, str] = {}
         for n in dims:
             alias = n
-            while alias.startswith("_") or keyword.iskeyword(alias) or (alias != n and alias in taken):
+            while (
+                alias.startswith("_")
+                or keyword.iskeyword(alias)
+                or (alias != n and alias in taken)
+                or alias in reserved
+            ):
                 alias = "d" + alias
             taken.add(alias)
             self.names[n] = alias

@@ -1,5 +1,5 @@
 """Schema files: the strict YAML reader, the syntax and file limits, compiling a file into a Schema,
-the search path, choosing a schema for a sample or a model config (and pinning the dims the
+layout files (``layouts/``), the search path, choosing a schema for a sample or a model config (and pinning the dims the
 config gives), and drafting one from samples.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
@@ -9,6 +9,13 @@ schema name" resolves it with `resolve_schema`.
 
 from trajschema.load.config import ModelConfig, ModelConfigError, config_sizes, pin_config_dims, read_model_config
 from trajschema.load.infer import infer_schema
+from trajschema.load.layouts import (
+    LAYOUT_ENV_VAR,
+    layout_from_dict,
+    layout_names,
+    layout_search_path,
+    load_layout,
+)
 from trajschema.load.search import (
     load_found,
     load_schema,
@@ -26,13 +33,18 @@ from trajschema.load.search import (
 from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
 
 __all__ = [
+    "LAYOUT_ENV_VAR",
     "ModelConfig",
     "ModelConfigError",
     "SchemaChoice",
     "choose_schema",
     "config_sizes",
     "infer_schema",
+    "layout_from_dict",
+    "layout_names",
+    "layout_search_path",
     "load_found",
+    "load_layout",
     "load_schema",
     "missing_entry_note",
     "packaged_dir",

@@ -26,6 +26,7 @@ __all__ = [
     "assert_padding_invariant",
     "assert_valid",
     "batches",
+    "dense_batches",
     "invalid_samples",
     "random_routes",
     "samples",
@@ -36,6 +37,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ imports them on first use
     from trajschema.testing.assertions import assert_padding_invariant, assert_valid
+    from trajschema.testing.dense import dense_batches
     from trajschema.testing.strategies import LAYOUTS, ExpectedViolation, batches, invalid_samples, samples, tags
     from trajschema.tq import MemoryTransferQueue
 
@@ -51,6 +53,7 @@ _LAZY = {
     "invalid_samples": "testing.strategies",
     "ExpectedViolation": "testing.strategies",
     "LAYOUTS": "testing.strategies",
+    "dense_batches": "testing.dense",
 }
 
 

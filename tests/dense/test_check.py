@@ -1,0 +1,217 @@
+"""Checking dense batches: clean batches of both layouts pass, and each defect of the catalogue
+is reported with its (sample, batch key, code)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from dense_builders import EXPERTS, PAD, TensorBatch, skyrl_batch, verl_batch
+
+import trajschema as ts
+from trajschema.dense import check_dense
+
+LENGTHS = [(3, 2), (1, 4), (5, 0), (2, 1)]
+SCHEMAS = ("text", "vlm_mrope", "moe_routed", "distill", "vlm_mrope_moe")
+
+
+def found(schema: str, batch: Any, layout: str, **kw: Any) -> set[tuple[int | None, str, str]]:
+    r = check_dense(ts.load_schema(schema), batch, ts.load_layout(layout), **kw)
+    for v in r.violations:
+        pickle.loads(pickle.dumps(v))  # violations stay light
+    return {(v.sample, v.field, v.code) for v in r.violations}
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@pytest.mark.parametrize("layout", ["skyrl", "verl_dataproto"])
+@pytest.mark.parametrize("depth", ["shapes", "values"])
+def test_clean_batches_of_every_schema_pass(schema: str, layout: str, depth: str) -> None:
+    build = skyrl_batch if layout == "skyrl" else verl_batch
+    r = check_dense(ts.load_schema(schema), build(schema, LENGTHS), ts.load_layout(layout), depth=depth, extract=True)
+    assert r.violations == []
+    assert r.lengths["prompt"].tolist() == [p for p, _ in LENGTHS]
+    assert r.lengths["response"].tolist() == [r_ for _, r_ in LENGTHS]
+    assert r.jagged is not None and r.jagged["responses"][1].tolist() == list(range(102, 106))
+
+
+def test_a_verl_dataproto_and_a_tensordict_read_like_a_dict() -> None:
+    proto = verl_batch("vlm_mrope_moe", LENGTHS, as_dict=False)
+    assert found("vlm_mrope_moe", proto, "verl_dataproto") == set()
+    tensors_only = verl_batch("text", LENGTHS, as_dict=False).batch  # a TensorDict without the non-tensor fields
+    assert found("text", tensors_only, "verl_dataproto") == {
+        (None, "__num_turns__", "missing"),
+        (None, "uid", "missing"),
+    }
+
+
+def _skyrl(**change: Any) -> TensorBatch:
+    b = skyrl_batch("moe_routed", LENGTHS)
+    for k, fn in change.items():
+        b[k] = fn(b[k].clone())
+    return b
+
+
+def _verl(**change: Any) -> dict:
+    b = verl_batch("vlm_mrope_moe", LENGTHS)
+    for k, fn in change.items():
+        b[k] = fn(b[k].clone())
+    return b
+
+
+def _set(index: Any, value: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    def change(x: torch.Tensor) -> torch.Tensor:
+        x[index] = value
+        return x
+
+    return change
+
+
+def _shift_prompt(x: torch.Tensor, row: int = 0) -> torch.Tensor:
+    x[row] = torch.roll(x[row], -1)  # tokens moved one to the left, the mask not
+    return x
+
+
+def _padding_row(b: TensorBatch) -> TensorBatch:
+    b.metadata["is_padding"] = [False, False, False, True]
+    return b
+
+
+SKYRL_DEFECTS = {
+    "shifted prompt": (_skyrl(sequences=lambda x: _shift_prompt(x, 3)), {(3, "sequences", "padded")}),
+    "non-contiguous mask": (_skyrl(attention_mask=_set((0, 3), 0)), {(0, "attention_mask", "mask")}),
+    "mask value 2": (_skyrl(attention_mask=_set((1, 4), 2)), {(1, "attention_mask", "mask")}),
+    "response mask on the wrong side": (
+        _skyrl(response_mask=_set(0, torch.tensor([1, 1, 0, 0]))),
+        {(0, "response_mask", "mask")},
+    ),
+    "float mask": (_skyrl(attention_mask=lambda x: x.float()), {(None, "attention_mask", "mask")}),
+    "non-pad value in padding": (_skyrl(rewards=_set((2, 0), 3.0)), {(2, "rewards", "padded")}),
+    "loss mask outside the response": (_skyrl(loss_mask=_set((3, 0), 1.0)), {(3, "loss_mask", "mask")}),
+    "routes shape": (_skyrl(rollout_expert_indices=lambda x: x[:, :-1]), {(None, "rollout_expert_indices", "shape")}),
+    "padded length not the max": (
+        _skyrl(
+            sequences=lambda x: torch.cat([torch.full((4, 1), PAD), x], 1),
+            attention_mask=lambda x: torch.cat([torch.zeros(4, 1, dtype=x.dtype), x], 1),
+            rollout_expert_indices=lambda x: torch.cat([torch.zeros_like(x[:, :1]), x], 1),
+        ),
+        {(None, "attention_mask", "length")},
+    ),
+    "padding row with a loss mask": (_padding_row(_skyrl()), {(3, "loss_mask", "padding")}),
+}
+
+VERL_DEFECTS = {
+    "shifted prompt": (
+        _verl(prompts=_shift_prompt, input_ids=_shift_prompt),
+        {(0, "prompts", "padded"), (0, "input_ids", "padded")},
+    ),
+    "response mask on the wrong side": (
+        _verl(response_mask=lambda x: x.flip(1)),
+        {(i, "response_mask", "mask") for i in (0, 1, 3)},
+    ),
+    "non-contiguous response": (_verl(attention_mask=_set((1, 8), 0)), {(1, "attention_mask", "mask")}),
+    "mrope with 3 rows": (_verl(position_ids=lambda x: x[:, :3]), {(None, "position_ids", "shape")}),
+    "mrope rows last": (_verl(position_ids=lambda x: x.transpose(1, 2)), {(None, "position_ids", "shape")}),
+    "non-pad value in padding": (_verl(rm_scores=_set((2, 3), 1.0)), {(2, "rm_scores", "padded")}),
+    "routes wrong dtype": (_verl(routed_experts=lambda x: x.float()), {(None, "routed_experts", "dtype")}),
+}
+
+
+@pytest.mark.parametrize("case", SKYRL_DEFECTS, ids=str)
+def test_each_skyrl_defect_is_reported_where_it_is(case: str) -> None:
+    batch, want = SKYRL_DEFECTS[case]
+    assert found("moe_routed", batch, "skyrl") == want
+
+
+@pytest.mark.parametrize("case", VERL_DEFECTS, ids=str)
+def test_each_verl_defect_is_reported_where_it_is(case: str) -> None:
+    batch, want = VERL_DEFECTS[case]
+    assert found("vlm_mrope_moe", batch, "verl_dataproto") == want
+
+
+def test_a_response_mask_with_more_ones_than_the_attention_mask_is_a_mask_violation() -> None:
+    b = skyrl_batch("text", [(1, 1), (1, 4)])
+    b["response_mask"][0] = 1  # 4 response tokens in a 2-token sequence
+    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    assert [(v.sample, v.field, v.code) for v in got] == [(0, "response_mask", "mask")]
+    assert "4 ones, more than the 2 real positions attention_mask gives" in got[0].message
+
+
+def test_route_ids_beyond_the_experts_are_reported_at_depth_values_only() -> None:
+    b = _skyrl(rollout_expert_indices=_set((1, 4, 0, 0), EXPERTS + 3))
+    schema = ts.load_schema("moe_routed")
+    got = check_dense(schema, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}).violations
+    assert {(v.sample, v.field, v.code) for v in got} == {(1, "rollout_expert_indices", "value")}
+    assert "schema field routed_experts" in got[0].message
+    assert check_dense(schema, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}, depth="shapes").violations == []
+
+
+def test_messages_say_where_what_and_what_was_found() -> None:
+    msgs = {
+        case: sorted(str(v) for v in check_dense(ts.load_schema("moe_routed"), b, ts.load_layout("skyrl")).violations)
+        for case, (b, _) in SKYRL_DEFECTS.items()
+    }
+    assert msgs["non-contiguous mask"] == [
+        "sample 0, attention_mask: attention_mask row 0: ones are not one contiguous run (2 runs) in the seq block"
+    ]
+    assert msgs["mask value 2"][0].endswith("values other than 0 and 1 (found 2) in the seq block")
+    assert "padding on the right of a block the layout pads on the left" in msgs["response mask on the wrong side"][0]
+    assert msgs["padded length not the max"] == [
+        "attention_mask: padded to 6 along 'seq', but the longest row has 5: the layout pads to the batch maximum"
+    ]
+    assert (
+        "rewards row 2: 3.0 at position 0 of the padded region along 'response'" in msgs["non-pad value in padding"][0]
+    )
+
+
+@pytest.mark.parametrize("layout", ["skyrl", "verl_dataproto"])
+def test_empty_and_single_row_batches(layout: str) -> None:
+    build = skyrl_batch if layout == "skyrl" else verl_batch
+    for lengths in ([], [(1, 0)], [(4, 3)]):
+        r = check_dense(
+            ts.load_schema("moe_routed"), build("moe_routed", lengths), ts.load_layout(layout), extract=True
+        )
+        assert r.violations == [] and r.jagged is not None and r.jagged.batch_size[0] == len(lengths)
+
+
+def test_rows_with_no_response() -> None:
+    lengths = [(2, 0), (3, 0)]
+    for layout, build in (("skyrl", skyrl_batch), ("verl_dataproto", verl_batch)):
+        r = check_dense(ts.load_schema("text"), build("text", lengths), ts.load_layout(layout))
+        assert r.violations == [] and r.lengths["response"].tolist() == [0, 0]
+
+
+def test_a_meta_batch_is_reported_not_passed() -> None:
+    b = skyrl_batch("text", LENGTHS)
+    meta = TensorBatch({k: v.to("meta") for k, v in b.items()})
+    meta.metadata = b.metadata
+    got = check_dense(ts.load_schema("text"), meta, ts.load_layout("skyrl")).violations
+    assert [(v.sample, v.field, v.code) for v in got] == [(None, "attention_mask", "mask")]
+    assert "meta tensor" in got[0].message and "nothing per row was checked" in got[0].message
+    b["rewards"] = b["rewards"].to("meta")
+    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    assert [(v.field, v.code) for v in got] == [("rewards", "batch")]
+
+
+def test_batch_level_misuse() -> None:
+    schema, layout = ts.load_schema("text"), ts.load_layout("skyrl")
+    with pytest.raises(TypeError, match="a dense batch must be a mapping"):
+        check_dense(schema, [1, 2], layout)
+    b = skyrl_batch("text", LENGTHS)
+    b["rewards"] = b["rewards"][:3]
+    assert {(v.sample, v.field, v.code) for v in check_dense(schema, b, layout).violations} == {
+        (None, "rewards", "batch")
+    }
+    b = skyrl_batch("text", LENGTHS)
+    del b["attention_mask"]
+    got = check_dense(schema, b, layout).violations
+    assert [(v.field, v.code) for v in got] == [("attention_mask", "mask")]
+
+
+def test_validate_batch_with_a_layout_raises_every_violation() -> None:
+    batch, want = SKYRL_DEFECTS["mask value 2"]
+    with pytest.raises(ts.SchemaError) as err:
+        ts.load_schema("moe_routed").validate_batch(batch, layout="skyrl")
+    assert {(v.sample, v.field, v.code) for v in err.value.violations} == want

@@ -1,0 +1,131 @@
+"""dense_padding: rows shaped like the batch they pad, checking clean alone and joined to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import trajschema as ts
+from trajschema.dense import dense_padding, to_dense
+from trajschema.testing import dense_batches, verl_sample
+
+SCHEMAS = ["text", "vlm_mrope", "moe_routed", "distill", "vlm_mrope_moe"]
+PAIRS = [(s, lay) for s in SCHEMAS for lay in ("verl_dataproto", "skyrl")]
+SKY = ts.load_layout("skyrl").with_pad_token(0)
+VERL = ts.load_layout("verl_dataproto").with_pad_token(0)
+
+
+def joined(a: ts.DenseBatch, b: ts.DenseBatch) -> ts.DenseBatch:
+    """``a`` then ``b`` along the batch axis, key by key (what a trainer's concat does)."""
+    assert a.keys() == b.keys()
+    out = {k: torch.cat([a[k], b[k]]) if isinstance(a[k], torch.Tensor) else [*a[k], *b[k]] for k in a}
+    n = len(next(iter(a.values())))
+    meta = {k: [*a.metadata.get(k, [False] * n), *b.metadata[k]] for k in b.metadata}
+    return ts.DenseBatch(out, metadata=meta)
+
+
+def only_skyrl_response_length(found: list[ts.Violation]) -> bool:
+    """SkyRL padding rows have no response (their response_mask, which counts it, is 0), so on
+    their own they leave the length: max response block longer than its longest row."""
+    return all(v.code == "length" and v.field == "response_mask" for v in found)
+
+
+@given(
+    st.sampled_from(PAIRS).flatmap(
+        lambda pair: st.tuples(
+            st.just(pair), dense_batches(pair[0], pair[1], size=st.integers(1, 3), max_len=8), st.integers(0, 3)
+        )
+    )
+)
+def test_padding_checks_clean_alone_and_joined(drawn: Any) -> None:
+    (schema, layout), batch, count = drawn
+    s, lay = ts.load_schema(schema), ts.load_layout(layout).with_pad_token(0)
+    pad = dense_padding(s, count, layout=lay, like=batch, eos_token_id=2)
+    assert pad.keys() == batch.keys()
+    for k, v in batch.items():
+        if isinstance(v, torch.Tensor):
+            assert (pad[k].shape[1:], pad[k].dtype) == (v.shape[1:], v.dtype), k
+            assert pad[k].shape[0] == count
+    assert pad.metadata["is_padding"] == [True] * count
+    assert s.batch_violations(joined(batch, pad), layout=lay) == []
+    alone = s.batch_violations(pad, layout=lay) if count else []
+    assert alone == [] or (layout == "skyrl" and only_skyrl_response_length(alone)), alone
+
+
+def test_skyrl_padding_rows_by_hand() -> None:
+    s = ts.load_schema("vlm_mrope_moe")
+    rows = [verl_sample(s, 3, 2, seed=0), verl_sample(s, 5, 1, seed=1)]
+    for r in rows:
+        r["loss_mask"] = r["response_mask"].clone()
+        r["multi_modal_inputs"] = {"pixel_values": torch.ones(8, 3), "image_grid_thw": torch.tensor([[1, 2, 4]])}
+    batch = to_dense(s, rows, layout=SKY)
+    pad = dense_padding(s, 2, layout=SKY, like=batch, eos_token_id=2)
+    assert pad["attention_mask"].tolist() == [[1] * 6] * 2  # the seq block filled exactly: prompt 6, response 0
+    assert pad["response_mask"].tolist() == [[0, 0]] * 2 and pad["loss_mask"].abs().sum() == 0
+    assert pad["sequences"].eq(2).all()
+    assert [tuple(t.shape) for t in pad["pixel_values"]] == [(0, 3), (0, 3)]
+    assert [tuple(t.shape) for t in pad["image_grid_thw"]] == [(0, 3), (0, 3)]
+    assert pad["rollout_expert_indices"].dtype == batch["rollout_expert_indices"].dtype
+    uids = pad.metadata["uids"]
+    assert uids[0] == uids[1] and uids[0].startswith("pad") and uids[0] not in batch.metadata["uids"]
+    assert pad.metadata["is_padding"] == [True, True]
+
+
+def test_verl_padding_rows_fit_the_configured_lengths() -> None:
+    s = ts.load_schema("text")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=VERL, lengths={"prompt": 200, "response": 4})
+    pad = dense_padding(s, 1, layout=VERL, like=batch, eos_token_id=2)
+    # the schema's padding sizes (prompt 127, response 1) fit: kept, not stretched
+    assert pad["attention_mask"].sum().item() == 128 and pad["input_ids"].shape == (1, 204)
+    assert pad["response_mask"].tolist() == [[0, 0, 0, 0]]
+    small = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=VERL)
+    cut = dense_padding(s, 1, layout=VERL, like=small, eos_token_id=2)
+    assert cut["attention_mask"].tolist() == [[1, 1, 1, 1, 0]]  # prompt cut to 3, response 1
+    assert s.batch_violations(joined(small, cut), layout=VERL) == []
+
+
+def test_count_zero_gives_the_keys_with_no_rows() -> None:
+    s = ts.load_schema("moe_routed")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=SKY)
+    pad = dense_padding(s, 0, layout=SKY, like=batch, eos_token_id=2)
+    assert pad.keys() == batch.keys() and all(v.shape[0] == 0 for v in pad.values())
+    assert pad.metadata == {"uids": [], "is_padding": []}
+
+
+def test_a_broken_like_is_refused() -> None:
+    s = ts.load_schema("text")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0), verl_sample(s, 2, 2, seed=1)], layout=SKY)
+    batch["attention_mask"] = batch["attention_mask"].flip(1)
+    with pytest.raises(ts.SchemaError):
+        dense_padding(s, 1, layout=SKY, like=batch, eos_token_id=2)
+
+
+def test_nothing_fits_is_refused_clearly() -> None:
+    s = ts.load_schema("text")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=VERL)
+    with pytest.raises(ValueError, match="no padding row fits layout 'verl_dataproto': block 'response' is 2 long"):
+        dense_padding(s, 1, layout=VERL, like=batch, eos_token_id=2, dims={"response": 5})
+
+
+def test_bad_count_and_empty_like() -> None:
+    s = ts.load_schema("text")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=SKY)
+    with pytest.raises(ValueError, match="count"):
+        dense_padding(s, -1, layout=SKY, like=batch, eos_token_id=2)
+    empty = ts.DenseBatch(
+        {k: v[:0] if isinstance(v, torch.Tensor) else [] for k, v in batch.items()}, metadata={"uids": []}
+    )
+    with pytest.raises(ValueError, match="at least one row"):
+        dense_padding(s, 1, layout=SKY, like=empty, eos_token_id=2)
+
+
+def test_meta_like_is_refused() -> None:
+    s = ts.load_schema("text")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=SKY)
+    meta = ts.DenseBatch({k: v.to("meta") for k, v in batch.items()}, metadata=batch.metadata)
+    with pytest.raises(ts.SchemaError, match="meta tensor"):
+        dense_padding(s, 1, layout=SKY, like=meta, eos_token_id=2)

@@ -1,0 +1,24 @@
+"""Dense padded batches: fitting a layout (how a trainer pads the samples of a schema into
+one batch, `trajschema.core.Layout`) to a schema, checking such a batch, converting it to
+and from samples, and padding rows in it.
+
+Rooms it stands on: ``core`` (layouts, violations), ``check`` (the jagged engine a dense
+batch's real regions are checked with) and ``padding`` (padding samples). Layout files are
+read by ``load``. The public names are re-exported by `trajschema` and the `Schema` methods.
+"""
+
+from trajschema.dense.bind import BoundLayout, Placed, bind_layout
+from trajschema.dense.check import DenseCheck, check_dense
+from trajschema.dense.convert import from_dense, to_dense
+from trajschema.dense.padding import dense_padding
+
+__all__ = [
+    "BoundLayout",
+    "DenseCheck",
+    "Placed",
+    "bind_layout",
+    "check_dense",
+    "dense_padding",
+    "from_dense",
+    "to_dense",
+]

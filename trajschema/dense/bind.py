@@ -1,0 +1,210 @@
+"""Fitting a layout to one schema: where every field of the schema sits in the dense batch.
+
+`bind_layout` checks once, per (layout, schema) pair, everything that does not depend on
+data: a padded field names one per-sample dim the layout pads, a slice names a part of
+its source's axis, the masks that give sizes are 0/1 fields on the right axis, every
+per-sample dim gets a length. Its answer, a `BoundLayout`, is what the check, the
+conversions and the padding read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from typing import NoReturn
+
+from trajschema.core import Axis, Block, Field, FieldEntry, Layout, LayoutDefinitionError, SchemaLike
+
+__all__ = ["BoundLayout", "Placed", "bind_layout"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Placed:
+    """One schema field as a bound layout holds it.
+
+    Attributes:
+        field: the schema's declaration.
+        entry: the layout's entry for it (after ``overrides``).
+        key: the batch key of a ``column`` (``metadata.<name>`` reads ``batch.metadata``).
+        dim: the per-sample dim the layout pads in this field (``None``: none; the field
+            is stored as ``(B, *shape)``).
+        axis: that dim's axis in the dense tensor, counting the batch axis (shape index + 1).
+    """
+
+    field: Field
+    entry: FieldEntry
+    key: str | None
+    dim: str | None
+    axis: int | None
+
+    @property
+    def name(self) -> str:
+        return self.field.name
+
+    @property
+    def held(self) -> str:
+        return self.entry.held
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundLayout:
+    """A layout fitted to a schema (see `bind_layout`).
+
+    Attributes:
+        layout, schema: the two.
+        placed: every schema field, in the schema's order.
+        parts: every per-sample dim (an axis's, a block's, or one a block ``holds``) by name.
+        sizes: the mask field that counts each dim that ``sizes:`` names.
+    """
+
+    layout: Layout
+    schema: SchemaLike
+    placed: Mapping[str, Placed]
+    parts: frozenset[str]
+    sizes: Mapping[str, str]
+
+    def axis_of(self, dim: str) -> Axis:
+        return self.layout.axes[dim]
+
+    def block_of(self, dim: str) -> tuple[Axis, Block] | None:
+        """The axis and block whose ``dim`` (or ``holds``) is ``dim`` (the first such)."""
+        for axis in self.layout.axes.values():
+            for b in axis.blocks:
+                if b.dim == dim or dim in b.holds:
+                    return axis, b
+        return None
+
+    def columns(self) -> list[Placed]:
+        return [p for p in self.placed.values() if p.held == "column"]
+
+
+def _fail(layout: Layout, schema: SchemaLike, path: str, problem: str) -> NoReturn:
+    raise LayoutDefinitionError(layout.source, path, f"{problem} (with schema {schema.name!r})")
+
+
+def _per_sample_dims(layout: Layout) -> frozenset[str]:
+    dims = set(layout.axes)
+    for axis in layout.axes.values():
+        for b in axis.blocks:
+            dims.add(b.dim)
+            dims.update(b.holds)
+    return frozenset(dims)
+
+
+def _padded_dim(
+    layout: Layout, schema: SchemaLike, f: Field, parts: frozenset[str], path: str
+) -> tuple[str | None, int | None]:
+    if not f.is_tensor or not f.shape:
+        return None, None
+    found = [(i, e.args[0]) for i, e in enumerate(f.shape) if e.is_name and e.args[0] in parts]
+    composite = [str(e) for e in f.shape if not e.is_name and set(e.names()) & parts]
+    if composite:
+        _fail(
+            layout,
+            schema,
+            path,
+            f"field {f.name!r} has an axis {composite[0]!r} built from padded dims; "
+            "a layout pads axes named by one dim",
+        )
+    if len(found) > 1:
+        _fail(
+            layout,
+            schema,
+            path,
+            f"field {f.name!r} has two padded dims ({found[0][1]}, {found[1][1]}); a layout pads one axis per field",
+        )
+    if not found:
+        return None, None
+    return found[0][1], found[0][0] + 1
+
+
+def _place(layout: Layout, schema: SchemaLike, f: Field, parts: frozenset[str]) -> Placed:
+    entry = layout.entry(f.name, schema.lineage)
+    path = f"fields.{f.name}"
+    dim, axis = _padded_dim(layout, schema, f, parts, path)
+    if entry.held == "gather" and f.kind not in ("mapping", "any"):
+        _fail(layout, schema, path, f"gather builds a mapping per sample; field {f.name!r} is {f.describe()}")
+    if entry.held == "column" and dim is not None and dim not in layout.axes:
+        _fail(
+            layout,
+            schema,
+            path,
+            f"dim {dim!r} is only part of a padded axis in this layout; "
+            f"hold {f.name!r} as slice_of the field that carries the axis",
+        )
+    if entry.dtype is not None and not f.is_tensor:
+        _fail(layout, schema, path, f"dtype: applies to tensor fields; {f.name!r} is {f.kind}")
+    key = (entry.key or f.name) if entry.held == "column" else None
+    return Placed(field=f, entry=entry, key=key, dim=dim, axis=axis)
+
+
+def _check_source(bound: dict[str, Placed], p: Placed, layout: Layout, schema: SchemaLike) -> None:
+    path = f"fields.{p.name}"
+    src = bound.get(p.entry.source or "")
+    if src is None:
+        _fail(layout, schema, path, f"{p.held} names {p.entry.source!r}, which is not a field of the schema")
+    if src.held != "column":
+        _fail(
+            layout, schema, path, f"{p.held} names {src.name!r}, which this layout holds as {src.held}, not as a column"
+        )
+    if p.held == "same_as":
+        if (src.dim, src.field.shape) != (p.dim, p.field.shape):
+            _fail(
+                layout,
+                schema,
+                path,
+                f"same_as {src.name!r}: its shape {src.field.describe()} is not {p.field.describe()}",
+            )
+        return
+    if p.dim is None or src.dim is None:
+        _fail(
+            layout,
+            schema,
+            path,
+            f"slice_of {src.name!r}: both must have a padded dim ({p.field.describe()}, {src.field.describe()})",
+        )
+    axis = layout.axes[src.dim]
+    if not any(p.dim == b.dim or p.dim in b.holds for b in axis.blocks):
+        _fail(layout, schema, path, f"slice_of {src.name!r}: its axis {src.dim!r} holds no part {p.dim!r}")
+
+
+def _check_sizes(
+    bound: Mapping[str, Placed], layout: Layout, schema: SchemaLike, needed: frozenset[str]
+) -> dict[str, str]:
+    sizes: dict[str, str] = {}
+    for dim, mask in layout.sizes.items():
+        p = bound.get(mask)
+        if p is None:
+            if dim in needed:
+                _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} is not a field of the schema")
+            continue
+        if p.held != "column" or p.dim is None:
+            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} must be a column with a padded axis")
+        if not any(dim in (b.dim, *b.holds) or dim == p.dim for b in layout.axes[p.dim].blocks):
+            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} pads axis {p.dim!r}, which does not hold {dim!r}")
+        if p.field.values is None or not set(p.field.values) <= {0, 1}:
+            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} must declare values: [0, 1] in the schema")
+        sizes[dim] = mask
+    return sizes
+
+
+@functools.lru_cache(maxsize=256)
+def bind_layout(layout: Layout, schema: SchemaLike) -> BoundLayout:
+    """Fit ``layout`` to ``schema`` (cached per pair).
+
+    Raises:
+        LayoutDefinitionError: the layout cannot hold a field of the schema as it says,
+            naming the layout file, the key and the schema.
+    """
+    parts = _per_sample_dims(layout)
+    placed = {n: _place(layout, schema, f, parts) for n, f in schema.fields.items()}
+    for p in placed.values():
+        if p.held in ("slice", "same_as"):
+            _check_source(placed, p, layout, schema)
+    used = frozenset(p.dim for p in placed.values() if p.dim is not None and p.held != "absent")
+    sizes = _check_sizes(placed, layout, schema, used)
+    for t in layout.tags:
+        if t not in schema.tags:
+            _fail(layout, schema, f"tags.{t}", f"the schema has no tag {t!r}")
+    return BoundLayout(layout=layout, schema=schema, placed=placed, parts=parts, sizes=sizes)

@@ -1,0 +1,407 @@
+"""Checking a dense batch against a schema in a layout.
+
+In order: the batch is read (`trajschema.dense.view`); every column's dense shape and
+dtype is compared with the layout's (``shape``, ``dtype``, sample ``None``: a dense column
+is one shape for all rows); the masks give each row's lengths
+(`trajschema.dense.geometry`: ``mask`` and ``length`` violations); the padded regions
+hold the layout's pad values (``padded``; a 0/1 field's ones outside its region are
+``mask``); a row tagged ``is_padding`` has zero loss and response masks (``padding``);
+then the real regions, as a jagged TensorDict (`trajschema.dense.extract`), go through
+the jagged engine, so every schema rule applies to each row as for a jagged batch.
+
+Violations name the batch key (``rewards``, not ``rm_scores``; the message names the
+schema field when it differs). A row with a broken mask reports the mask only: its
+lengths, and so everything else about it, cannot be trusted. A ``meta`` batch is a
+``mask`` violation (a mask's values are the sizes, and a ``meta`` tensor has none).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajschema.check import build_plan, check_args, check_batch
+from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation
+from trajschema.dense.bind import bind_layout
+from trajschema.dense.extract import dense_to_jagged
+from trajschema.dense.geometry import Geometry, GeometryError, axis_widths, measure
+from trajschema.dense.view import read_dense, rows_violation
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+
+    from trajschema.check import Plan
+    from trajschema.core import Layout
+    from trajschema.dense.bind import BoundLayout, Placed
+    from trajschema.dense.view import DenseView
+
+__all__ = ["DenseCheck", "check_dense"]
+
+
+@dataclasses.dataclass
+class DenseCheck:
+    """What checking a dense batch found.
+
+    Attributes:
+        violations: every violation, with the sample index, the batch key and a code.
+        bindings: the dims each sample with a violation bound, as for a jagged batch.
+        lengths: the per-sample length of every per-sample dim (int64 ``(B,)`` tensors).
+        jagged: the real regions as a jagged TensorDict of schema field names (only when
+            asked with ``extract=True``; ``None`` when the layout itself is broken).
+    """
+
+    violations: list[Violation]
+    bindings: dict[int | None, dict[str, int]]
+    lengths: dict[str, torch.Tensor]
+    jagged: TensorDict | None = None
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _expected_shape(p: Placed, n: int, widths: Mapping[str, int], fixed: Mapping[str, int]) -> list[int | str]:
+    want: list[int | str] = [n]
+    for e in p.field.shape or ():
+        name = e.args[0] if e.is_name else None
+        if name is not None and name == p.dim:
+            want.append(widths.get(name, name))
+        elif name is not None and name in fixed:
+            want.append(fixed[name])
+        else:
+            want.append(str(e))
+    return want
+
+
+def _shape_problem(p: Placed, col: Any, n: int, widths: Mapping[str, int], fixed: Mapping[str, int]) -> str | None:
+    """Why a tensor column's dense shape is not the layout's (``None``: it is)."""
+    want = _expected_shape(p, n, widths, fixed)
+    shown = "(" + ", ".join(map(str, want)) + ")"
+    if not isinstance(col, torch.Tensor):
+        return f"a (B, ...) tensor {shown}" if p.dim is not None else None
+    if col.is_nested or col.dim() != len(want):
+        return shown
+    for want_i, got in zip(want, col.shape):
+        if isinstance(want_i, int) and want_i != got:
+            return shown
+    return None
+
+
+def _field_violations(
+    bound: BoundLayout, view: DenseView, widths: Mapping[str, int], fixed: Mapping[str, int]
+) -> tuple[list[Violation], set[str]]:
+    """Dense shape, dtype and presence of every column field; the fields left out of the rest."""
+    found, skip = [], set()
+    masks = set(bound.sizes.values())
+    for p in bound.columns():
+        key, f = p.key or p.name, p.field
+        col = view.get(key)
+        named = "" if key == p.name else f" (schema field {p.name})"
+        if col is None:
+            skip.add(p.name)
+            if f.required and not view.has(key):
+                msg = f"the batch has no key {key!r}{named}"
+                found.append(Violation(None, key, "missing", "present", "absent", msg))
+            continue
+        if not f.is_tensor:
+            continue
+        problem = _shape_problem(p, col, view.n, widths, fixed)
+        if problem is not None:
+            skip.add(p.name)
+            got = describe(col)
+            msg = f"shape {got} is not {problem}{named}"
+            found.append(Violation(None, key, "shape", problem, got, msg))
+            continue
+        if not isinstance(col, torch.Tensor):
+            continue
+        allowed = (p.entry.dtype,) if p.entry.dtype is not None else f.dtypes
+        if allowed and col.dtype not in allowed:
+            skip.add(p.name)
+            if p.name in masks and (col.is_floating_point() or col.is_complex()):
+                continue  # a mask that is not 0/1 integers: the geometry's `mask` violation says it
+            want = " or ".join(_dt(d) for d in allowed)
+            msg = f"dtype {_dt(col.dtype)} is not {want}{named}"
+            found.append(Violation(None, key, "dtype", want, _dt(col.dtype), msg))
+    return found, skip
+
+
+def describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        nested = " nested" if x.is_nested else ""
+        return f"{_dt(x.dtype)}{list(x.shape)}{nested}".replace(" ", "")
+    return type(x).__name__
+
+
+def _device_violation(view: DenseView) -> Violation | None:
+    devices = {str(v.device): k for k, v in view.tensors().items()}
+    if len(devices) < 2:
+        return None
+    (d0, k0), (d1, k1) = list(devices.items())[:2]
+    msg = f"columns on different devices ({k0!r} on {d0}, {k1!r} on {d1}); a dense batch lives on one device"
+    return Violation(None, k1, "batch", d0, d1, msg)
+
+
+def _off_pad(
+    x: torch.Tensor, real: torch.Tensor, padded: torch.Tensor, pad: Any, pad_token: int | None
+) -> torch.Tensor | None:
+    """``(B, T)``: positions of the padded region (``padded``, ``~real``) whose value is not the pad value.
+
+    ``x`` has its padded axis at 1. ``None``: nothing to compare (no padded position).
+    """
+    if pad == EDGE:
+        t = torch.arange(real.shape[1], device=real.device)
+        first = real.to(torch.int8).argmax(1)
+        last = real.shape[1] - 1 - real.flip(1).to(torch.int8).argmax(1)
+        idx = torch.minimum(torch.maximum(t, first[:, None]), last[:, None])
+        idx = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand_as(x)
+        diff = x != x.gather(1, idx)
+        padded = padded & real.any(1, keepdim=True)
+    else:
+        if pad == PAD_TOKEN and pad_token is None:
+            if not bool(padded.any()):
+                return None
+            pad = _common_pad(x, padded)
+        elif pad == PAD_TOKEN:
+            pad = pad_token
+        diff = x != pad
+    if diff.dim() > 2:
+        diff = diff.flatten(2).any(2)
+    return diff.logical_and_(padded)
+
+
+def _common_pad(x: torch.Tensor, padded: torch.Tensor) -> torch.Tensor:
+    """The pad token of a field whose layout does not pin one: the most common first padded value of a row."""
+    rows = padded.any(1)
+    first = padded.to(torch.int8).argmax(1)
+    at = x[torch.arange(x.shape[0], device=x.device), first].reshape(x.shape[0], -1)[:, 0]
+    return at[rows].mode().values
+
+
+def _pad_text(p: Placed, pad_token: int | None, x: torch.Tensor, real: torch.Tensor) -> str:
+    pad = p.entry.pad
+    if pad == EDGE:
+        return "the nearest real value of the row"
+    if pad == PAD_TOKEN and pad_token is None:
+        return f"one pad token throughout the batch ({_common_pad(x, ~real).item()} in most rows)"
+    return str(pad_token if pad == PAD_TOKEN else pad)
+
+
+def _pad_violations(bound: BoundLayout, view: DenseView, geo: Geometry, skip: set[str]) -> list[Violation]:
+    """``padded`` (or, for a 0/1 field, ``mask``) violations: a value other than the pad value in a padded region."""
+    found = []
+    token = bound.layout.pad_token_id
+    for p in bound.columns():
+        col = view.get(p.key or p.name)
+        if p.name in skip or p.dim is None or p.axis is None or p.entry.pad == ANY or not isinstance(col, torch.Tensor):
+            continue
+        x, real = col.movedim(p.axis, 1), geo.region(p.dim)
+        bad = _off_pad(x, real, geo.padded(p.dim), p.entry.pad, token)
+        if bad is None:
+            continue
+        hit = bad.any(1)
+        for row in torch.nonzero(hit).flatten().tolist():
+            if row in geo.broken:
+                continue
+            pos = int(bad[row].to(torch.int8).argmax())
+            found.append(_pad_violation(p, row, pos, x, _pad_text(p, token, x, real)))
+    return found
+
+
+def _pad_violation(p: Placed, row: int, pos: int, x: torch.Tensor, pad: str) -> Violation:
+    key = p.key or p.name
+    value = x[row, pos].flatten()
+    shown = value[0].item() if value.numel() == 1 else value.tolist()
+    if p.field.values is not None and set(p.field.values) <= {0, 1}:
+        msg = f"{key} row {row}: {shown} at position {pos}, outside the row's {p.dim} region (padded with {pad})"
+        return Violation(row, key, "mask", f"{pad} outside the {p.dim} region", f"{shown} at {pos}", msg)
+    msg = f"{key} row {row}: {shown} at position {pos} of the padded region along {p.dim!r}; the layout pads with {pad}"
+    return Violation(row, key, "padded", str(pad), f"{shown} at {pos}", msg)
+
+
+def _layout_tags(bound: BoundLayout, view: DenseView) -> tuple[list[dict[str, Any]] | None, list[Violation]]:
+    """Tag dicts read from the batch where the layout's ``tags:`` say (``None``: no tag there)."""
+    columns = {}
+    for tag, key in bound.layout.tags.items():
+        if not view.has(key):
+            continue
+        problem = rows_violation(key, view.get(key), view.n)
+        if problem is not None:
+            return None, [problem]
+        columns[tag] = [v.item() if isinstance(v, torch.Tensor) and not v.dim() else v for v in view.rows(key)]
+    if not columns:
+        return None, []
+    return [{t: vs[i] for t, vs in columns.items()} for i in range(view.n)], []
+
+
+def _padding_rows(
+    bound: BoundLayout, view: DenseView, tags: Sequence[Mapping[str, Any]] | None, skip: set[str]
+) -> list[Violation]:
+    """A row tagged ``is_padding`` whose loss mask is not all zero (``padding``).
+
+    The loss mask is ``loss_mask``, or the field the layout holds it as (verl's ``response_mask``).
+    """
+    if tags is None or len(tags) != view.n:
+        return []
+    flags = [isinstance(t, Mapping) and t.get("is_padding") is True for t in tags]
+    if not any(flags):
+        return []
+    p = bound.placed.get("loss_mask")
+    if p is not None and p.held == "same_as":  # verl: its response_mask is the loss mask
+        p = bound.placed.get(p.entry.source or "")
+    if p is None or p.name in skip or p.held != "column":
+        return []
+    key = p.key or p.name
+    col = view.get(key)
+    if not isinstance(col, torch.Tensor) or not col.dim():
+        return []
+    on = (col != 0).reshape(view.n, -1).any(1)
+    found = []
+    for row in torch.nonzero(on).flatten().tolist():
+        if flags[row]:
+            msg = f"{key} row {row}: a padding row (is_padding) must have an all-zero loss mask, found ones"
+            found.append(Violation(row, key, "padding", "an all-zero loss mask", "nonzero", msg))
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def relaxed_plan(schema: Any, optional: frozenset[str]) -> Plan:
+    """The schema's plan with the fields in ``optional`` not required (absent in the layout, or reported already)."""
+    plan = schema._compiled()
+    if not optional:
+        return plan
+    fields = {n: dataclasses.replace(f, required=False) if n in optional else f for n, f in plan.fields.items()}
+    return build_plan(
+        name=plan.name,
+        dims=plan.dims,
+        fields=fields,
+        tags=plan.tags,
+        extra=plan.extra,
+        padding_sizes=plan.padding_sizes,
+    )
+
+
+def _batch_key(bound: BoundLayout, name: str) -> str:
+    p = bound.placed.get(name)
+    if p is None:
+        return name
+    if p.held in ("slice", "same_as"):
+        src = bound.placed[p.entry.source or ""]
+        return src.key or src.name
+    return p.key or name
+
+
+def _translate(bound: BoundLayout, found: list[Violation], broken: set[int]) -> list[Violation]:
+    """The engine's violations with the batch keys the user holds; broken rows' left out."""
+    out = []
+    for v in found:
+        if v.sample is not None and v.sample in broken:
+            continue
+        key = _batch_key(bound, v.field)
+        if key != v.field:
+            v = dataclasses.replace(v, field=key, message=f"{v.message} (schema field {v.field})")
+        out.append(v)
+    return out
+
+
+def _inexact_casts(bound: BoundLayout, view: DenseView, geo: Geometry, skip: set[str]) -> list[Violation]:
+    """A ``value`` violation per row of a field the trainer stores in another dtype (layout ``dtype:``)
+    whose real values do not convert exactly to the schema's dtype (SkyRL's float loss mask holding 0.5)."""
+    found: list[Violation] = []
+    for p in bound.columns() if view.n else ():
+        col = view.get(p.key or p.name)
+        if p.entry.dtype is None or p.name in skip or not isinstance(col, torch.Tensor) or not p.field.dtypes:
+            continue
+        target = p.field.dtypes[0]
+        back = col.to(target).to(col.dtype)
+        off = (back != col) & ~(torch.isnan(col) & torch.isnan(back)) if col.is_floating_point() else back != col
+        if p.axis is not None and p.dim is not None:
+            off = off.movedim(p.axis, 1)
+            off = (off.flatten(2).any(2) if off.dim() > 2 else off) & geo.region(p.dim)
+        for row in torch.nonzero(off.reshape(off.shape[0], -1).any(1)).flatten().tolist():
+            if row in geo.broken:
+                continue
+            wrong = col[row][(col[row].to(target).to(col.dtype) != col[row])]
+            value = wrong.reshape(-1)[0].item() if wrong.numel() else "?"
+            key, want = p.key or p.name, str(target).removeprefix("torch.")
+            msg = f"{key} row {row}: {value} does not convert exactly to {want}, the schema's dtype of {p.name}"
+            found.append(Violation(row, key, "value", f"values exact in {want}", repr(value), msg))
+    return found
+
+
+def _fixed_sizes(plan: Plan, dims: Mapping[str, int] | None) -> dict[str, int]:
+    fixed = {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
+    fixed.update(dims or {})
+    return fixed
+
+
+def _layout_checks(
+    bound: BoundLayout, view: DenseView, plan: Plan, dims: Mapping[str, int] | None, tags: Any
+) -> tuple[list[Violation], set[str], Geometry | None, Any]:
+    """Everything the layout itself says: (violations, fields left out, geometry or None, tags)."""
+    device = _device_violation(view)
+    if device is not None:
+        return [device], set(), None, tags
+    widths, problems = axis_widths(bound, view)
+    found, skip = _field_violations(bound, view, widths, _fixed_sizes(plan, dims))
+    if problems:
+        return found + problems, skip, None, tags
+    try:
+        geo = measure(bound, view)
+    except GeometryError as exc:
+        return found + exc.violations, skip, None, tags
+    found += geo.violations
+    found += _pad_violations(bound, view, geo, skip)
+    if tags is None:
+        tags, tag_problems = _layout_tags(bound, view)
+        found += tag_problems
+    found += _padding_rows(bound, view, tags, skip)
+    return found, skip, geo, tags
+
+
+def check_dense(
+    schema: Any,  # a Schema: the dense room sits above the front door and never imports it
+    batch: Any,
+    layout: Layout,
+    *,
+    tags: Sequence[Mapping[str, Any]] | None = None,
+    dims: Mapping[str, int] | None = None,
+    depth: str = "values",
+    extract: bool = False,
+) -> DenseCheck:
+    """Every violation of a dense padded ``batch`` of ``schema`` laid out as ``layout``.
+
+    Args:
+        schema, batch, layout: see [`Schema.validate_batch`][trajschema.Schema.validate_batch].
+        tags: one tag dict per row; by default read where the layout's ``tags:`` say
+            (SkyRL's ``metadata.is_padding``).
+        dims, depth: as for a jagged batch. At ``depth="shapes"`` the masks and the
+            padded regions are still read (they are the layout), the real values are not.
+        extract: also return the real regions as a jagged TensorDict (`DenseCheck.jagged`).
+
+    Raises:
+        TypeError: ``batch`` is not a mapping, a TensorDict or a ``DataProto``.
+        ValueError: a bad ``depth`` or ``dims``.
+        LayoutDefinitionError: the layout cannot hold the schema.
+    """
+    plan = schema._compiled()
+    dims = check_args(plan, dims, depth)
+    bound = bind_layout(layout, schema)
+    view, found = read_dense(batch)
+    if found:
+        return DenseCheck(found, {}, {})
+    found, skip, geo, tags = _layout_checks(bound, view, plan, dims, tags)
+    if geo is None:
+        return DenseCheck(found, {}, {})
+    layout_ok = not found
+    td = dense_to_jagged(bound, view, geo, skip=skip, values=extract or depth == "values")
+    optional = frozenset(skip | {n for n, p in bound.placed.items() if p.held == "absent"})
+    engine, bindings = check_batch(relaxed_plan(schema, optional), td, tags=tags, dims=dims, depth=depth)
+    found += _translate(bound, engine, geo.broken)
+    if extract or depth == "values":
+        found += _inexact_casts(bound, view, geo, skip)
+    bindings = {k: v for k, v in bindings.items() if k not in geo.broken}
+    return DenseCheck(found, bindings, dict(geo.lengths), td if extract and layout_ok else None)

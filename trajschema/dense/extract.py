@@ -1,0 +1,126 @@
+"""The real regions of a dense batch as a jagged TensorDict of schema field names, laid out
+as TransferQueue returns a batch: what the jagged checking engine reads, and what
+[`Schema.from_dense`][trajschema.Schema.from_dense] hands back.
+
+A padded column's real region is cut with one boolean-mask select over its padded axis
+(moved next to the batch axis) and wrapped as a jagged nested tensor with the row offsets
+of the lengths; the ragged axis goes back where the schema puts it (mrope
+``position_ids`` ``(B, 4, S)`` -> ragged index 2). Slices are cut from their source's
+region, ``same_as`` fields copy their source, ``dtype:`` fields convert to the schema's
+dtype, ``gather`` fields become one dict per row, per-sample lists a ``NonTensorStack``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajschema.check import nontensor_column
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+
+    from trajschema.dense.bind import BoundLayout, Placed
+    from trajschema.dense.geometry import Geometry
+    from trajschema.dense.view import DenseView
+
+__all__ = ["dense_to_jagged", "jagged_column"]
+
+
+def jagged_column(
+    dense: torch.Tensor, axis: int, region: torch.Tensor | None, lengths: torch.Tensor, *, values: bool = True
+) -> torch.Tensor:
+    """The real region (``region``, ``(B, T)`` bool) of ``dense`` along ``axis`` as a jagged nested tensor.
+
+    With ``values=False`` the result has the right shapes and dtype but no values read
+    (one zero, expanded): enough for a shapes-only check, at no copy.
+    """
+    offsets = torch.zeros(lengths.shape[0] + 1, dtype=torch.int64, device=lengths.device)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    moved = dense.movedim(axis, 1)
+    if values and region is not None:
+        flat = moved[region]  # (N, *rest), rows in order, positions in order
+    else:
+        total = int(offsets[-1]) if lengths.numel() else 0
+        flat = torch.zeros((), dtype=dense.dtype, device=dense.device).expand(total, *moved.shape[2:])
+    if axis == 1:
+        return torch.nested.nested_tensor_from_jagged(flat, offsets)
+    return torch.nested.nested_tensor_from_jagged(flat.movedim(0, axis - 1), offsets, jagged_dim=axis)
+
+
+def _stacked(parts: list[Any]) -> Any:
+    """Per-sample tensors of a list column: a jagged nested tensor when only the first dim varies."""
+    if parts and all(isinstance(t, torch.Tensor) and t.dim() for t in parts):
+        if len({(t.shape[1:], t.dtype, t.device) for t in parts}) == 1:
+            return torch.nested.as_nested_tensor(parts, layout=torch.jagged)
+        return torch.nested.as_nested_tensor(parts, layout=torch.strided)
+    return nontensor_column(parts)
+
+
+def _column(p: Placed, view: DenseView, geo: Geometry, values: bool) -> Any:
+    col = view.get(p.key or p.name)
+    if isinstance(col, torch.Tensor) and p.dim is not None and p.axis is not None:
+        out = jagged_column(col, p.axis, geo.region(p.dim) if values else None, geo.lengths[p.dim], values=values)
+    elif isinstance(col, torch.Tensor) and col.dim():
+        out = col
+    else:
+        rows = view.rows(p.key or p.name)
+        return _stacked(rows) if p.field.is_tensor else nontensor_column(rows)
+    if p.entry.dtype is not None and p.field.dtypes and out.dtype != p.field.dtypes[0]:
+        out = out.to(p.field.dtypes[0])
+    return out
+
+
+def _slice(p: Placed, view: DenseView, geo: Geometry, values: bool) -> torch.Tensor:
+    src = geo.bound.placed[p.entry.source or ""]
+    col = view.get(src.key or src.name)
+    assert src.dim is not None and src.axis is not None and p.dim is not None
+    region = geo.region(src.dim, p.dim) if values else None
+    out = jagged_column(col, src.axis, region, geo.lengths[p.dim], values=values)
+    if src.entry.dtype is not None and src.field.dtypes and out.dtype != src.field.dtypes[0]:
+        out = out.to(src.field.dtypes[0])
+    return out
+
+
+def _gather(p: Placed, view: DenseView) -> Any | None:
+    keys = [k for k in p.entry.gather if view.has(k)]
+    if not keys:
+        return None
+    columns = {k: view.rows(k) for k in keys}
+    return nontensor_column([{k: columns[k][i] for k in keys} for i in range(view.n)])
+
+
+def dense_to_jagged(
+    bound: BoundLayout, view: DenseView, geo: Geometry, *, skip: Collection[str] = (), values: bool = True
+) -> TensorDict:
+    """The batch's real regions as a jagged TensorDict of schema field names (``batch_size [B]``).
+
+    Fields in ``skip``, ``absent`` fields and columns the batch lacks are left out.
+    ``values=False`` reads no values (see `jagged_column`).
+    """
+    from tensordict import TensorDict
+
+    out: dict[str, Any] = {}
+    for name, p in bound.placed.items():
+        if name in skip or p.held == "absent":
+            continue
+        if p.held == "column" and view.has(p.key or name):
+            out[name] = _column(p, view, geo, values)
+        elif p.held == "slice" and view.has(bound.placed[p.entry.source or ""].key or ""):
+            if (p.entry.source or "") not in skip:
+                out[name] = _slice(p, view, geo, values)
+        elif p.held == "gather":
+            got = _gather(p, view)
+            if got is not None:
+                out[name] = got
+    for name, p in bound.placed.items():
+        if p.held == "same_as" and name not in skip and (p.entry.source or "") in out:
+            out[name] = out[p.entry.source or ""]
+    tensors = {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+    td = TensorDict(tensors, batch_size=[view.n])
+    for k, v in out.items():
+        if k not in tensors:
+            td[k] = v
+    return td

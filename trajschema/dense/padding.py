@@ -1,0 +1,196 @@
+"""Padding rows in a layout, shaped like the dense batch they pad.
+
+The rows are the schema's own padding samples (`Schema.padding`), sized to fit the
+batch's padded lengths, then laid out by the same code as `to_dense` at exactly those
+lengths, so ``torch.cat`` along the batch axis joins them to the batch key by key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from trajschema.check import batch_of
+from trajschema.core import MAX, DenseBatch, SchemaError, check_int
+from trajschema.dense.bind import BoundLayout, bind_layout
+from trajschema.dense.check import check_dense, relaxed_plan
+from trajschema.dense.convert import lay_out
+from trajschema.dense.geometry import axis_widths
+from trajschema.dense.view import read_dense
+from trajschema.padding import make_padding
+
+if TYPE_CHECKING:
+    from trajschema.core import Layout
+
+__all__ = ["dense_padding"]
+
+
+def dense_padding(
+    schema: Any,  # a Schema (SchemaLike): the dense room sits below the front door and never imports it
+    count: int,
+    *,
+    layout: Layout,
+    like: Any,
+    eos_token_id: int,
+    pad_token_id: int | None = None,
+    dims: Mapping[str, int] | None = None,
+) -> DenseBatch:
+    """``count`` padding rows in ``layout``, ready to concatenate to the dense batch ``like``.
+
+    ``like`` is checked first. Each row is a padding sample of the schema (see
+    [`padding`][trajschema.Schema.padding]; dtypes, trailing sizes such as ``layers``
+    and ``topk`` and the number of experts come from ``like``'s first row) whose
+    per-sample sizes fit ``like``'s padded lengths: the schema's padding sizes cut to
+    what fits, a ``length: max`` block filled exactly (so the padding checks clean on
+    its own too), and 0 for a dim whose size mask padding fills with 0 (SkyRL's
+    ``response_mask``: its padding rows have no response). The result has ``like``'s
+    keys, padded lengths and dtypes; ``is_padding`` is true in the layout's tag key and
+    in ``DenseBatch.metadata["is_padding"]``; the rows share a fresh uid. A ``gather``
+    column gets an empty tensor per row, with the first row's trailing shape and dtype
+    (``pixel_values`` ``(0, D)``), never a copy of real images. ``like`` is checked at
+    depth ``shapes`` (its masks and padded regions, not its real values); a key of
+    ``like`` that no schema field gives (a trainer's own extra column) is not in the result.
+
+    Args:
+        schema: the schema of the batch.
+        count: how many rows (0 gives ``like``'s keys with no rows).
+        layout: the batch's layout.
+        like: the dense batch being padded (at least one row).
+        eos_token_id: the EOS id (``pad: eos`` fields of the padding samples).
+        pad_token_id: the pad id of ``pad: pad_token`` regions (default: the layout's pinned one).
+        dims: padding sizes, as for [`padding`][trajschema.Schema.padding]; a per-sample
+            dim the layout pads must fit ``like``'s padded lengths.
+
+    Raises:
+        SchemaError: ``like`` breaks the schema or the layout.
+        ValueError: bad arguments, an empty ``like``, no per-sample sizes that fit
+            (naming the dim, its bounds and the room left), or as for ``padding``.
+    """
+    count = check_int("count", count)
+    bound = bind_layout(layout, schema)
+    found = check_dense(schema, like, layout, depth="shapes", extract=True)
+    if found.violations:
+        raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
+    assert found.jagged is not None
+    rows = batch_of(found.jagged).rows()
+    if not rows:
+        raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
+    blocks = _block_widths(bound, like)
+    sizes = fitting_sizes(bound, blocks, dict(dims or {}))
+    # the plan without the fields the layout drops: padding emits them only if like has them
+    plan = relaxed_plan(schema, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
+    pad = make_padding(
+        plan, count, eos_token_id=eos_token_id, like=rows[0], dims={**(dims or {}), **sizes}, include=None
+    )
+    if count == 0:
+        return _no_rows(like)
+    samples = [_smallest_gather(bound, s, rows[0]) for s in pad.samples]
+    tags = {"is_padding": [True] * count}
+    out = lay_out(bound, batch_of(samples), pad_token_id=pad_token_id, lengths=blocks, tags=tags, exact=True)
+    out.metadata["is_padding"] = [True] * count
+    return out
+
+
+def _block_widths(bound: BoundLayout, like: Any) -> dict[str, int]:
+    view, _ = read_dense(like)
+    widths, _ = axis_widths(bound, view)
+    out = {}
+    for axis in bound.layout.axes.values():
+        for b in axis.blocks:
+            w = widths.get(b.dim) if axis.concat else widths.get(axis.dim)
+            if w is not None:
+                out[b.dim] = w
+    return out
+
+
+def fitting_sizes(bound: BoundLayout, blocks: Mapping[str, int], asked: Mapping[str, int]) -> dict[str, int]:
+    """The per-sample sizes of a padding row: every free dim a block holds, fitting ``blocks``' lengths."""
+    schema = bound.schema
+    sizes: dict[str, int] = {}
+    for axis in bound.layout.axes.values():
+        for b in axis.blocks:
+            if b.dim not in blocks:
+                continue
+            free = [d for d in (b.holds or (b.dim,)) if hasattr(schema.dims.get(d), "min")]
+            if not free:
+                continue
+            for d in free:
+                sizes.setdefault(d, _first_size(bound, d, asked))
+            _fit_block(bound, b.dim, free, sizes, blocks[b.dim], exact=b.length == MAX, asked=asked)
+    return sizes
+
+
+def _first_size(bound: BoundLayout, d: str, asked: Mapping[str, int]) -> int:
+    if _zero_mask(bound, d):
+        return 0
+    if d in asked:
+        return check_int(f"dims[{d!r}]", asked[d])
+    return int(bound.schema.padding_sizes.get(d, bound.schema.dims[d].min))
+
+
+def _zero_mask(bound: BoundLayout, d: str) -> bool:
+    """Whether the mask that counts ``d`` is all 0 in padding (then a padding row has no ``d``)."""
+    mask = bound.sizes.get(d)
+    f = bound.schema.fields.get(mask or "")
+    return f is not None and f.pad.rule == "fill" and f.pad.value == 0
+
+
+def _fit_block(
+    bound: BoundLayout, block: str, free: list[str], sizes: dict[str, int], width: int, *, exact: bool, asked: Any
+) -> None:
+    """Resize the dims of one block so they sum to ``width`` (``exact``) or at most ``width``."""
+    schema = bound.schema
+    fixed = [d for d in free if _zero_mask(bound, d) or d in asked]
+    movable = [d for d in free if d not in fixed]
+    rest = width - sum(sizes[d] for d in fixed)
+    if not movable:  # e.g. SkyRL's response: padding rows have none, shorter than the block
+        if rest < 0:
+            raise _unfit(bound, block, width, sizes, free, exact=False)
+        return
+    # the largest default (the prompt) absorbs the room; the others keep theirs, down to their min
+    movable.sort(key=lambda d: sizes[d])
+    big, small = movable[-1], movable[:-1]
+    for d in small:
+        sizes[d] = max(schema.dims[d].min, min(sizes[d], rest - schema.dims[big].min))
+        rest -= sizes[d]
+    want = rest if exact else min(sizes[big], rest)
+    if want < max(schema.dims[big].min, 1 if big == "prompt" else 0) or rest < 0:
+        raise _unfit(bound, block, width, sizes, free, exact)
+    sizes[big] = want
+
+
+def _unfit(
+    bound: BoundLayout, block: str, width: int, sizes: Mapping[str, int], free: list[str], exact: bool
+) -> ValueError:
+    mins = {d: bound.schema.dims[d].min for d in free}
+    now = {d: sizes[d] for d in free}
+    how = "exactly" if exact else "at most"
+    return ValueError(
+        f"no padding row fits layout {bound.layout.name!r}: block {block!r} is {width} long and its dims "
+        f"{free!r} must sum to {how} that (schema mins {mins}, padding sizes {now})"
+    )
+
+
+def _smallest_gather(bound: BoundLayout, sample: Mapping[str, Any], first: Mapping[str, Any]) -> dict[str, Any]:
+    """A padding sample whose gathered mappings hold empty tensors shaped like the first real row's."""
+    out = dict(sample)
+    for p in bound.placed.values():
+        ref = first.get(p.name)
+        if p.held == "gather" and isinstance(ref, Mapping) and p.name in out:
+            out[p.name] = {
+                k: ref[k].new_empty((0, *ref[k].shape[1:])) if ref[k].dim() else ref[k].new_empty(0)
+                for k in p.entry.gather
+                if isinstance(ref.get(k), torch.Tensor)
+            }
+    return out
+
+
+def _no_rows(like: Any) -> DenseBatch:
+    """No padding: ``like``'s tensor keys with zero rows (nothing was laid out to read shapes from)."""
+    view, _ = read_dense(like)
+    empty = DenseBatch({k: v[:0].clone() if isinstance(v, torch.Tensor) else [] for k, v in view.columns.items()})
+    empty.metadata.update({k: [] for k in view.metadata if isinstance(view.metadata[k], list)})
+    empty.metadata["is_padding"] = []
+    return empty

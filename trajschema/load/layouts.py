@@ -1,0 +1,302 @@
+"""Layout files: the search path (``TRAJSCHEMA_LAYOUT_PATH``, then the packaged ``layouts/``),
+the strict reader the schema files use, and the checks of each key with its key path."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from trajschema.core import (
+    ABSENT,
+    ANY,
+    DTYPES_BY_NAME,
+    EDGE,
+    FIXED,
+    LEFT,
+    MAX,
+    PAD_TOKEN,
+    RIGHT,
+    Axis,
+    Block,
+    FieldEntry,
+    Layout,
+    LayoutDefinitionError,
+    SchemaDefinitionError,
+    SchemaNotFoundError,
+    register_layout_loader,
+)
+from trajschema.load.filetext import _DIM_NAME, _show
+from trajschema.load.reader import NOTHING, _check_tree, _read_yaml, file_problem
+from trajschema.load.search import _Found, _readable, search_path_files, shown_name
+
+__all__ = [
+    "LAYOUT_ENV_VAR",
+    "layout_from_dict",
+    "layout_names",
+    "layout_search_path",
+    "load_layout",
+]
+
+#: Environment variable: extra layout directories (``os.pathsep``-separated), searched first.
+LAYOUT_ENV_VAR = "TRAJSCHEMA_LAYOUT_PATH"
+
+_TOP_KEYS = ("name", "description", "axes", "sizes", "fields", "overrides", "tags")
+_FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather")
+_BLOCK_KEYS = ("pad_side", "length", "holds")
+
+
+def _raise(source: str, path: str, problem: str) -> NoReturn:
+    raise LayoutDefinitionError(source, path, problem)
+
+
+def packaged_layouts() -> Path:
+    package = Path(__file__).resolve().parent.parent  # trajschema/, above this room
+    inside = package / "layouts"
+    return inside if inside.is_dir() else package.parent / "layouts"
+
+
+def layout_search_path() -> list[Path]:
+    """The directories searched for layout names: ``TRAJSCHEMA_LAYOUT_PATH`` entries, then the packaged ones."""
+    extra = [Path(p) for p in os.environ.get(LAYOUT_ENV_VAR, "").split(os.pathsep) if p.strip()]
+    return [*extra, packaged_layouts()]
+
+
+def layout_names() -> list[str]:
+    """Names of all layouts on the layout search path, sorted.
+
+    Examples:
+        >>> ts.layout_names()[:2]
+        ['skyrl', 'verl_dataproto']
+    """
+    return sorted(search_path_files(layout_search_path(), quiet=True).files)
+
+
+def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
+    """Load a packaged layout by name (``verl_dataproto``, ``skyrl``), or a layout file by path.
+
+    Raises:
+        SchemaNotFoundError: no such name or file.
+        LayoutDefinitionError: the file is malformed, naming the file and key path.
+        TypeError: ``name_or_path`` is neither a string nor a path.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path must be a layout name or a path, found {type(name_or_path).__name__}")
+    text = os.fspath(name_or_path)
+    if not isinstance(text, str):
+        raise TypeError("name_or_path must be a str path, found bytes")
+    if isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text:
+        path = Path(text)
+        problem = file_problem(path)
+        if problem == NOTHING:
+            raise SchemaNotFoundError(f"no layout file at {shown_name(text, 1000)}")
+        return _from_file(_readable_layout(path, problem))
+    hit = search_path_files(layout_search_path(), name=text, quiet=True).files.get(text)
+    if hit is None:
+        known = layout_names()
+        close = difflib.get_close_matches(text, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SchemaNotFoundError(
+            f"no layout {shown_name(text)}{hint} known: {', '.join(known) or '(none)'} "
+            f"(searched {', '.join(map(str, layout_search_path()))}; add directories with {LAYOUT_ENV_VAR})"
+        )
+    layout = _from_file(_readable(hit))
+    if layout.name != text:
+        _raise(
+            str(hit.path),
+            "name",
+            f"this file is found as {text!r} (its file name) but declares name {shown_name(layout.name)}",
+        )
+    return layout
+
+
+def _readable_layout(path: Path, problem: str | None) -> Path:
+    try:
+        return _readable(_Found(path, problem))
+    except SchemaDefinitionError as exc:
+        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
+
+
+def _from_file(path: Path) -> Layout:
+    try:
+        data = _read_yaml(path)
+    except LayoutDefinitionError:
+        raise
+    except SchemaDefinitionError as exc:  # the reader's own words, as a layout error
+        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
+    return layout_from_dict(data, source=str(path))
+
+
+def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> Layout:
+    """A layout from a mapping shaped like a layout file.
+
+    Raises:
+        LayoutDefinitionError: naming ``source`` and the key path.
+    """
+    if not isinstance(data, Mapping):
+        _raise(source, "", f"expected a mapping at the top level (name:, axes:, sizes:, fields:), found {_show(data)}")
+    try:
+        _check_tree(data, source)
+    except LayoutDefinitionError:
+        raise
+    except SchemaDefinitionError as exc:
+        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
+    _known_keys(data, _TOP_KEYS, source, "")
+    name = _string(data.get("name"), source, "name", required=True)
+    axes = _axes(_section(data, "axes", source, required=True), source)
+    sizes = {
+        d: _string(m, source, f"sizes.{d}", required=True)
+        for d, m in _section(data, "sizes", source, required=True).items()
+    }
+    for d in sizes:
+        if not any(
+            d == a or d in b.holds or d in (x.dim for x in ax.blocks) for a, ax in axes.items() for b in ax.blocks
+        ):
+            _raise(source, f"sizes.{d}", f"no axis holds dim {d!r} (axes: {', '.join(axes)})")
+    fields = {n: _field(v, source, f"fields.{n}") for n, v in _section(data, "fields", source).items()}
+    overrides = {
+        fam: {
+            n: _field(v, source, f"overrides.{fam}.{n}")
+            for n, v in _mapping(section, source, f"overrides.{fam}").items()
+        }
+        for fam, section in _section(data, "overrides", source).items()
+    }
+    tags = {t: _string(k, source, f"tags.{t}", required=True) for t, k in _section(data, "tags", source).items()}
+    return Layout(
+        name=name,
+        description=_string(data.get("description", ""), source, "description"),
+        axes=axes,
+        sizes=sizes,
+        fields=fields,
+        overrides=overrides,
+        tags=tags,
+        source=source,
+    )
+
+
+def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], source: str, path: str) -> None:
+    for k in data:
+        if k not in known:
+            close = difflib.get_close_matches(str(k), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            _raise(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}")
+
+
+def _string(v: Any, source: str, path: str, *, required: bool = False) -> str:
+    if v is None and not required:
+        return ""
+    if not isinstance(v, str) or (required and not v.strip()):
+        _raise(source, path, f"expected a non-empty string, found {_show(v)}")
+    return v
+
+
+def _mapping(v: Any, source: str, path: str) -> Mapping[str, Any]:
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        _raise(source, path, f"expected a mapping, found {_show(v)}")
+    return v
+
+
+def _section(data: Mapping[str, Any], key: str, source: str, *, required: bool = False) -> Mapping[str, Any]:
+    if required and not data.get(key):
+        _raise(source, key, f"missing required key {key!r}" if key not in data else f"{key}: must not be empty")
+    return _mapping(data.get(key), source, key)
+
+
+def _dim_list(v: Any, source: str, path: str) -> tuple[str, ...]:
+    if not isinstance(v, (list, tuple)) or len(v) < 2:
+        _raise(source, path, f"expected a list of at least two dim names, found {_show(v)}")
+    for i, d in enumerate(v):
+        if not isinstance(d, str) or not _DIM_NAME.fullmatch(d):
+            _raise(source, f"{path}[{i}]", f"expected a dim name, found {_show(d)}")
+    if len(set(v)) != len(v):
+        _raise(source, path, f"a dim is listed twice: {list(v)}")
+    return tuple(v)
+
+
+def _block(dim: str, v: Mapping[str, Any], source: str, path: str) -> Block:
+    _known_keys(v, _BLOCK_KEYS, source, path)
+    side, length = v.get("pad_side"), v.get("length", MAX)
+    if side not in (LEFT, RIGHT):
+        _raise(source, f"{path}.pad_side", f"expected left or right (where the padding goes), found {_show(side)}")
+    if length not in (MAX, FIXED):
+        _raise(
+            source,
+            f"{path}.length",
+            f"expected max (the longest sample) or fixed (a configured length), found {_show(length)}",
+        )
+    holds = _dim_list(v["holds"], source, f"{path}.holds") if "holds" in v else ()
+    return Block(dim=dim, pad_side=side, length=length, holds=holds)
+
+
+def _axes(section: Mapping[str, Any], source: str) -> dict[str, Axis]:
+    blocks: dict[str, Block] = {}
+    concats: dict[str, tuple[str, ...]] = {}
+    for dim, v in section.items():
+        path = f"axes.{dim}"
+        if not _DIM_NAME.fullmatch(dim):
+            _raise(source, path, f"dim name {dim!r} is not an identifier")
+        v = _mapping(v, source, path)
+        if "concat" in v:
+            _known_keys(v, ("concat",), source, path)
+            concats[dim] = _dim_list(v["concat"], source, f"{path}.concat")
+        else:
+            blocks[dim] = _block(dim, v, source, path)
+    axes = {d: Axis(d, (b,)) for d, b in blocks.items()}
+    for dim, parts in concats.items():
+        for i, p in enumerate(parts):
+            if p not in blocks:
+                _raise(
+                    source,
+                    f"axes.{dim}.concat[{i}]",
+                    f"{p!r} is not a padded block of this layout (blocks: {', '.join(blocks) or 'none'})",
+                )
+        axes[dim] = Axis(dim, tuple(blocks[p] for p in parts))
+    return axes
+
+
+def _field(v: Any, source: str, path: str) -> FieldEntry:
+    if v == ABSENT:
+        return FieldEntry(held="absent")
+    v = _mapping(v, source, path)
+    _known_keys(v, _FIELD_KEYS, source, path)
+    forms = [k for k in ("slice_of", "same_as", "gather") if k in v]
+    if len(forms) > 1 or (forms and "key" in v):
+        _raise(
+            source,
+            path,
+            "a field is a column (key), a slice_of, a same_as or a gather, "
+            f"not {' and '.join(forms + ['key'] * ('key' in v))}",
+        )
+    pad = v.get("pad", ANY)
+    if (
+        isinstance(pad, bool)
+        or not isinstance(pad, (int, float, str))
+        or (isinstance(pad, str) and pad not in (PAD_TOKEN, EDGE, ANY))
+    ):
+        _raise(source, f"{path}.pad", f"expected a number, pad_token, edge or any, found {_show(pad)}")
+    dtype = None
+    if "dtype" in v:
+        dtype = DTYPES_BY_NAME.get(v["dtype"]) if isinstance(v["dtype"], str) else None
+        if dtype is None:
+            _raise(source, f"{path}.dtype", f"expected a dtype name (float32, int64, ...), found {_show(v['dtype'])}")
+    if "gather" in v:
+        cols = v["gather"]
+        if not isinstance(cols, (list, tuple)) or not cols or not all(isinstance(c, str) and c for c in cols):
+            _raise(source, f"{path}.gather", f"expected a list of batch keys, found {_show(cols)}")
+        return FieldEntry(held="gather", gather=tuple(cols), pad=pad, dtype=dtype)
+    if forms:
+        return FieldEntry(
+            held="slice" if forms[0] == "slice_of" else "same_as",
+            source=_string(v[forms[0]], source, f"{path}.{forms[0]}", required=True),
+            pad=pad,
+            dtype=dtype,
+        )
+    key = _string(v["key"], source, f"{path}.key", required=True) if "key" in v else None
+    return FieldEntry(held="column", key=key, pad=pad, dtype=dtype)
+
+
+register_layout_loader(load_layout)
