@@ -7,6 +7,7 @@ import pickle
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from dense_builders import EXPERTS, PAD, TensorBatch, skyrl_batch, verl_batch
@@ -215,3 +216,48 @@ def test_validate_batch_with_a_layout_raises_every_violation() -> None:
     with pytest.raises(ts.SchemaError) as err:
         ts.load_schema("moe_routed").validate_batch(batch, layout="skyrl")
     assert {(v.sample, v.field, v.code) for v in err.value.violations} == want
+
+
+# -- review findings (issue 17) ---------------------------------------------------------------
+
+
+def test_a_zero_d_numpy_column_is_read_not_crashed_on() -> None:
+    """Was: ``TypeError: iteration over a 0-d array`` from inside the view."""
+    b = verl_batch("text", LENGTHS)
+    b["uid"] = np.array("q", dtype=object)
+    check_dense(ts.load_schema("text"), b, ts.load_layout("verl_dataproto"))  # no exception
+    b["uid"] = np.array("q")
+    check_dense(ts.load_schema("text"), b, ts.load_layout("verl_dataproto"))
+
+
+def _short_uids() -> Any:
+    b = skyrl_batch("text", LENGTHS)
+    b.metadata = {"uids": ["a", "b"]}
+    return b
+
+
+def _scalar_uid() -> Any:
+    b = verl_batch("text", LENGTHS)
+    b["uid"] = "q"
+    return b
+
+
+def _none_uid() -> Any:
+    b = verl_batch("text", LENGTHS)
+    b["uid"] = None
+    return b
+
+
+@pytest.mark.parametrize("build", [_short_uids, _scalar_uid, _none_uid], ids=["short", "scalar", "none"])
+def test_a_per_sample_value_that_is_not_one_per_row_is_a_violation(build: Callable[[], Any]) -> None:
+    b = build()
+    layout = "skyrl" if isinstance(b, TensorBatch) else "verl_dataproto"
+    got = found("text", b, layout)
+    assert {code for _, _, code in got} & {"batch", "missing"}, got
+
+
+def test_a_nan_in_a_cast_field_is_reported_once_with_the_value_the_batch_holds() -> None:
+    b = skyrl_batch("text", LENGTHS)
+    b["loss_mask"][1, 0] = float("nan")
+    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    assert [(v.sample, v.code) for v in got] == [(1, "value")] and "nan" in got[0].message

@@ -270,3 +270,23 @@ def _carried(row: dict[str, Any], lay: ts.Layout) -> dict[str, Any]:
     pixel_values column in a batch without images)."""
     held = {k: lay.fields[k].held if k in lay.fields else "column" for k in row}
     return {k: v for k, v in row.items() if held[k] != "absent" and not (held[k] == "gather" and not v)}
+
+
+# -- review findings (issue 17) ---------------------------------------------------------------
+
+
+def test_a_pad_id_beyond_the_dtype_is_a_typed_refusal() -> None:
+    """Was: ``ValueError: Overflow when unpacking long long`` from inside torch."""
+    s = ts.load_schema("text")
+    with pytest.raises(ValueError, match=r"field 'input_ids': its pad value \d+ does not fit its dtype torch.int64"):
+        to_dense(s, rows_of("text", [(3, 2)]), layout=SKY, pad_token_id=2**70)
+
+
+def test_lengths_that_are_not_a_mapping_or_too_big_are_refused_before_allocating() -> None:
+    """Was: ``TypeError: 'int' object is not iterable``, and a RuntimeError from torch's allocator."""
+    s = ts.load_schema("text")
+    rows = rows_of("text", [(3, 2), (1, 4)])
+    with pytest.raises(TypeError, match="lengths= must be a mapping of block dim to padded length, found int 5"):
+        to_dense(s, rows, layout=VERL, lengths=5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"would take .* more than this machine has .* nothing was allocated"):
+        to_dense(s, rows, layout=VERL, lengths={"prompt": 10**12})

@@ -129,3 +129,38 @@ def test_meta_like_is_refused() -> None:
     meta = ts.DenseBatch({k: v.to("meta") for k, v in batch.items()}, metadata=batch.metadata)
     with pytest.raises(ts.SchemaError, match="meta tensor"):
         dense_padding(s, 1, layout=SKY, like=meta, eos_token_id=2)
+
+
+# -- review findings (issue 17) ---------------------------------------------------------------
+
+
+def test_a_huge_count_is_refused_before_anything_is_allocated() -> None:
+    """Was: count=10**12 passed the per-sample estimate of make_padding only when small, and a
+    count the estimate allowed (10**7) was built as per-row dicts, ~50x the dense bytes: the
+    process was killed by the kernel instead of refused."""
+    s = ts.load_schema("vlm_mrope_moe")
+    batch = to_dense(s, [verl_sample(s, 3, 2, seed=0), verl_sample(s, 1, 4, seed=1)], layout=SKY)
+    for count in (10**9, 10**12):
+        with pytest.raises(ts.PaddingMemoryError, match="more than this machine has") as err:
+            dense_padding(s, count, layout=SKY, like=batch, eos_token_id=2)
+        assert err.value.count == count and err.value.largest  # the biggest columns are named
+
+
+@pytest.mark.parametrize("layout", [SKY, VERL])
+def test_many_rows_are_cheap_and_share_nothing(layout: ts.Layout) -> None:
+    """Rows are one laid-out padding row repeated: 20000 of them in well under a second, every
+    tensor its own storage, the gathered image tensors one per row, torch.cat-able key by key."""
+    s = ts.load_schema("vlm_mrope_moe")
+    rows = [verl_sample(s, 3, 2, seed=0), verl_sample(s, 1, 4, seed=1)]
+    for r in rows:
+        r["loss_mask"] = r["response_mask"].clone()
+    batch = to_dense(s, rows, layout=layout)
+    pad = dense_padding(s, 20000, layout=layout, like=batch, eos_token_id=2)
+    for k, v in pad.items():
+        if isinstance(v, torch.Tensor):
+            assert v.shape[0] == 20000 and v.is_contiguous() and v.stride(0) != 0, k
+            assert v.untyped_storage().data_ptr() != batch[k].untyped_storage().data_ptr(), k
+        elif v and isinstance(v[0], torch.Tensor):
+            assert v[0] is not v[1] and v[0].numel() == 0  # empty images: distinct objects, no data
+    few = dense_padding(s, 3, layout=layout, like=batch, eos_token_id=2)
+    assert s.batch_violations(joined(batch, few), layout=layout) == []

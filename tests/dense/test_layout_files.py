@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 import trajschema as ts
 from trajschema.dense import bind_layout
@@ -192,3 +193,16 @@ def test_binding_refuses_what_the_layout_cannot_hold(tmp_path: Path) -> None:
     _bind_refused(BASE, gathered, "fields.input_ids", "gather builds a mapping", tmp_path)
     tagged = {**HOLDS, "tags": {"is_padding": "metadata.is_padding"}}
     _bind_refused(BASE, tagged, "tags.is_padding", "no tag", tmp_path)
+
+
+def test_a_dense_batch_copy_keeps_its_metadata_and_shares_no_key_table() -> None:
+    """Was: ``DenseBatch.copy()`` returned a plain dict (the metadata lost) and ``copy.copy``
+    shared the metadata dict with the original."""
+    import copy
+
+    d = ts.DenseBatch({"a": torch.ones(2)}, metadata={"uids": ["x", "y"]})
+    for e in (d.copy(), copy.copy(d), copy.deepcopy(d), pickle.loads(pickle.dumps(d))):
+        assert type(e) is ts.DenseBatch and e.metadata == {"uids": ["x", "y"]} and torch.equal(e["a"], d["a"])
+        e.metadata["uids"] = []
+        e["b"] = 1
+        assert d.metadata == {"uids": ["x", "y"]} and list(d) == ["a"]

@@ -185,6 +185,13 @@ class DenseBatch(dict):
     def __reduce__(self):  # keep metadata through pickling
         return (type(self), (dict(self),), {"metadata": self.metadata})
 
+    def copy(self) -> DenseBatch:  # a DenseBatch, not a dict
+        """A shallow copy, as `dict.copy`: the same values, its own key table and its own
+        ``metadata`` dict (changing a key of one changes nothing in the other)."""
+        return type(self)(self, metadata=dict(self.metadata))
+
+    __copy__ = copy
+
     def __repr__(self) -> str:
         return f"DenseBatch({dict.__repr__(self)}, metadata={self.metadata!r})"
 

@@ -103,10 +103,17 @@ def _field_violations(
         named = "" if key == p.name else f" (schema field {p.name})"
         if col is None:
             skip.add(p.name)
-            if f.required and not view.has(key):
-                msg = f"the batch has no key {key!r}{named}"
-                found.append(Violation(None, key, "missing", "present", "absent", msg))
+            if f.required:
+                where = "has no key" if not view.has(key) else "holds None under the key"
+                msg = f"the batch {where} {key!r}{named}"
+                found.append(Violation(None, key, "missing", "present", "absent" if not view.has(key) else "None", msg))
             continue
+        if not f.is_tensor or not isinstance(col, torch.Tensor):
+            per_row = rows_violation(key, col, view.n)
+            if per_row is not None:  # one value per row, or nothing can be said of any row
+                skip.add(p.name)
+                found.append(dataclasses.replace(per_row, message=f"{key}: {per_row.message}{named}"))
+                continue
         if not f.is_tensor:
             continue
         problem = _shape_problem(p, col, view.n, widths, fixed)
@@ -400,8 +407,8 @@ def check_dense(
     td = dense_to_jagged(bound, view, geo, skip=skip, values=extract or depth == "values")
     optional = frozenset(skip | {n for n, p in bound.placed.items() if p.held == "absent"})
     engine, bindings = check_batch(relaxed_plan(schema, optional), td, tags=tags, dims=dims, depth=depth)
-    found += _translate(bound, engine, geo.broken)
-    if extract or depth == "values":
-        found += _inexact_casts(bound, view, geo, skip)
+    casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []
+    told = {(v.sample, v.field) for v in casts}  # the engine saw the cast's value, not the batch's
+    found += [v for v in _translate(bound, engine, geo.broken) if (v.sample, v.field) not in told] + casts
     bindings = {k: v for k, v in bindings.items() if k not in geo.broken}
     return DenseCheck(found, bindings, dict(geo.lengths), td if extract and layout_ok else None)

@@ -29,6 +29,7 @@ from trajschema.core import (
 )
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout
 from trajschema.dense.check import check_dense, relaxed_plan
+from trajschema.padding import PaddingMemoryError, PaddingSizes, format_bytes
 
 if TYPE_CHECKING:
     from trajschema.core import Layout
@@ -151,6 +152,7 @@ def lay_out(
     rows = _Rows(view=view, n=view.n, sizes=_sizes(bound, view), blocks={}, found=[])
     rows.blocks = _block_lengths(bound, rows, lengths, exact=exact)
     pad_id = _pad_id(bound, pad_token_id)
+    refuse_memory(bound, _dense_bytes(bound, rows), f"{rows.n} dense rows")
     out = DenseBatch()
     for p in bound.placed.values():
         if p.held == "column":
@@ -167,6 +169,63 @@ def lay_out(
     if rows.found:
         raise SchemaError(rows.found, schema_name=bound.schema.name)
     return out
+
+
+def _dense_bytes(bound: BoundLayout, rows: _Rows) -> dict[str, int]:
+    """The bytes of every tensor column the layout will write, by batch key, from the first
+    sample's trailing shape and dtype and the padded lengths (nothing allocated yet)."""
+    out: dict[str, int] = {}
+    for p in bound.columns():
+        values = rows.values(p.name)
+        first = values[0] if values else None
+        if not isinstance(first, torch.Tensor):
+            continue
+        cells = first.numel()
+        if p.dim is not None and p.axis is not None:
+            width = sum(rows.blocks.get(b.dim, 0) for b in bound.axis_of(p.dim).blocks)
+            along = first.shape[p.axis - 1]
+            cells = cells // along * width if along else _trailing(first, p.axis - 1) * width
+        item = (p.entry.dtype or first.dtype).itemsize
+        out[p.key or p.name] = rows.n * cells * item
+    return out
+
+
+def _trailing(t: torch.Tensor, skip: int) -> int:
+    n = 1
+    for k, s in enumerate(t.shape):
+        n *= s if k != skip else 1
+    return n
+
+
+def refuse_memory(bound: BoundLayout, columns: Mapping[str, int], what: str, *, padding: int | None = None) -> None:
+    """Refuse a dense batch larger than this machine's memory before any of it is allocated.
+
+    Raises:
+        ValueError: naming the size, the bound and the largest columns; for ``padding``
+            rows, the `PaddingMemoryError` `Schema.padding` raises.
+    """
+    total = sum(columns.values())
+    largest = tuple(sorted(columns.items(), key=lambda kv: -kv[1])[:3])
+    sizes = PaddingSizes(bound.schema.name, 0, {}, {}, {}, total, 0, total)
+    try:
+        sizes.check_memory()
+    except PaddingMemoryError as exc:
+        if padding:
+            raise PaddingMemoryError(
+                schema_name=bound.schema.name,
+                count=padding,
+                dims={},
+                needed=total,
+                per_sample=total // padding,
+                limit=exc.limit,
+                machine=True,
+                largest=largest,
+            ) from None
+        most = ", ".join(f"{k} {format_bytes(b)}" for k, b in largest)
+        raise ValueError(
+            f"{what} in layout {bound.layout.name!r} would take {format_bytes(total)} ({most}), more than "
+            f"this machine has ({format_bytes(exc.limit)}); nothing was allocated: lower the lengths or the rows"
+        ) from None
 
 
 def _put(out: DenseBatch, key: str, value: Any) -> None:
@@ -203,6 +262,8 @@ def _sizes(bound: BoundLayout, view: BatchView) -> dict[str, torch.Tensor]:
 def _block_lengths(
     bound: BoundLayout, rows: _Rows, lengths: Mapping[str, int] | None, *, exact: bool = False
 ) -> dict[str, int]:
+    if lengths is not None and not isinstance(lengths, Mapping):
+        raise TypeError(f"lengths= must be a mapping of block dim to padded length, found {describe_value(lengths)}")
     asked = dict(lengths or {})
     out: dict[str, int] = {}
     for axis in bound.layout.axes.values():
@@ -390,14 +451,23 @@ def _scatter(
     mask = block_masks(bound, rows, p.dim, flat.device)
     pad = p.entry.pad
     fill = pad_id if pad == PAD_TOKEN else 0 if pad in (ANY, EDGE) else pad
-    probe = torch.tensor(fill).to(target)
-    if probe.item() != fill:
+    if not isinstance(fill, (int, float)) or not _fits(fill, target):
         raise ValueError(f"field {p.name!r}: its pad value {fill!r} does not fit its dtype {target}")
     out = torch.full((rows.n, mask.shape[1], *flat.shape[1:]), fill, dtype=target, device=flat.device)
     out[mask] = flat.to(target)
     if pad == EDGE:
         out = _edge(out, mask)
     return out.movedim(1, p.axis).contiguous()
+
+
+def _fits(fill: Any, dtype: torch.dtype) -> bool:
+    """Whether ``fill`` is exactly a value of ``dtype`` (a pad id of 2**70 is not an int64)."""
+    if dtype == torch.bool:
+        return fill in (0, 1)
+    if dtype.is_floating_point or dtype.is_complex:
+        return bool(torch.tensor(float(fill), dtype=torch.float64).to(dtype).item() == fill)
+    info = torch.iinfo(dtype)
+    return float(fill).is_integer() and info.min <= fill <= info.max
 
 
 def _edge(out: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

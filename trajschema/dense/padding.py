@@ -7,6 +7,7 @@ lengths, so ``torch.cat`` along the batch axis joins them to the batch key by ke
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,9 +17,9 @@ from trajschema.check import batch_of
 from trajschema.core import MAX, DenseBatch, SchemaError, check_int
 from trajschema.dense.bind import BoundLayout, bind_layout
 from trajschema.dense.check import check_dense, relaxed_plan
-from trajschema.dense.convert import lay_out
+from trajschema.dense.convert import lay_out, refuse_memory
 from trajschema.dense.geometry import axis_widths
-from trajschema.dense.view import read_dense
+from trajschema.dense.view import METADATA, read_dense
 from trajschema.padding import make_padding
 
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ def dense_padding(
         SchemaError: ``like`` breaks the schema or the layout.
         ValueError: bad arguments, an empty ``like``, no per-sample sizes that fit
             (naming the dim, its bounds and the room left), or as for ``padding``.
+        PaddingMemoryError: the rows would not fit in this machine's memory (refused before
+            any of them is allocated).
     """
     count = check_int("count", count)
     bound = bind_layout(layout, schema)
@@ -81,16 +84,68 @@ def dense_padding(
     sizes = fitting_sizes(bound, blocks, dict(dims or {}))
     # the plan without the fields the layout drops: padding emits them only if like has them
     plan = relaxed_plan(schema, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
+    # one padding row, laid out once, then repeated: every padding row is the same sample
+    # (one shared uid) but for `pad: index` fields, and count rows of per-sample dicts would
+    # take ~50x the memory of the dense rows (refused below before any is allocated)
     pad = make_padding(
-        plan, count, eos_token_id=eos_token_id, like=rows[0], dims={**(dims or {}), **sizes}, include=None
+        plan, min(count, 1), eos_token_id=eos_token_id, like=rows[0], dims={**(dims or {}), **sizes}, include=None
     )
     if count == 0:
         return _no_rows(like)
     samples = [_smallest_gather(bound, s, rows[0]) for s in pad.samples]
-    tags = {"is_padding": [True] * count}
-    out = lay_out(bound, batch_of(samples), pad_token_id=pad_token_id, lengths=blocks, tags=tags, exact=True)
+    one = lay_out(
+        bound, batch_of(samples), pad_token_id=pad_token_id, lengths=blocks, tags={"is_padding": [True]}, exact=True
+    )
+    refuse_memory(bound, _repeated_bytes(one, count), f"{count} padding rows", padding=count)
+    out = DenseBatch({k: _repeat(v, count) for k, v in one.items()})
+    out.metadata.update({k: _repeat(v, count) for k, v in one.metadata.items()})
+    for p in bound.columns():
+        key = p.key or p.name
+        if (
+            p.field.pad.rule == "index"
+            and not p.field.is_tensor
+            and key.removeprefix(METADATA) in (out.metadata if key.startswith(METADATA) else out)
+        ):
+            _put_index(out, key, count)
     out.metadata["is_padding"] = [True] * count
     return out
+
+
+def _repeated_bytes(one: DenseBatch, count: int) -> dict[str, int]:
+    """The bytes ``count`` copies of the one laid-out padding row take, by key."""
+    out = {}
+    for k, v in [*one.items(), *one.metadata.items()]:
+        if isinstance(v, torch.Tensor):
+            out[k] = count * v.nbytes
+        elif isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+            out[k] = count * (v[0].nbytes + _TENSOR_OBJECT)
+        else:
+            out[k] = count * 8  # a list entry: one pointer to a shared immutable value
+    return out
+
+
+#: The Python object of one small tensor in a per-row list column (measured at ~200 bytes; an upper bound).
+_TENSOR_OBJECT = 512
+
+
+def _repeat(value: Any, count: int) -> Any:
+    """A one-row column as ``count`` rows that share nothing that can change in place."""
+    if isinstance(value, torch.Tensor):
+        return value.expand(count, *value.shape[1:]).contiguous()
+    first = value[0]
+    if isinstance(first, torch.Tensor):
+        return [first.clone() for _ in range(count)]
+    if first is None or isinstance(first, (str, int, float, bool, bytes)):
+        return [first] * count
+    return [copy.deepcopy(first) for _ in range(count)]
+
+
+def _put_index(out: DenseBatch, key: str, count: int) -> None:
+    """A ``pad: index`` field: padding row ``i`` holds ``i``, as `Schema.padding` gives it."""
+    if key.startswith(METADATA):
+        out.metadata[key[len(METADATA) :]] = list(range(count))
+    else:
+        out[key] = list(range(count))
 
 
 def _block_widths(bound: BoundLayout, like: Any) -> dict[str, int]:

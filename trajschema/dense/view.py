@@ -63,8 +63,10 @@ def per_sample(value: Any, n: int) -> list[Any]:
     tensors = getattr(value, "tensors", None)
     if isinstance(tensors, list):  # SkyRL's TensorList
         return list(tensors)
-    if _is_numpy(value):
+    if _is_numpy(value) and value.ndim:
         return list(value.tolist()) if value.dtype != object else list(value)
+    if _is_numpy(value):  # a 0-d array is one value, as a scalar is
+        return [value.item() if value.dtype != object else value[()]] * n
     if isinstance(value, (list, tuple)):
         return list(value)
     return list(column_rows(value, n))
