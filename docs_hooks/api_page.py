@@ -11,7 +11,7 @@ import importlib
 import re
 
 #: The modules whose ``__all__`` make up the public API.
-PUBLIC_MODULES = ("trajschema", "trajschema.verl", "trajschema.testing")
+PUBLIC_MODULES = ("trajschema", "trajschema.verl", "trajschema.skyrl", "trajschema.testing")
 
 _ENTRY = re.compile(r"^:::[ \t]*(\S+)", re.MULTILINE)
 

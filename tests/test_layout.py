@@ -30,7 +30,7 @@ FLOORS: list[set[str]] = [
     {"contract", "runtime"},
     {"tq"},
     {"testing"},
-    {"verl"},
+    {"verl", "skyrl"},
     {"cli"},
     {"__init__", "__main__"},
 ]

@@ -1,0 +1,26 @@
+"""trajschema for SkyRL 0.3.0: a drop-in ``pad_training_input_batch`` and ``install()``.
+
+Importable without SkyRL: SkyRL is imported only by [`install`][trajschema.skyrl.install]. The two-line switch::
+
+    import trajschema.skyrl
+    trajschema.skyrl.install()   # in the driver (and the workers), before the trainer runs
+
+See ``docs/skyrl.md`` for what changes, and what cannot be checked on CPU.
+"""
+
+from __future__ import annotations
+
+from trajschema.skyrl.pad import choose_batch_schema, pad_training_input_batch, real_rows, sliced_layout
+from trajschema.skyrl.patch import SKYRL_SIGNATURES, SUPPORTED_SKYRL_VERSIONS, install, installed, uninstall
+
+__all__ = [
+    "SKYRL_SIGNATURES",
+    "SUPPORTED_SKYRL_VERSIONS",
+    "choose_batch_schema",
+    "install",
+    "installed",
+    "pad_training_input_batch",
+    "real_rows",
+    "sliced_layout",
+    "uninstall",
+]
