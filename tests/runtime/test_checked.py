@@ -303,7 +303,7 @@ def _wrapped(*args, **kwargs):
     return _inner(*args, **kwargs)
 
 
-@pytest.mark.parametrize("fn", [CallableStep(), functools.partial(_inner, other=3), _wrapped], ids=repr)
+@pytest.mark.parametrize("fn", [CallableStep(), functools.partial(_inner, other=3), _wrapped])
 def test_other_callables_take_the_generic_wrapper(fn):
     step = checked(TEXT, arg="sample")(fn)
     assert step(good()) == fn(good()) and step(sample=good()) == fn(sample=good())
