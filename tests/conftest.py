@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 
 import pytest
@@ -64,33 +63,6 @@ def sample_of():
     return verl_sample
 
 
-# -- pytest-xdist (python -m pytest -n auto): one worker for the tests that start Ray ---------
-
-#: Test files that start or use a Ray + TransferQueue (the session's shared one, the demo's,
-#: the 4-storage-unit cluster's, the README's): with ``--dist loadgroup`` (pyproject.toml)
-#: they all run on one worker, so the suite never starts two of its Ray clusters at once.
-RAY_FILES = (
-    "tests/integration/",
-    "tests/tq/test_tq_local.py",
-    "tests/test_doc_blocks.py",
-    "tests/cli/test_demo_args.py",
-    "tests/testing/test_pytest_plugin.py",
-)
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def pytest_make_parametrize_id(config, val, argname):
-    """An object's id without its memory address: every xdist worker must collect the same ids."""
-    text = repr(val)
-    return _ADDRESS.sub("", text) if _ADDRESS.search(text) else None
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.nodeid.startswith(RAY_FILES):
-            item.add_marker(pytest.mark.xdist_group("ray"))
-
-
 # -- CI: the verl-oracle tests must run, not skip ------------------------------------------
 
 _verl_skipped: list[str] = []
@@ -115,8 +87,6 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if hasattr(session.config, "workerinput"):
-        return  # an xdist worker: the controller sees every worker's reports and judges once
     if os.environ.get("TRAJSCHEMA_REQUIRE_VERL") == "1" and (_verl_skipped or not _verl_ran):
         print(
             f"\nTRAJSCHEMA_REQUIRE_VERL=1 but {len(_verl_skipped)} verl-oracle tests skipped and {len(_verl_ran)} ran:"
