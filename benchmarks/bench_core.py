@@ -9,6 +9,7 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py --only 5    # only part 5 (verl's padding entry point; starts Ray)
     python benchmarks/bench_core.py --only 6    # only part 6 (what @ts.checked adds to a call)
     python benchmarks/bench_core.py --only 7    # only part 7 (a dense SkyRL batch: check, convert)
+    python benchmarks/bench_core.py --only 8    # only part 8 (SkyRL's pad_training_input_batch vs ours)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -44,6 +45,7 @@ from trajschema.testing import tq_batch
 from bench_checked import BATCH, checked_rows
 from bench_dense import dense_rows, dense_sizes
 from bench_nontensor import raw_type_guard
+from bench_skyrl import independence, render_memory, skyrl_rows, skyrl_sizes
 from bench_tq import UPSAMPLE_MULTIPLE, UPSAMPLE_REAL, tq_rows
 from harness import Row, fmt_ns, fmt_ratio, machine_info, measure, render
 from workload import (
@@ -66,9 +68,9 @@ from workload import (
 )
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
-PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7")
+PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8")
 #: Names accepted by --only for parts.
-PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7"}
+PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8"}
 
 
 def _parts(text: str) -> set[str]:
@@ -76,7 +78,7 @@ def _parts(text: str) -> set[str]:
     unknown = parts - set(PARTS)
     if not parts or unknown:
         raise argparse.ArgumentTypeError(
-            f"expected parts of {', '.join(PARTS)}, verl, checked or dense, found {text!r}"
+            f"expected parts of {', '.join(PARTS)}, verl, checked, dense or skyrl, found {text!r}"
         )
     return parts
 
@@ -130,7 +132,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=_parts,
         default=None,
         metavar="PARTS",
-        help=f"run only these parts, comma-separated, of {', '.join(PARTS)} ('verl' = 5, 'checked' = 6, 'dense' = 7)",
+        help=f"run only these parts, comma-separated, of {', '.join(PARTS)} "
+        "('verl' = 5, 'checked' = 6, 'dense' = 7, 'skyrl' = 8)",
     )
     args = ap.parse_args(argv)
     args.parts = set(PARTS) if args.only is None else args.only
@@ -263,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     if "1" in parts:
         verify_single(schema, sample)
-        say(f"[1/7] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        say(f"[1/8] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
         t = measure(
             {
                 "shapes": lambda: schema.validate(sample, depth="shapes"),
@@ -298,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     op = f"validate_batch(td of {n})"
     td = None
     if "2" in parts:
-        say(f"[2/7] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        say(f"[2/8] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
         samples = [
             make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
             for i, (p, r) in enumerate(zip(ps, rs))
@@ -345,11 +348,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tq_pack_function()
         except ImportError as e:
             why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-            say(f"[2b/7] skipped: {why}")
+            say(f"[2b/8] skipped: {why}")
             label = f'{op}, depth="shapes", packed by TransferQueue'
             rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
         else:
-            say(f"[2b/7] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            say(f"[2b/8] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
             vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
             real_td = tq_pack(vsamples)
             assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
@@ -383,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Padding ------------------------------------------------------------------
     if "3" in parts:
-        say(f"[3/7] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        say(f"[3/8] padding {args.pad_counts} rows like the P={P} R={R} sample...")
         for count in args.pad_counts:
             verify_padding(schema, sample, count)
             t = measure(
@@ -404,12 +407,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tq_parts:
         if "4" in parts:
             say(
-                f"[4/7] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                f"[4/8] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
                 "on a local TransferQueue (starts Ray, ~15 s)..."
             )
         if "5" in parts:
             say(
-                f"[5/7] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"[5/8] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
                 "TransferQueue..."
             )
@@ -428,13 +431,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 6. What @ts.checked adds to a call ---------------------------------------------------
     if "6" in parts:
-        say(f"[6/7] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
+        say(f"[6/8] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
         rows += checked_rows(schema, sample, timing=timing, seed=args.seed, say=say)
 
     # 7. A dense padded SkyRL batch -------------------------------------------------------
     if "7" in parts:
-        say(f"[7/7] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
+        say(f"[7/8] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
         rows += dense_rows(timing=timing, n=n, seed=args.seed, say=say)
+
+    # 8. SkyRL's pad_training_input_batch, ours against its own ------------------------------
+    memory = []
+    if "8" in parts:
+        say(f"[8/8] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
+        part8, memory = skyrl_rows(timing=timing, n=n, seed=args.seed, say=say)
+        rows += part8
 
     load_after = os.getloadavg()
     lines = machine_info()
@@ -455,6 +465,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     if "7" in parts:
         lines.append(f"part 7: {dense_sizes(n)}")
+    if "8" in parts:
+        lines.append(f"part 8: {skyrl_sizes(n)}")
     if "5" in parts:
         lines.append(
             f"part 5: {max(UPSAMPLE_REAL)} verl_sample samples (layers={args.layers}, topk={args.topk}, GRPO groups "
@@ -478,6 +490,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows against SkyRL's build, where it is trajschema / baseline (an overhead, lower is better), and in the "
         "@checked rows, where it is the time the decorator adds per call (decorated - baseline)."
     )
+    if memory:
+        print()
+        print("Part 8, memory per call (new tensor storage: exact; peak RSS growth: in a fresh subprocess per side):")
+        print()
+        print(render_memory(memory, args.markdown))
+        print()
+        print("\n".join(bullet + line for line in independence(memory)))
     skipped = [r for r in rows if r.skipped]
     if skipped:
         print()
