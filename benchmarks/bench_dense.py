@@ -241,12 +241,17 @@ def verify(schema: ts.Schema, layout: ts.Layout, batch: ts.DenseBatch) -> list[d
     return samples
 
 
+def skyrl_version() -> str:
+    """The installed SkyRL's version, for the reports' headers (parts 7 and 8)."""
+    try:
+        return importlib.metadata.version("skyrl")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def dense_sizes(n: int) -> str:
     """What part 7 ran on, for the report's header."""
-    try:
-        version = importlib.metadata.version("skyrl")
-    except importlib.metadata.PackageNotFoundError:
-        version = "not installed"
+    version = skyrl_version()
     return (
         f"{n} rows of the text schema, P uniform in {PROMPT_RANGE[0]}..{PROMPT_RANGE[1]}, R uniform in "
         f"{RESPONSE_RANGE[0]}..{RESPONSE_RANGE[1]}, built by SkyRL {version}'s "

@@ -81,7 +81,7 @@ import torch
 import trajschema as ts
 import trajschema.skyrl as sk
 
-from bench_dense import PAD_TOKEN_ID, PROMPT_RANGE, RESPONSE_RANGE, Rollout, make_rollout
+from bench_dense import PAD_TOKEN_ID, PROMPT_RANGE, RESPONSE_RANGE, Rollout, make_rollout, skyrl_version
 from harness import Row, measure, render
 
 #: The issue's batch.
@@ -447,10 +447,7 @@ def _signed(nbytes: float) -> str:
 
 def skyrl_sizes(n: int) -> str:
     """What part 8 ran on, for the report's header."""
-    try:
-        version = importlib.metadata.version("skyrl")
-    except importlib.metadata.PackageNotFoundError:
-        version = "not installed"
+    version = skyrl_version()
     return (
         f"{n} rows, P uniform in {PROMPT_RANGE[0]}..{PROMPT_RANGE[1]}, R uniform in {RESPONSE_RANGE[0]}.."
         f"{RESPONSE_RANGE[1]}, built by SkyRL {version}'s convert_prompts_responses_to_batch_tensors, with "
