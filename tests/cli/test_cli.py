@@ -21,7 +21,8 @@ from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, Ten
 
 import trajschema as ts
 from trajschema.cli import app as _cli
-from trajschema.cli import data as _cli_data
+from trajschema.cli import args as _cli_args
+from trajschema.cli import pad as _cli_pad
 from trajschema.cli.app import build_parser, main
 from trajschema.testing import tq_batch, verl_sample
 
@@ -435,14 +436,14 @@ def test_pad_keeps_tensors_of_the_reference_mapping_plain(capsys, tmp_path):
 
 
 def test_plain_conversion_refuses_what_weights_only_cannot_load():
-    with pytest.raises(_cli_data.CommandError, match="padding sample 0, 'x': a SimpleNamespace"):
-        _cli_data._plain({"x": types.SimpleNamespace()}, "padding sample 0")
+    with pytest.raises(_cli_args.CommandError, match="padding sample 0, 'x': a SimpleNamespace"):
+        _cli_pad._plain({"x": types.SimpleNamespace()}, "padding sample 0")
     nested = torch.nested.nested_tensor([torch.zeros(2), torch.zeros(3)], layout=torch.jagged)
-    with pytest.raises(_cli_data.CommandError, match="cannot be written as plain data"):
-        _cli_data._plain([nested], "s")
-    with pytest.raises(_cli_data.CommandError, match="is not a str or an int"):
-        _cli_data._plain({(1, 2): 0}, "s")
-    converted = _cli_data._plain({"a": (1, 2.0, torch.arange(3)[1:]), "b": {"c": None}}, "s")
+    with pytest.raises(_cli_args.CommandError, match="cannot be written as plain data"):
+        _cli_pad._plain([nested], "s")
+    with pytest.raises(_cli_args.CommandError, match="is not a str or an int"):
+        _cli_pad._plain({(1, 2): 0}, "s")
+    converted = _cli_pad._plain({"a": (1, 2.0, torch.arange(3)[1:]), "b": {"c": None}}, "s")
     assert _only_plain(converted) and converted["a"][2].tolist() == [1, 2]
 
 
@@ -463,7 +464,7 @@ def _padding_refusal(schema: str, count: int, **kwargs: Any) -> Exception:
     from trajschema.padding import resolve_padding
 
     try:
-        resolve_padding(ts.load_schema(schema)._compiled(), count, **kwargs).check_memory(_cli_data.PAD_MEMORY_LIMIT)
+        resolve_padding(ts.load_schema(schema)._compiled(), count, **kwargs).check_memory(_cli_pad.PAD_MEMORY_LIMIT)
     except ValueError as exc:
         return exc
     raise AssertionError("padding accepted it")
@@ -843,7 +844,7 @@ def test_an_unexpected_error_is_one_line_with_a_debug_hint(capsys, monkeypatch):
     def bug(*args, **kwargs):
         raise KeyError("oops")
 
-    monkeypatch.setattr(_cli_data, "padding_needed", bug)
+    monkeypatch.setattr("trajschema.padding.padding_needed", bug)
     argv = ["plan", "--dp-size", "2", *PLAN]
     code, _, err = run(capsys, *argv)
     line = one_error_line(err, "plan")
@@ -877,7 +878,7 @@ def test_warnings_are_one_line(capsys, monkeypatch):
         warnings.warn("something to know\nacross lines", UserWarning, stacklevel=1)
         return 3
 
-    monkeypatch.setattr(_cli_data, "padding_needed", warn_then_plan)
+    monkeypatch.setattr("trajschema.padding.padding_needed", warn_then_plan)
     code, _, err = run(capsys, "plan", "--dp-size", "2", *PLAN)
     assert code == 0 and err == "trajschema: warning: UserWarning: something to know; across lines\n"
 
@@ -892,9 +893,11 @@ def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch):
 
 
 def test_the_subcommand_modules_do_not_import_the_front_module():
-    for module in ("data", "schemas"):
+    modules = ("args", "output", "read", "check", "plan", "pad", "schemas")
+    for module in modules:
         source = (Path(_cli.__file__).parent / f"{module}.py").read_text()
-        assert "cli.main import" not in source and "import main\n" not in source
+        imports = [line for line in source.splitlines() if line.lstrip().startswith(("import ", "from "))]
+        assert not [line for line in imports if "cli.app" in line or "cli import app" in line], module
 
 
 # -- as a program ---------------------------------------------------------------------------
@@ -1184,7 +1187,7 @@ def test_the_memory_estimate_bounds_what_padding_really_holds(tmp_path, name, wi
     if like is not None:
         like["extra_undeclared"] = torch.zeros(5, 7)  # copied into every padding sample
     dims = {} if like is not None else {k: v for k, v in FREE_DIMS.items() if k in schema.dims}
-    estimate, sizes = _cli_data.padding_bytes(schema, like, dims)
+    estimate, sizes = _cli_pad.padding_bytes(schema, like, dims)
     pad = schema.padding(1, eos_token_id=2, like=like, dims=dims or None)
     held = sum(v.numel() * v.element_size() for v in pad.samples[0].values() if isinstance(v, torch.Tensor))
     assert held <= estimate <= 2 * held + 64

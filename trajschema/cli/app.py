@@ -1,7 +1,7 @@
 """The ``trajschema`` command line: the parser, dispatch to the subcommands, one-line errors and exit codes.
 
-The subcommands live in `trajschema.cli.schemas` (list, show, export, infer, diff)
-and `trajschema.cli.data` (check, plan, pad), which never import this module;
+The subcommands live in `trajschema.cli.schemas` (list, show, export, infer, diff),
+`trajschema.cli.check`, `trajschema.cli.plan` and `trajschema.cli.pad`, which never import this module;
 ``demo`` is registered here and imports its runner only when it runs.
 
 Exit status: 0 success, 1 a negative answer (invalid data, a breaking change, a schema
@@ -21,8 +21,12 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from trajschema.cli.data import FORMATTER, add_check, add_pad, add_plan, non_negative_int, positive_int, printable
+from trajschema.cli.args import FORMATTER, non_negative_int, positive_int, printable
+from trajschema.cli.check import add_check
 from trajschema.cli.demo import MAX_SEED
+from trajschema.cli.output import make_console
+from trajschema.cli.pad import add_pad
+from trajschema.cli.plan import add_plan
 from trajschema.cli.schemas import add_diff, add_export, add_infer, add_list, add_show
 from trajschema.core import VERSION as __version__
 from trajschema.core import SchemaError, SchemaMatchError, SchemaNotFoundError
@@ -159,27 +163,6 @@ def _run_demo(args: argparse.Namespace, console: Console) -> int:
     return 0 if report.ok else 1
 
 
-def _console() -> Console:
-    from rich.console import Console
-
-    class _Console(Console):
-        def on_broken_pipe(self) -> None:
-            # Newer rich exits with status 1 here; report it as any other write to a closed pipe.
-            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
-
-    tty = sys.stdout.isatty()
-    # Off a terminal (a pipe, a file, a test) no colour or control codes, and no width
-    # limit: a table row stays one line however long, so it can be grepped.
-    return _Console(
-        markup=False,
-        highlight=False,
-        emoji=False,
-        force_terminal=tty,
-        color_system="auto" if tty else None,
-        width=None if tty else 4000,
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``) and return its exit status."""
     with warnings.catch_warnings():
@@ -212,7 +195,7 @@ def _run(argv: list[str] | None) -> int:
             status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
         else:
             command = args.command_parser.prog
-            status = int(args.run(args, _console()))
+            status = int(args.run(args, make_console()))
         sys.stdout.flush()  # a closed pipe shows here at the latest, not in the interpreter's exit
         return status
     except BrokenPipeError:  # `trajschema ... | head`: the reader left; say nothing more

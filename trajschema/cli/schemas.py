@@ -12,20 +12,9 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from trajschema.cli.data import FORMATTER, CommandError, load_samples, print_table, printable, table, write
-from trajschema.core import FixedDim, FreeDim, SchemaDefinitionError, SchemaNotFoundError
-from trajschema.export import dim_rows, extends, field_rows, jaxtyping_source, tag_rows
-from trajschema.load import (
-    infer_schema,
-    load_found,
-    load_schema,
-    missing_entry_note,
-    packaged_dir,
-    schema_for_config,
-    schema_search_path,
-    search_path_files,
-    shown_name,
-)
+from trajschema.cli.args import FORMATTER, CommandError, printable, write
+from trajschema.cli.output import emit_json, print_table, table
+from trajschema.cli.read import load_samples
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -94,6 +83,10 @@ def schema_listing() -> list[ListingRow]:
     be read is a row with its error, as a file that does not load is, and a file whose
     ``name:`` is not its file name (it cannot be loaded by the name it is listed under).
     """
+    from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
+    from trajschema.export import extends
+    from trajschema.load import load_found, missing_entry_note, packaged_dir, schema_search_path, search_path_files
+
     packaged = packaged_dir().resolve()
     dirs = schema_search_path()
     search = search_path_files(dirs, quiet=True)  # the missing entries are rows here, not warnings too
@@ -163,6 +156,8 @@ _CONFIG_HELP = "a model's config.json, or its model directory: pin the dims the 
 
 def _where_from(d: object) -> str:
     """Where a dim's size comes from, beside its definition: the key that pinned it, or the keys it is read from."""
+    from trajschema.core import FixedDim, FreeDim
+
     if isinstance(d, FixedDim) and d.source:
         return f" ({d.source})"
     if isinstance(d, FreeDim) and d.from_config:
@@ -171,6 +166,9 @@ def _where_from(d: object) -> str:
 
 
 def run_show(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.export import dim_rows, extends, field_rows, tag_rows
+    from trajschema.load import load_schema, schema_for_config
+
     schema = load_schema(args.name)
     if args.config is not None:
         schema = schema_for_config(args.config, schema=schema)
@@ -236,6 +234,9 @@ def add_export(sub: Any) -> None:
 
 
 def run_export(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.export import jaxtyping_source
+    from trajschema.load import load_schema
+
     schema = load_schema(args.name)
     if args.format == "yaml":
         write(schema.to_yaml())
@@ -276,6 +277,9 @@ def add_infer(sub: Any) -> None:
 
 
 def run_infer(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.core import SchemaDefinitionError
+    from trajschema.load import infer_schema, load_schema, shown_name
+
     data = load_samples(args.file, trust=args.trust)
     base = load_schema(args.base) if args.base is not None else None  # --base "" is no schema, not no base
     try:
@@ -331,6 +335,8 @@ def _change_record(c: Any) -> dict[str, Any]:
 
 
 def run_diff(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.load import load_schema
+
     old, new = load_schema(args.old), load_schema(args.new)
     changes = old.compatibility(new, mode=args.mode)
     breaking = [c for c in changes if c.breaking]
@@ -342,7 +348,7 @@ def run_diff(args: argparse.Namespace, console: Console) -> int:
             "compatible": not breaking,
             "changes": [_change_record(c) for c in changes],
         }
-        write(json.dumps(report, indent=2))
+        emit_json("diff", report)
         return 1 if breaking else 0
     for c in changes:
         console.print(str(c))  # one line, marked BREAKING or ok
