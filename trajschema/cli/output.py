@@ -15,7 +15,7 @@ from trajschema.cli.args import write
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["JSON_VERSION", "emit_json", "make_console", "print_table", "table"]
+__all__ = ["JSON_VERSION", "emit_json", "is_terminal", "make_console", "print_table", "table"]
 
 #: The version of every ``--json`` shape; bumped only when a key changes meaning or goes away.
 JSON_VERSION = 1
@@ -24,6 +24,11 @@ JSON_VERSION = 1
 def emit_json(command: str, report: dict[str, Any]) -> None:
     """Print ``report`` as one JSON object, after ``"version"`` and ``"command"`` keys."""
     write(json.dumps({"version": JSON_VERSION, "command": command, **report}, indent=2))
+
+
+def is_terminal() -> bool:
+    """Whether stdout is a terminal (tests replace this to render as a terminal would)."""
+    return sys.stdout.isatty()
 
 
 def make_console() -> Console:
@@ -35,7 +40,7 @@ def make_console() -> Console:
             # Newer rich exits with status 1 here; report it as any other write to a closed pipe.
             raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
-    tty = sys.stdout.isatty()
+    tty = is_terminal()
     # Off a terminal (a pipe, a file, a test) no colour or control codes, and no width
     # limit: a table row stays one line however long, so it can be grepped.
     return _Console(
