@@ -1,79 +1,33 @@
-"""SkyRL 0.3.0 for the oracle tests: its modules, a Python 3.11 import shim, and batch builders.
+"""SkyRL 0.3.0 for the oracle tests: its modules (through the Python 3.11 import shim of
+``tests/skyrl_shim.py``, which says why it is needed and what it touches) and batch builders.
 
 A missing SkyRL skips the test that needs it, naming why; ``.ci/run`` sets
 ``TRAJSCHEMA_REQUIRE_SKYRL=1``, and then a missing SkyRL fails the test instead.
-
-The 3.11 shim. SkyRL declares ``python >= 3.11``, but ``import skyrl.backends...`` fails
-on 3.11: ``skyrl/backends/__init__.py`` imports the Tinker API types
-(``skyrl/tinker/types.py``), whose pydantic model holds a ``typing.TypedDict``
-(``MultiModalKwargs``), and pydantic refuses ``typing.TypedDict`` below Python 3.12. So
-SkyRL's real users are on 3.12+; only a 3.11 CPU torch is at hand here. `import_skyrl`
-therefore, on Python < 3.12 only:
-
-1. imports everything ``skyrl/tinker/types.py`` imports (``pydantic``, ``skyrl.tinker``),
-   unpatched;
-2. sets ``typing.TypedDict`` to ``typing_extensions.TypedDict`` (the class pydantic asks
-   for) for the duration of importing that one module, ``skyrl.tinker.types``; no other
-   module is executed meanwhile (`shimmed_modules` records which ones were, and a test
-   pins it to exactly that one);
-3. restores ``typing.TypedDict`` (in a ``finally``), then imports the requested module
-   normally.
-
-Nothing else is touched: SkyRL's batch code (``TrainingInputBatch``, ``TensorList``),
-its padding (``convert_prompts_responses_to_batch_tensors``,
-``pad_training_input_batch``) and its advantage code run unmodified. On 3.12+ the shim
-does nothing.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
-import typing
-import warnings
 from collections.abc import Sequence
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 import torch
+from skyrl_shim import import_skyrl_module, shimmed_modules
+
+__all__ = ["import_skyrl", "routes", "shimmed_modules", "skyrl_batch", "tokens"]
 
 REQUIRED = os.environ.get("TRAJSCHEMA_REQUIRE_SKYRL") == "1"
-SHIMMED = "skyrl.tinker.types"
 PREPROCESS = "skyrl.train.dataset.preprocess"
 TRAINING_BATCH = "skyrl.backends.skyrl_train.training_batch"
-
-#: The modules first executed while ``typing.TypedDict`` was patched (filled by `import_skyrl`).
-shimmed_modules: list[str] = []
-
-
-def _shim_tinker_types() -> None:
-    if sys.version_info >= (3, 12) or SHIMMED in sys.modules:
-        return
-    import typing_extensions
-
-    importlib.import_module("pydantic")
-    importlib.import_module("skyrl.tinker")
-    before = set(sys.modules)
-    original = typing.TypedDict
-    typing.TypedDict = typing_extensions.TypedDict  # type: ignore[misc]
-    try:
-        importlib.import_module(SHIMMED)
-    finally:
-        typing.TypedDict = original  # type: ignore[misc]
-    shimmed_modules[:] = sorted(set(sys.modules) - before)
 
 
 def import_skyrl(name: str) -> ModuleType:
     """``importlib.import_module(name)`` of a SkyRL module (through the 3.11 shim), or skip
     (fail under ``TRAJSCHEMA_REQUIRE_SKYRL=1``) naming why."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if name.startswith("skyrl.backends"):
-                _shim_tinker_types()
-            return importlib.import_module(name)
+        return import_skyrl_module(name)
     except ImportError as exc:
         why = (
             f"SkyRL 0.3.0 is not importable ({exc}); "

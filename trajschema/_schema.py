@@ -687,6 +687,7 @@ class Schema:
         eos_token_id: int,
         pad_token_id: int | None = None,
         dims: Mapping[str, int] | None = None,
+        check: bool = True,
     ) -> DenseBatch:
         """``count`` padding rows in ``layout``, shaped like the dense batch ``like`` so they
         concatenate to it along the batch axis (same padded lengths, dtypes and keys).
@@ -694,6 +695,8 @@ class Schema:
         Each row is a padding sample of [`padding`][trajschema.Schema.padding] (EOS tokens,
         zero loss and response masks, spread routes, a fresh uid, tagged ``is_padding``),
         cut to fit ``like``'s padded lengths, with the layout's pad values around it.
+        ``like`` is checked first (at depth ``shapes``); ``check=False`` checks only its
+        first row, for a hot path whose batches were checked upstream.
 
         Raises:
             SchemaError: ``like`` breaks the schema or the layout.
@@ -709,6 +712,7 @@ class Schema:
             eos_token_id=eos_token_id,
             pad_token_id=pad_token_id,
             dims=dims,
+            check=check,
         )
 
     # -- exports: each lives in a module of its own, which never imports this one --------

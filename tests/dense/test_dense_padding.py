@@ -104,6 +104,29 @@ def test_a_broken_like_is_refused() -> None:
         dense_padding(s, 1, layout=SKY, like=batch, eos_token_id=2)
 
 
+def test_unchecked_padding_reads_only_the_first_row() -> None:
+    s = ts.load_schema("text")
+    samples = [verl_sample(s, 3, 2, seed=0), verl_sample(s, 2, 2, seed=1), verl_sample(s, 4, 1, seed=2)]
+    batch = to_dense(s, samples, layout=SKY)
+    checked = dense_padding(s, 2, layout=SKY, like=batch, eos_token_id=2)
+    unchecked = dense_padding(s, 2, layout=SKY, like=batch, eos_token_id=2, check=False)
+    assert checked.keys() == unchecked.keys()
+    for k, v in checked.items():
+        same = torch.equal(v, unchecked[k]) if isinstance(v, torch.Tensor) else k == "uid" or v == unchecked[k]
+        assert same, k
+    broken = batch.copy()
+    broken["sequences"] = batch["sequences"].clone()
+    broken["sequences"][1, 0] = 7  # a token in row 1's left padding (4 of 5 tokens): a `padded` violation
+    with pytest.raises(ts.SchemaError, match="padded"):
+        dense_padding(s, 1, layout=SKY, like=broken, eos_token_id=2)
+    assert len(dense_padding(s, 1, layout=SKY, like=broken, eos_token_id=2, check=False)["sequences"]) == 1
+    first_broken = batch.copy()
+    first_broken["attention_mask"] = batch["attention_mask"].clone()
+    first_broken["attention_mask"][0, 1] = 0  # not one run: row 0 is the row the padding is shaped on
+    with pytest.raises(ts.SchemaError, match="mask"):
+        dense_padding(s, 1, layout=SKY, like=first_broken, eos_token_id=2, check=False)
+
+
 def test_nothing_fits_is_refused_clearly() -> None:
     s = ts.load_schema("text")
     batch = to_dense(s, [verl_sample(s, 3, 2, seed=0)], layout=VERL)

@@ -205,3 +205,19 @@ def test_any_batch_skyrl_builds_pads_clean_with_its_real_rows_untouched(sizes, p
         if isinstance(col, torch.Tensor):
             assert torch.equal(out[key][:n], col)
     ts.load_schema("moe_routed").validate_batch(out, layout="skyrl")
+
+
+def test_check_false_pads_a_batch_the_same_and_skips_the_whole_batch_check():
+    checked = sk.pad_training_input_batch(build("moe_routed"), 2)
+    unchecked = sk.pad_training_input_batch(build("moe_routed"), 2, check=False)
+    for key, col in checked.items():
+        if isinstance(col, torch.Tensor):
+            assert torch.equal(col, unchecked[key]), key
+    bad = build("moe_routed")
+    bad["sequences"] = bad["sequences"].clone()
+    bad["sequences"][2, 0] = 7  # a token in row 2's left padding (its prompt is 1 of 5)
+    with pytest.raises(ts.SchemaError, match="padded"):
+        sk.pad_training_input_batch(bad, 2)
+    assert len(sk.pad_training_input_batch(bad, 2, check=False)) == 6
+    with pytest.raises(TypeError, match="check must be a bool"):
+        sk.install(check="no")

@@ -13,6 +13,7 @@ tested there); the worker's micro-batch loop is SkyRL's ``reduce_metrics`` over 
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 from types import SimpleNamespace
 from typing import Any
@@ -251,6 +252,20 @@ def iterator(skyrl, data: Any, padding: int) -> Any:
     it = skyrl.wu.TokenBasedBatchIterator(data, max_tokens_per_microbatch=20)
     it._num_padding_microbatches = padding  # what the DP all-reduce would give (no process group on CPU)
     return it
+
+
+def test_sft_trainers_tail_batch_pads_under_install_without_row_0(installed):
+    sft = import_skyrl("skyrl.train.sft_trainer")
+    examples = [
+        {"input_ids": tokens(n, 7), "attention_mask": [1] * n, "num_actions": 2, "loss_mask": [1, 1]} for n in (4, 6, 3)
+    ]
+    collator = functools.partial(sft.collate_sft_batch, tokenizer=SimpleNamespace(pad_token_id=0))
+    batch = sft.collate_sft_examples(
+        examples, lambda ex, batch_size: collator(ex), batch_size=4, pad_to_batch_size=True
+    )
+    assert len(batch) == 4 and batch.metadata["is_padding"] == [False, False, False, True]
+    assert not batch["loss_mask"][3].any() and batch["attention_mask"][3].tolist() == [0] * 5 + [1]
+    assert not torch.equal(batch["sequences"][3], batch["sequences"][0])
 
 
 def test_the_padding_micro_batch_is_a_schema_padding_row(installed):

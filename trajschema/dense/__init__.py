@@ -7,10 +7,11 @@ batch's real regions are checked with) and ``padding`` (padding samples). Layout
 read by ``load``. The public names are re-exported by `trajschema` and the `Schema` methods.
 """
 
-from trajschema.dense.bind import BoundLayout, Placed, bind_layout
+from trajschema.dense.bind import BoundLayout, Placed, bind_layout, per_row_metadata, sliced_layout
 from trajschema.dense.check import DenseCheck, check_dense
 from trajschema.dense.convert import from_dense, to_dense
 from trajschema.dense.padding import dense_padding
+from trajschema.dense.view import one_row, read_dense
 
 __all__ = [
     "BoundLayout",
@@ -20,5 +21,9 @@ __all__ = [
     "check_dense",
     "dense_padding",
     "from_dense",
+    "one_row",
+    "per_row_metadata",
+    "read_dense",
+    "sliced_layout",
     "to_dense",
 ]

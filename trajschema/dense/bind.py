@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from typing import NoReturn
 
 from trajschema.core import Axis, Block, Field, FieldEntry, Layout, LayoutDefinitionError, SchemaLike
+from trajschema.dense.view import METADATA
 
-__all__ = ["BoundLayout", "Placed", "bind_layout"]
+__all__ = ["BoundLayout", "Placed", "bind_layout", "per_row_metadata", "sliced_layout"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,3 +209,20 @@ def bind_layout(layout: Layout, schema: SchemaLike) -> BoundLayout:
         if t not in schema.tags:
             _fail(layout, schema, f"tags.{t}", f"the schema has no tag {t!r}")
     return BoundLayout(layout=layout, schema=schema, placed=placed, parts=parts, sizes=sizes)
+
+
+@functools.lru_cache(maxsize=16)
+def sliced_layout(layout: Layout) -> Layout:
+    """``layout`` with every block ``length: fixed``: for a slice of a batch (one row, a
+    mini- or micro-batch), whose widths are the whole batch's, not its own rows' maximum."""
+    axes = {
+        dim: dataclasses.replace(axis, blocks=tuple(dataclasses.replace(b, length="fixed") for b in axis.blocks))
+        for dim, axis in layout.axes.items()
+    }
+    return dataclasses.replace(layout, axes=axes)
+
+
+def per_row_metadata(bound: BoundLayout) -> frozenset[str]:
+    """The metadata names the layout reads one entry per row from (fields' and tags' ``metadata.<name>`` keys)."""
+    keys = [p.key or "" for p in bound.placed.values()] + list(bound.layout.tags.values())
+    return frozenset(k[len(METADATA) :] for k in keys if k.startswith(METADATA))

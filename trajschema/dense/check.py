@@ -369,6 +369,11 @@ def _layout_checks(
     return found, skip, geo, tags
 
 
+def _gathers(p: Placed, view: DenseView) -> bool:
+    """Whether the batch holds a key the gathered field ``p`` reads."""
+    return any(view.has(k) for k in p.entry.gather)
+
+
 def check_dense(
     schema: Any,  # a Schema: the dense room sits above the front door and never imports it
     batch: Any,
@@ -404,8 +409,12 @@ def check_dense(
     if geo is None:
         return DenseCheck(found, {}, {})
     layout_ok = not found
-    td = dense_to_jagged(bound, view, geo, skip=skip, values=extract or depth == "values")
-    optional = frozenset(skip | {n for n, p in bound.placed.items() if p.held == "absent"})
+    values = extract or depth == "values"
+    # A gathered mapping's kind is all a shapes check reads, and gathering builds a dict per
+    # row: a present one is left out (a whole batch of images costs ~0.1 ms a row), an absent one stays missing.
+    gathered = set() if values else {n for n, p in bound.placed.items() if p.held == "gather" and _gathers(p, view)}
+    td = dense_to_jagged(bound, view, geo, skip=skip | gathered, values=values)
+    optional = frozenset(skip | gathered | {n for n, p in bound.placed.items() if p.held == "absent"})
     engine, bindings = check_batch(relaxed_plan(schema, optional), td, tags=tags, dims=dims, depth=depth)
     casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []
     told = {(v.sample, v.field) for v in casts}  # the engine saw the cast's value, not the batch's

@@ -29,14 +29,13 @@ from trajschema.core import (
 )
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout
 from trajschema.dense.check import check_dense, relaxed_plan
+from trajschema.dense.view import METADATA
 from trajschema.padding import PaddingMemoryError, PaddingSizes, format_bytes
 
 if TYPE_CHECKING:
     from trajschema.core import Layout
 
 __all__ = ["from_dense", "lay_out", "to_dense"]
-
-_METADATA = "metadata."
 
 
 def to_dense(
@@ -229,8 +228,8 @@ def refuse_memory(bound: BoundLayout, columns: Mapping[str, int], what: str, *, 
 
 
 def _put(out: DenseBatch, key: str, value: Any) -> None:
-    if key.startswith(_METADATA):
-        out.metadata[key[len(_METADATA) :]] = value
+    if key.startswith(METADATA):
+        out.metadata[key[len(METADATA) :]] = value
     else:
         out[key] = value
 

@@ -15,11 +15,11 @@ import torch
 
 from trajschema.check import batch_of
 from trajschema.core import MAX, DenseBatch, SchemaError, check_int
-from trajschema.dense.bind import BoundLayout, bind_layout
+from trajschema.dense.bind import BoundLayout, bind_layout, per_row_metadata, sliced_layout
 from trajschema.dense.check import check_dense, relaxed_plan
 from trajschema.dense.convert import lay_out, refuse_memory
 from trajschema.dense.geometry import axis_widths
-from trajschema.dense.view import METADATA, read_dense
+from trajschema.dense.view import METADATA, one_row, read_dense
 from trajschema.padding import make_padding
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ def dense_padding(
     eos_token_id: int,
     pad_token_id: int | None = None,
     dims: Mapping[str, int] | None = None,
+    check: bool = True,
 ) -> DenseBatch:
     """``count`` padding rows in ``layout``, ready to concatenate to the dense batch ``like``.
 
@@ -63,6 +64,10 @@ def dense_padding(
         pad_token_id: the pad id of ``pad: pad_token`` regions (default: the layout's pinned one).
         dims: padding sizes, as for [`padding`][trajschema.Schema.padding]; a per-sample
             dim the layout pads must fit ``like``'s padded lengths.
+        check: check all of ``like`` first (default). ``False`` reads only its first row
+            (checked; the padding is shaped on it) and its padded widths: for a hot path
+            whose batches were checked upstream. A batch that breaks the layout elsewhere
+            then gets padding rows as if it did not.
 
     Raises:
         SchemaError: ``like`` breaks the schema or the layout.
@@ -73,13 +78,11 @@ def dense_padding(
     """
     count = check_int("count", count)
     bound = bind_layout(layout, schema)
-    found = check_dense(schema, like, layout, depth="shapes", extract=True)
-    if found.violations:
-        raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
-    assert found.jagged is not None
-    rows = batch_of(found.jagged).rows()
-    if not rows:
-        raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
+    if check:
+        found = check_dense(schema, like, layout, depth="shapes")
+        if found.violations:
+            raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
+    first = _first_row(bound, like)
     blocks = _block_widths(bound, like)
     sizes = fitting_sizes(bound, blocks, dict(dims or {}))
     # the plan without the fields the layout drops: padding emits them only if like has them
@@ -88,11 +91,11 @@ def dense_padding(
     # (one shared uid) but for `pad: index` fields, and count rows of per-sample dicts would
     # take ~50x the memory of the dense rows (refused below before any is allocated)
     pad = make_padding(
-        plan, min(count, 1), eos_token_id=eos_token_id, like=rows[0], dims={**(dims or {}), **sizes}, include=None
+        plan, min(count, 1), eos_token_id=eos_token_id, like=first, dims={**(dims or {}), **sizes}, include=None
     )
     if count == 0:
         return _no_rows(like)
-    samples = [_smallest_gather(bound, s, rows[0]) for s in pad.samples]
+    samples = [_smallest_gather(bound, s, first) for s in pad.samples]
     one = lay_out(
         bound, batch_of(samples), pad_token_id=pad_token_id, lengths=blocks, tags={"is_padding": [True]}, exact=True
     )
@@ -109,6 +112,22 @@ def dense_padding(
             _put_index(out, key, count)
     out.metadata["is_padding"] = [True] * count
     return out
+
+
+def _first_row(bound: BoundLayout, like: Any) -> dict[str, Any]:
+    """``like``'s first row as a sample of schema field names, its values read (``like`` checked clean).
+
+    Only that row is extracted (in the layout with every block ``fixed``: one row keeps the
+    batch's widths), so the cost does not grow with the batch or its other rows' images.
+    """
+    view, _ = read_dense(like)
+    if view.n == 0:
+        raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
+    one = one_row(view, 0, per_row_metadata(bound))
+    found = check_dense(bound.schema, one, sliced_layout(bound.layout), depth="shapes", extract=True)
+    if found.violations or found.jagged is None:  # only with check=False: a checked batch's row is clean
+        raise SchemaError(found.violations, schema_name=bound.schema.name, bindings=found.bindings)
+    return batch_of(found.jagged).rows()[0]
 
 
 def _repeated_bytes(one: DenseBatch, count: int) -> dict[str, int]:

@@ -9,15 +9,15 @@ array, a ``TensorList``, a tensordict ``NonTensorStack``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import torch
 
 from trajschema.check import column_rows, is_tensordict
-from trajschema.core import Violation, describe_value
+from trajschema.core import DenseBatch, Violation, describe_value
 
-__all__ = ["METADATA", "DenseView", "read_dense"]
+__all__ = ["METADATA", "DenseView", "one_row", "read_dense"]
 
 #: The prefix of a layout key read from the batch's metadata (``metadata.uids``).
 METADATA = "metadata."
@@ -54,6 +54,25 @@ class DenseView:
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {k: v for k, v in self.columns.items() if isinstance(v, torch.Tensor)}
+
+
+def one_row(view: DenseView, row: int, per_row_metadata: Collection[str]) -> DenseBatch:
+    """Row ``row`` of ``view`` as a one-row batch: tensors sliced as views, per-sample lists
+    cut to their entry, the metadata names in ``per_row_metadata`` cut the same way and the
+    rest kept whole. Nothing is copied."""
+    columns: dict[str, Any] = {}
+    for key, col in view.columns.items():
+        if isinstance(col, torch.Tensor) and col.dim():
+            columns[key] = col[row : row + 1]
+        elif rows_of(col) == view.n:
+            columns[key] = [per_sample(col, view.n)[row]]
+        else:
+            columns[key] = col
+    meta = {
+        k: ([per_sample(v, view.n)[row]] if k in per_row_metadata and rows_of(v) == view.n else v)
+        for k, v in view.metadata.items()
+    }
+    return DenseBatch(columns, metadata=meta)
 
 
 def per_sample(value: Any, n: int) -> list[Any]:

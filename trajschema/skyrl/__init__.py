@@ -10,7 +10,14 @@ See ``docs/skyrl.md`` for what changes, and what cannot be checked on CPU.
 
 from __future__ import annotations
 
-from trajschema.skyrl.pad import choose_batch_schema, pad_training_input_batch, real_rows, sliced_layout
+from trajschema.skyrl.pad import (
+    choose_batch_schema,
+    is_sft_batch,
+    pad_training_input_batch,
+    real_rows,
+    sft_padding_rows,
+    sliced_layout,
+)
 from trajschema.skyrl.patch import SKYRL_SIGNATURES, SUPPORTED_SKYRL_VERSIONS, install, installed, uninstall
 
 __all__ = [
@@ -19,8 +26,10 @@ __all__ = [
     "choose_batch_schema",
     "install",
     "installed",
+    "is_sft_batch",
     "pad_training_input_batch",
     "real_rows",
+    "sft_padding_rows",
     "sliced_layout",
     "uninstall",
 ]

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import dataclasses
-import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
+from trajschema import dense
 from trajschema._schema import Schema
 from trajschema.core import DenseBatch, Layout, SchemaError, check_int
 from trajschema.load import load_layout, load_schema, schema_names
@@ -20,12 +19,14 @@ __all__ = [
     "PER_ROW_METADATA",
     "choose_batch_schema",
     "first_real",
+    "is_sft_batch",
     "pad_training_input_batch",
     "padded_metadata",
     "padding_rows",
     "real_rows",
     "rows_of",
     "settings",
+    "sft_padding_rows",
     "sliced_layout",
     "token_ids",
 ]
@@ -33,7 +34,7 @@ __all__ = [
 #: The metadata keys SkyRL keeps one entry per row of (the rest describe the whole batch).
 PER_ROW_METADATA = ("uids", "is_last_step", "is_padding")
 
-#: What ``install()`` was given (``schema``, ``eos_token_id``, ``pad_token_id``): process-wide.
+#: What ``install()`` was given (``schema``, ``eos_token_id``, ``pad_token_id``, ``check``): process-wide.
 settings: dict[str, Any] = {}
 #: The ids of the tokenizer of the trainer whose ``convert_to_training_input`` is running.
 token_ids: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("trajschema_skyrl_ids", default=None)
@@ -47,6 +48,7 @@ def pad_training_input_batch(
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
     layout: Layout | str = "skyrl",
+    check: bool | None = None,
 ) -> Any:
     """Append ``pad_size`` padding rows to a SkyRL ``TrainingInputBatch``: SkyRL 0.3.0's drop-in.
 
@@ -64,7 +66,8 @@ def pad_training_input_batch(
     entry per row, and a fresh uid per row, each its own group. Columns no schema field
     gives (``advantages``, ``returns``, ``action_log_probs``, ``values``, ...) get zeros.
     The batch is checked first (schema and layout, at depth ``shapes``); nothing is built
-    when it fails.
+    when it fails. SkyRL's SFT batch (`is_sft_batch`: no ``response_mask``, rewards or
+    uids), which no rollout schema describes, gets `sft_padding_rows` instead.
 
     Examples:
         >>> import trajschema.skyrl
@@ -84,6 +87,10 @@ def pad_training_input_batch(
         pad_token_id: the pad id of the left padding; by default the trainer's tokenizer
             (under ``install()``), else the batch's own (a masked-out token), else the EOS id.
         layout: the layout to check and pad in (default ``skyrl``).
+        check: check the whole batch first (default: ``install(check=)``, else ``True``).
+            ``False`` checks only the row the padding is shaped on: checking reads every
+            mask and padded region of the batch, which costs more than SkyRL's own padding
+            of a few rows (see ``benchmarks/README.md``, part 8).
 
     Raises:
         TypeError: ``unpadded_batch`` is not a batch with ``.metadata``, or an id is not an int.
@@ -107,6 +114,7 @@ def pad_training_input_batch(
         schema=schema,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
+        check=settings.get("check", True) if check is None else check,
     )
     if pad_size == 0:
         return _no_padding(unpadded_batch, metadata, real)
@@ -189,16 +197,7 @@ def _no_padding(batch: Any, metadata: dict[str, Any], real: list[bool]) -> Any:
 def sliced_layout(layout: Layout | str = "skyrl") -> Layout:
     """``layout`` with every block ``length: fixed``: for a slice of a batch (a SkyRL
     mini- or micro-batch), whose widths are the whole batch's, not its own rows' maximum."""
-    return _fixed(load_layout(layout) if isinstance(layout, str) else layout)
-
-
-@functools.lru_cache(maxsize=8)
-def _fixed(layout: Layout) -> Layout:
-    axes = {
-        dim: dataclasses.replace(axis, blocks=tuple(dataclasses.replace(b, length="fixed") for b in axis.blocks))
-        for dim, axis in layout.axes.items()
-    }
-    return dataclasses.replace(layout, axes=axes)
+    return dense.sliced_layout(load_layout(layout) if isinstance(layout, str) else layout)
 
 
 def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "skyrl") -> Schema:
@@ -220,12 +219,13 @@ def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "sky
     closest: tuple[int, Schema, list[Any]] | None = None
     for name in schema_names():
         schema = load_schema(name)
-        found = schema.batch_violations(one, layout=layout, depth="shapes")
-        if found:
+        checked = dense.check_dense(schema, one, layout, depth="shapes", extract=True)
+        found = checked.violations
+        if found or checked.jagged is None:
             if closest is None or len(found) < closest[0]:
                 closest = (len(found), schema, found)
             continue
-        held = len(set(schema.from_dense(one, layout=layout)[0]) & set(schema.fields))
+        held = len(set(checked.jagged.keys()) & set(schema.fields))
         score = (-held, len(schema.fields), name)
         if best is None or score < best:
             best, chosen = score, schema
@@ -238,9 +238,8 @@ def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "sky
 
 def _row_batch(batch: Any, row: int) -> Any:
     """Row ``row`` of ``batch`` as a one-row dense batch (a plain dict with ``metadata``)."""
-    cols = {k: v[row : row + 1] for k, v in batch.items() if v is not None}
-    meta = {k: v[row : row + 1] if k in PER_ROW_METADATA and v is not None else v for k, v in _meta(batch).items()}
-    return DenseBatch(cols, metadata=meta)
+    view, _ = dense.read_dense(_row_free(batch))
+    return dense.one_row(view, row, PER_ROW_METADATA)
 
 
 def _meta(batch: Any) -> dict[str, Any]:
@@ -261,10 +260,23 @@ def _ids(batch: Any, first: int, eos: int | None, pad: int | None) -> tuple[int,
             raise ValueError("no EOS id: pass eos_token_id= (the batch has no token to read it from)")
         eos = int(seqs[first, -1])
     if pad is None:
-        mask = batch.get("attention_mask")
-        padded = seqs[mask == 0] if isinstance(mask, torch.Tensor) and mask.shape == seqs.shape else seqs[:0, 0]
-        pad = int(padded[0]) if padded.numel() and not padded.is_meta else eos
+        pad = _masked_token(seqs, batch.get("attention_mask"), first)
+        pad = eos if pad is None else pad
     return check_int("eos_token_id", eos, minimum=0), check_int("pad_token_id", pad, minimum=0)
+
+
+def _masked_token(seqs: torch.Tensor, mask: Any, first: int) -> int | None:
+    """A token under ``mask == 0`` (the pad id): in row ``first`` if it has one, else the first row that does."""
+    if not isinstance(mask, torch.Tensor) or mask.shape != seqs.shape or seqs.is_meta or mask.is_meta:
+        return None
+    row = first
+    if not bool((mask[first] == 0).any()):
+        rows = torch.nonzero((mask == 0).any(1)).flatten()
+        if not rows.numel():
+            return None
+        row = int(rows[0])
+    col = int(torch.nonzero(mask[row] == 0).flatten()[0])
+    return int(seqs[row, col])
 
 
 # -- building the rows -------------------------------------------------------------------
@@ -279,20 +291,28 @@ def padding_rows(
     schema: Schema | None = None,
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
+    check: bool = True,
 ) -> dict[str, Any]:
     """``count`` padding rows for ``batch`` (whose first real row is ``first``): every key
-    of it, ``None`` kept, ready to join. Schema and ids as `pad_training_input_batch` says.
+    of it, ``None`` kept, ready to join. Schema, ids and ``check`` as `pad_training_input_batch` says.
 
     Raises:
         SchemaError: ``batch`` breaks the schema or the layout.
     """
+    if is_sft_batch(batch):
+        return sft_padding_rows(batch, count, first, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
     chosen = schema if schema is not None else settings.get("schema")
     chosen = chosen if chosen is not None else choose_batch_schema(batch, first, layout=layout)
     if not isinstance(chosen, Schema):
         raise TypeError(f"schema must be a trajschema.Schema, found {type(chosen).__name__}")
     eos, pad = _ids(batch, first, eos_token_id, pad_token_id)
     like = _row_free(batch)
-    rows = chosen.dense_padding(count, layout=layout, like=like, eos_token_id=eos, pad_token_id=pad)
+    rows = chosen.dense_padding(count, layout=layout, like=like, eos_token_id=eos, pad_token_id=pad, check=check)
+    return _every_key(batch, rows, count)
+
+
+def _every_key(batch: Any, rows: Mapping[str, Any], count: int) -> dict[str, Any]:
+    """``rows`` for every key of ``batch`` in its dtypes: zeros (empty list entries) where ``rows`` has none."""
     out: dict[str, Any] = {}
     for key, col in batch.items():
         if col is None:
@@ -306,6 +326,50 @@ def padding_rows(
         else:
             out[key] = [col[0].new_zeros((0, *col[0].shape[1:])) for _ in range(count)]
     return out
+
+
+def is_sft_batch(batch: Mapping[str, Any]) -> bool:
+    """Whether ``batch`` is SkyRL's SFT batch (``collate_sft_batch``: ``sequences``,
+    ``attention_mask``, ``loss_mask``, perhaps images; no ``response_mask``, rewards or uids),
+    which no rollout schema describes."""
+    return batch.get("response_mask") is None and batch.get("loss_mask") is not None and "uids" not in _meta(batch)
+
+
+def sft_padding_rows(
+    batch: Any, count: int, first: int, *, eos_token_id: int | None = None, pad_token_id: int | None = None
+) -> dict[str, Any]:
+    """``count`` padding rows for SkyRL's SFT batch: each one EOS token at the right end (the
+    only 1 of its ``attention_mask``, so no attention row is all masked), pad ids before it,
+    a zero ``loss_mask``, zeros in any other tensor column and no images (an empty
+    ``pixel_values`` / ``image_grid_thw`` entry), where SkyRL clones row 0, images included.
+
+    Raises:
+        TypeError, ValueError: ``sequences``, ``attention_mask`` or ``loss_mask`` is not a
+            ``(B, T)`` tensor, the masks are not 0/1 or shaped wrong.
+    """
+    seqs, mask, loss = batch.get("sequences"), batch.get("attention_mask"), batch.get("loss_mask")
+    for key, col in (("sequences", seqs), ("attention_mask", mask), ("loss_mask", loss)):
+        if not isinstance(col, torch.Tensor) or col.dim() != 2 or col.is_meta:
+            found = "missing" if col is None else f"{type(col).__name__} {tuple(getattr(col, 'shape', ()))}"
+            raise TypeError(f"SFT batch[{key!r}] must be a (B, T) tensor with values, found {found}")
+    assert isinstance(seqs, torch.Tensor) and isinstance(mask, torch.Tensor) and isinstance(loss, torch.Tensor)
+    if mask.shape != seqs.shape or loss.shape[1] > seqs.shape[1] or seqs.shape[1] == 0:
+        raise ValueError(
+            f"SFT batch: attention_mask {tuple(mask.shape)} must match sequences {tuple(seqs.shape)} "
+            f"(at least one column), and loss_mask {tuple(loss.shape)} be no wider"
+        )
+    for key, col in (("attention_mask", mask), ("loss_mask", loss)):
+        if bool(((col != 0) & (col != 1)).any()):
+            raise ValueError(f"SFT batch[{key!r}] must hold only 0 and 1")
+    eos, pad = _ids(batch, first, eos_token_id, pad_token_id)
+    rows = {
+        "sequences": seqs.new_full((count, seqs.shape[1]), pad),
+        "attention_mask": mask.new_zeros((count, mask.shape[1])),
+        "loss_mask": loss.new_zeros((count, loss.shape[1])),
+    }
+    rows["sequences"][:, -1] = eos
+    rows["attention_mask"][:, -1] = 1
+    return _every_key(batch, rows, count)
 
 
 def _row_free(batch: Any) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 
 from trajschema._schema import Schema
 from trajschema.core import check_int
+from trajschema.runtime.patches import Patches
 from trajschema.skyrl.pad import (
     PER_ROW_METADATA,
     first_real,
@@ -68,8 +68,7 @@ BINDINGS: dict[str, bool] = {
 #: What SkyRL's advantage step writes per token; padding rows get exact zeros.
 _ADVANTAGE_OUTPUTS = ("advantages", "returns")
 
-_lock = threading.Lock()
-_originals: list[tuple[Any, str, Any]] | None = None
+_patches = Patches()
 
 
 def parameters(fn: Any) -> str:
@@ -127,7 +126,13 @@ def _targets() -> list[tuple[str, Any, str]]:
     return found
 
 
-def install(*, schema: Schema | None = None, eos_token_id: int | None = None, pad_token_id: int | None = None) -> None:
+def install(
+    *,
+    schema: Schema | None = None,
+    eos_token_id: int | None = None,
+    pad_token_id: int | None = None,
+    check: bool = True,
+) -> None:
     """Switch SkyRL 0.3.0 to trajschema: padding rows, advantages on the real rows, metrics.
 
     Call it in the driver before the trainer runs, and in each Ray worker process for the
@@ -162,6 +167,9 @@ def install(*, schema: Schema | None = None, eos_token_id: int | None = None, pa
             else read from the batch).
         pad_token_id: the pad id of their left padding (default: the trainer's tokenizer,
             else read from the batch).
+        check: check every batch before padding it (default). ``False`` checks only the
+            row the padding is shaped on, for runs whose batches are checked elsewhere:
+            see [`pad_training_input_batch`][trajschema.skyrl.pad_training_input_batch].
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -170,27 +178,24 @@ def install(*, schema: Schema | None = None, eos_token_id: int | None = None, pa
             signature, or a module's binding was replaced by something else; nothing is
             patched then.
     """
-    global _originals
-    given = _checked_settings(schema, eos_token_id, pad_token_id)
+    given = _checked_settings(schema, eos_token_id, pad_token_id, check)
     _skyrl_version()
-    with _lock:
-        if _originals is not None:  # re-installing: start from SkyRL's own functions
-            _restore(_originals)
-            _originals = None
+    with _patches.lock:
+        _patches.restore()  # re-installing: start from SkyRL's own functions
         targets = _targets()
         originals = [(owner, name, vars(owner)[name]) for _, owner, name in targets]
         replaced = [_replacement(label, obj) for (label, _, _), (_, _, obj) in zip(targets, originals, strict=True)]
-        for (owner, name, _), new in zip(originals, replaced, strict=True):
-            setattr(owner, name, new)
+        _patches.replace(originals, replaced)
         settings.clear()
         settings.update(given)
-        _originals = originals
 
 
-def _checked_settings(schema: Any, eos: Any, pad: Any) -> dict[str, Any]:
+def _checked_settings(schema: Any, eos: Any, pad: Any, check: Any) -> dict[str, Any]:
     if schema is not None and not isinstance(schema, Schema):
         raise TypeError(f"schema must be a trajschema.Schema or None, found {type(schema).__name__}")
-    out: dict[str, Any] = {"schema": schema}
+    if not isinstance(check, bool):
+        raise TypeError(f"check must be a bool, found {type(check).__name__}")
+    out: dict[str, Any] = {"schema": schema, "check": check}
     for name, value in (("eos_token_id", eos), ("pad_token_id", pad)):
         out[name] = None if value is None else check_int(name, value, minimum=0)
     return out
@@ -216,24 +221,14 @@ def uninstall() -> bool:
 
     ``False`` if none was.
     """
-    global _originals
-    with _lock:
-        if _originals is None:
-            return False
-        _restore(_originals)
-        _originals = None
+    with _patches.lock:
         settings.clear()
-        return True
+        return _patches.restore()
 
 
 def installed() -> bool:
     """Whether [`install`][trajschema.skyrl.install] is in effect."""
-    return _originals is not None
-
-
-def _restore(originals: list[tuple[Any, str, Any]]) -> None:
-    for owner, name, obj in originals:
-        setattr(owner, name, obj)
+    return _patches.active
 
 
 # -- the replacements -------------------------------------------------------------------

@@ -12,7 +12,6 @@ import contextvars
 import importlib
 import inspect
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from trajschema.check import column_shapes
 from trajschema.contract import is_padding
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
 from trajschema.padding import padding_needed
+from trajschema.runtime.patches import Patches
 from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
 from trajschema.verl.config import (
     VerlConfigError,
@@ -62,8 +62,7 @@ _SEQ_MEAN_MODES = ("seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-to
 _PADDING_MIN_LEN = 128  # verl's SYNTHETIC_PADDING_SEQ_LEN
 _TIMEOUT_S = 60.0
 
-_lock = threading.Lock()
-_originals: list[tuple[Any, str, Any]] | None = None
+_patches = Patches()
 #: The trainer whose ``_balance_batch`` is running, for the padding length of its layout.
 _trainer: contextvars.ContextVar[Any] = contextvars.ContextVar("trajschema_verl_trainer", default=None)
 
@@ -147,14 +146,11 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
         RuntimeError: this verl is not a supported version, or a function to replace
             has another signature; nothing is patched then.
     """
-    global _originals
     tb = _trainer_module()
     fixed = _checked_dims(dims)
-    with _lock:
+    with _patches.lock:
         _model_configs.clear()  # a re-install reads the model's config again
-        if _originals is not None:  # re-installing: start from verl's own functions
-            _restore(_originals)
-            _originals = None
+        _patches.restore()  # re-installing: start from verl's own functions
         _check_signatures(tb)
         originals = [(owner, name, vars(owner)[name]) for owner, name in _targets(tb)]
         by_name = {name: obj for _, name, obj in originals}
@@ -165,9 +161,7 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
             "_compute_advantage": _compute_advantage_for(by_name["_compute_advantage"], tb),
             "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb),
         }
-        for owner, name, _ in originals:
-            setattr(owner, name, replacements[name])
-        _originals = originals
+        _patches.replace(originals, [replacements[name] for _, name, _ in originals])
 
 
 def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
@@ -186,23 +180,12 @@ def uninstall() -> bool:
 
     ``False`` if none was.
     """
-    global _originals
-    with _lock:
-        if _originals is None:
-            return False
-        _restore(_originals)
-        _originals = None
-        return True
+    return _patches.restore()
 
 
 def installed() -> bool:
     """Whether [`install`][trajschema.verl.install] is in effect."""
-    return _originals is not None
-
-
-def _restore(originals: list[tuple[Any, str, Any]]) -> None:
-    for owner, name, obj in originals:
-        setattr(owner, name, obj)
+    return _patches.active
 
 
 # -- the replacements -------------------------------------------------------------------

@@ -1,0 +1,68 @@
+"""Importing SkyRL 0.3.0 on Python 3.11, for the oracle tests and the benchmarks (no pytest here).
+
+The 3.11 shim. SkyRL declares ``python >= 3.11``, but ``import skyrl.backends...`` fails
+on 3.11: ``skyrl/backends/__init__.py`` imports the Tinker API types
+(``skyrl/tinker/types.py``), whose pydantic model holds a ``typing.TypedDict``
+(``MultiModalKwargs``), and pydantic refuses ``typing.TypedDict`` below Python 3.12. So
+SkyRL's real users are on 3.12+; only a 3.11 CPU torch is at hand here. `import_skyrl`
+therefore, on Python < 3.12 only:
+
+1. imports everything ``skyrl/tinker/types.py`` imports (``pydantic``, ``skyrl.tinker``),
+   unpatched;
+2. sets ``typing.TypedDict`` to ``typing_extensions.TypedDict`` (the class pydantic asks
+   for) for the duration of importing that one module, ``skyrl.tinker.types``; no other
+   module is executed meanwhile (`shimmed_modules` records which ones were, and a test
+   pins it to exactly that one);
+3. restores ``typing.TypedDict`` (in a ``finally``), then imports the requested module
+   normally.
+
+Nothing else is touched: SkyRL's batch code (``TrainingInputBatch``, ``TensorList``),
+its padding (``convert_prompts_responses_to_batch_tensors``,
+``pad_training_input_batch``) and its advantage code run unmodified. On 3.12+ the shim
+does nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import typing
+import warnings
+from types import ModuleType
+
+__all__ = ["SHIMMED", "import_skyrl_module", "shimmed_modules"]
+
+SHIMMED = "skyrl.tinker.types"
+
+#: The modules first executed while ``typing.TypedDict`` was patched (filled by `import_skyrl_module`).
+shimmed_modules: list[str] = []
+
+
+def _shim_tinker_types() -> None:
+    if sys.version_info >= (3, 12) or SHIMMED in sys.modules:
+        return
+    import typing_extensions
+
+    importlib.import_module("pydantic")
+    importlib.import_module("skyrl.tinker")
+    before = set(sys.modules)
+    original = typing.TypedDict
+    typing.TypedDict = typing_extensions.TypedDict  # type: ignore[misc]
+    try:
+        importlib.import_module(SHIMMED)
+    finally:
+        typing.TypedDict = original  # type: ignore[misc]
+    shimmed_modules[:] = sorted(set(sys.modules) - before)
+
+
+def import_skyrl_module(name: str) -> ModuleType:
+    """``importlib.import_module(name)`` of a SkyRL module, through the 3.11 shim.
+
+    Raises:
+        ImportError: SkyRL is not installed (or not importable).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if name == "skyrl" or name.startswith("skyrl."):  # any of them may import skyrl.backends
+            _shim_tinker_types()
+        return importlib.import_module(name)
