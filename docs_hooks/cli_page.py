@@ -162,7 +162,8 @@ def cli_page(doc: CommandDoc) -> str:
         "# CLI reference",
         "",
         f"Installing the package installs the {code(doc.path[0])} command. This page is generated "
-        "from its argument parser when the site is built; `--help` on any command prints the same.",
+        "from its argument parser when the site is built; `--help` on any command prints the same. "
+        "What the commands print is on [CLI by example](cli-by-example.md).",
         "",
     ]
     lines += _section(doc, 2)[2:]  # the top-level command needs no heading of its own

@@ -1,5 +1,6 @@
-"""The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, api.md,
-and a check of every rendered page for Markdown left unrendered.
+"""The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, the API
+pages' completeness, a check of every rendered page for Markdown left unrendered, and the
+HTML fixes of `docs_hooks.built_html` (scrolling tables, console blocks copied without prompts).
 
 mkdocs loads this file by path, with only its own directory on ``sys.path``; the
 repository root is added so that ``docs_hooks`` imports as a package (an editable
@@ -22,15 +23,28 @@ from mkdocs.exceptions import PluginError  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 from mkdocs.structure.pages import Page  # noqa: E402
 
-from docs_hooks import api_page, cli_page, dense_picture, padding_picture, rendered, schema_pages  # noqa: E402
+from docs_hooks import (  # noqa: E402
+    api_page,
+    built_html,
+    cli_examples,
+    cli_page,
+    dense_picture,
+    padding_picture,
+    rendered,
+    schema_pages,
+    setup_blocks,
+)
 
 log = logging.getLogger("mkdocs.plugins.trajschema")
 
 SCHEMA_INDEX = f"{schema_pages.PAGE_DIR}/index.md"
 CLI_PAGE = "cli.md"
+CLI_EXAMPLES_PAGE = "cli-by-example.md"
+#: The changelog page is the repository's CHANGELOG.md, so it has one home.
+CHANGELOG_PAGE = "changelog.md"
+CHANGELOG = Path(_ROOT) / "CHANGELOG.md"
 PADDING_PAGE = "padding.md"
 DENSE_PAGE = "dense.md"
-API_PAGE = "api.md"
 
 
 def _expand_schema_section(nav: list[Any], schemas: list[schema_pages.PackagedSchema]) -> bool:
@@ -65,14 +79,22 @@ def _cli_markdown() -> str | None:
     return cli_page.cli_page(cli_page.command_docs(build_parser()))
 
 
+def _cli_examples_markdown() -> str:
+    try:
+        return cli_examples.examples_page()
+    except cli_examples.ExampleError as e:
+        raise PluginError(str(e)) from None
+
+
 def _generated_pages() -> dict[str, str]:
     schemas = schema_pages.packaged_schemas()
     known = {s.name for s in schemas}
-    pages = {SCHEMA_INDEX: schema_pages.index_page(schemas)}
+    pages = {SCHEMA_INDEX: schema_pages.index_page(schemas), CHANGELOG_PAGE: CHANGELOG.read_text(encoding="utf-8")}
     pages.update({s.page: schema_pages.schema_page(s, known) for s in schemas})
     cli = _cli_markdown()
     if cli is not None:
         pages[CLI_PAGE] = cli
+        pages[CLI_EXAMPLES_PAGE] = _cli_examples_markdown()
     return pages
 
 
@@ -81,17 +103,25 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         if files.get_file_from_path(uri) is not None:
             raise PluginError(f"docs/{uri} exists, but that page is generated at build time: delete the file")
         files.append(File.generated(config, uri, content=content))
+    api = {f.src_uri: f.content_string for f in files if f.src_uri.startswith(f"{api_page.API_DIR}/")}
+    if problems := api_page.api_problems(api_page.all_api_markdown(api)):
+        raise PluginError(f"docs/{api_page.API_DIR}/: " + "; ".join(problems))
     return files
 
 
 def on_serve(server: Any, config: MkDocsConfig, builder: Any) -> Any:
     # `mkdocs serve` rebuilds when a packaged schema file changes, as for a page.
     server.watch(str(schema_pages.packaged_dir()))
+    server.watch(str(CHANGELOG))
     return server
 
 
 def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     uri = page.file.src_uri
+    try:
+        markdown = setup_blocks.strip_setup_blocks(markdown, f"docs/{uri}")
+    except setup_blocks.SetupBlockError as e:
+        raise PluginError(str(e)) from None
     if uri == PADDING_PAGE:
         if markdown.count(padding_picture.MARKER) != 1:
             raise PluginError(f"docs/{PADDING_PAGE} must hold the marker {padding_picture.MARKER} exactly once")
@@ -103,8 +133,6 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
                 f"docs/{DENSE_PAGE} must hold one dense-picture marker per layout of {list(dense_picture.DRAWN)}"
             )
         return dense_picture.replace_markers(markdown)
-    if uri == API_PAGE and (problems := api_page.api_problems(markdown)):
-        raise PluginError(f"docs/{API_PAGE}: " + "; ".join(problems))
     return markdown
 
 
@@ -115,4 +143,4 @@ def on_page_content(html: str, page: Page, config: MkDocsConfig, files: Files) -
             f"{page.file.src_uri}: Markdown left unrendered (is its extension enabled in mkdocs.yml?); "
             "in the page's HTML: " + "; ".join(problems[:5])
         )
-    return html
+    return built_html.copy_commands(built_html.wrap_tables(html))

@@ -8,6 +8,10 @@ passes. `raw_markdown` finds what such a page shows:
 
 - `???` or `!!!` (a details or admonition opener) in the text outside code;
 - a code fence (three backticks) in the text outside code;
+- inline Markdown in the text outside code: a backtick (a code span that did not close),
+  ``**`` (emphasis), ``](`` (a link), ``][`` (a cross-reference mkdocs-autorefs did not
+  resolve), ``{:`` (an attribute list), ``:::`` (an mkdocstrings block that was not
+  expanded);
 - a code block (`<pre>`) whose first line is a fence: an indented fenced block that was
   read as indented code.
 
@@ -23,7 +27,8 @@ from html.parser import HTMLParser
 #: Elements whose text is code or not text at all.
 _CODE = frozenset({"code", "pre", "kbd", "samp"})
 _SKIP = frozenset({"script", "style", "template", "textarea"})
-_PROSE_MARKUP = re.compile(r"\?\?\?|!!!|```")
+# ``**`` counts next to a letter only: ``2**24`` is arithmetic, ``**word`` is emphasis left unrendered.
+_PROSE_MARKUP = re.compile(r"\?\?\?|!!!|`+|\*\*(?=[^\W\d])|(?<=[^\W\d])\*\*|\]\(|\]\[|\{:|:::")
 _FENCE_LINE = re.compile(r"\s*(```|~~~)")
 
 
@@ -62,6 +67,10 @@ def raw_markdown(page: str) -> list[str]:
     ['line 1: \\'??? note "x"\\' in the text', "line 1: a code block starting with a fence: '```yaml'"]
     >>> raw_markdown("<p>Use <code>```python</code> blocks.</p><details><summary>x</summary></details>")
     []
+    >>> raw_markdown("<p>[<code>Schema</code>][ts.Schema]</p>")
+    ["line 1: '][ts.Schema]' in the text"]
+    >>> len(raw_markdown("<p>**bold**</p>")), raw_markdown("<p>2**24 and x ** 2</p>")
+    (2, [])
     """
     reader = _Reader()
     reader.feed(page)

@@ -6,7 +6,7 @@ mkdocstrings reads docstrings as Markdown, so a Sphinx role such as
 mkdocstrings understands:
 
 - a cross-reference, ``[`load_schema`][trajschema.load_schema]``, when the target is an
-  object the API page documents (a `::: name` block of `docs/api.md` for a public name,
+  object the API page documents (a `::: name` block of the `docs/api/` pages for a public name,
   or a member of such a class that has a docstring of its own);
 - a plain code span, `` `load_schema` ``, for any other target (an internal module, a
   private helper, the standard library), so the strict build never meets a link to an
@@ -64,8 +64,6 @@ from docs_hooks import api_page
 #: The Python roles rewritten, written with or without the `py:` domain (`:py:func:`).
 ROLES = ("func", "meth", "class", "attr", "data", "exc", "mod", "obj", "const")
 
-#: The hand-written API page whose `:::` blocks are the documented objects.
-API_MD = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
 #: The only package whose modules are imported to resolve a name.
 IMPORTABLE = "trajschema"
@@ -115,7 +113,7 @@ def documented_objects(api_markdown: str | None = None) -> dict[str, object]:
     in its own body (not inherited) whose name has no leading underscore and which have a
     docstring: mkdocstrings renders those and no others.
     """
-    text = API_MD.read_text(encoding="utf-8") if api_markdown is None else api_markdown
+    text = api_page.all_api_markdown() if api_markdown is None else api_markdown
     public = set(api_page.public_names())
     found: dict[str, object] = {}
     for path in api_page.documented_names(text):

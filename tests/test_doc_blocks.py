@@ -18,6 +18,11 @@ A failing block is reported with its page, the line its code starts on, and the
 exception; tracebacks point at the page's own lines. Pages generated at build time
 are not in ``docs/`` and are not collected.
 
+A block right after a ``<!-- setup: ... -->`` line runs like any other, but the site does
+not show it (``docs_hooks/setup_blocks.py``): stand-ins a reader does not need. A block
+right after a ``<!-- not run: WHY -->`` line is shown but not run (e.g. code that needs a
+Python version the tests do not run on).
+
 Run as a script (``python tests/test_doc_blocks.py PAGE...``) it executes the given
 pages and prints one JSON result per page: that is the subprocess.
 """
@@ -60,6 +65,7 @@ RESULT_PREFIX = "doc-block-result: "
 #: What ``trajschema.verl.install()`` patches; imported first so that verl's import-time warnings stay quiet.
 TRAINER_BASE = "verl.trainer.ppo.v1.trainer_base"
 
+_NOT_RUN = re.compile(r"^[ \t]*<!-- not run: \S[^\n]*-->[ \t]*$")
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\s`]*)[^`]*$")
 
 
@@ -95,7 +101,7 @@ def blocks(page: Path) -> list[Block]:
             end += 1
         if end == len(lines):
             raise AssertionError(f"{rel}:{i + 1}: a ``` fence is never closed")
-        if info in ("python", "py"):
+        if info in ("python", "py") and not (i > 0 and _NOT_RUN.match(lines[i - 1])):
             body = [ln[len(indent) :] if ln.startswith(indent) else ln for ln in lines[i + 1 : end]]
             found.append(Block(rel, i + 2, textwrap.dedent("\n".join(body))))
         i = end + 1
@@ -203,6 +209,19 @@ def test_fences_parse(tmp_path: Path) -> None:
         blocks(page)
 
 
+def test_marked_blocks(tmp_path: Path) -> None:
+    """A setup block runs (the site hides it); a block marked 'not run' is skipped, only with a reason."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- setup: stand-ins -->\n```python\nx = 1\n```\n\n<!-- not run: needs Python 3.12 -->\n"
+        "```python\nraise SystemError\n```\n\n<!-- not run: -->\n```python\ny = x + 1\n```\n",
+        encoding="utf-8",
+    )
+    assert [b.code for b in blocks(page)] == ["x = 1", "y = x + 1"]
+    verl = blocks(ROOT / "docs" / "verl.md")
+    assert any("MemoryTransferQueue()" in b.code for b in verl)  # the page's hidden stand-ins still run
+
+
 def test_failure_names_page_line_and_exception() -> None:
     failing = [Block("docs/x.md", 10, "a = 1"), Block("docs/x.md", 20, "b = 2\nc = undefined_name")]
     why = run_page(failing)
@@ -303,7 +322,7 @@ def _tq_run(request: pytest.FixtureRequest) -> Any:
 def tq_results(_tq_run: _TransferQueueRun | None) -> dict[str, str | None]:
     """page -> None, or why it failed, for every TransferQueue page that can run here."""
     if not _has_tq():
-        pytest.skip("these pages need Ray and TransferQueue: pip install 'trajschema[tq]'")
+        pytest.skip("these pages need Ray and TransferQueue: the tq extra, pip install -e '.[tq]' in the checkout")
     assert _tq_run is not None
     return _tq_run.results()
 

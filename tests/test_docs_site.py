@@ -14,10 +14,12 @@ import doctest
 import html
 import importlib
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +28,17 @@ import pytest
 import yaml
 
 import trajschema as ts
-from docs_hooks import api_page, cli_page, padding_picture, rendered, schema_pages, sphinx_roles
+from docs_hooks import (
+    api_page,
+    built_html,
+    cli_examples,
+    cli_page,
+    padding_picture,
+    rendered,
+    schema_pages,
+    setup_blocks,
+    sphinx_roles,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = ROOT / "schemas"
@@ -312,17 +324,32 @@ def test_cli_page_lists_every_subcommand_and_option() -> None:
 # -- the API reference ---------------------------------------------------------------------------
 
 
-def test_api_page_documents_every_public_name() -> None:
-    text = (ROOT / "docs" / "api.md").read_text()
-    assert api_page.api_problems(text) == []
-    documented = api_page.documented_names(text)
+def test_api_pages_document_every_public_name_once() -> None:
+    pages = api_page.api_pages()
+    assert api_page.api_problems(api_page.all_api_markdown(pages)) == []
+    where: dict[str, list[str]] = {}
+    for page, text in pages.items():
+        for name in api_page.documented_names(text):
+            where.setdefault(name, []).append(page)
     for module in api_page.PUBLIC_MODULES:
         for name in importlib.import_module(module).__all__:
-            assert f"{module}.{name}" in documented
+            assert len(where.get(f"{module}.{name}", [])) == 1, (name, where.get(f"{module}.{name}"))
+
+
+def test_api_reference_is_split_by_room() -> None:
+    pages = api_page.api_pages()
+    rooms = {"schemas", "validation", "padding", "dense", "transferqueue", "verl", "skyrl", "testing"}
+    assert {f"{api_page.API_DIR}/{r}.md" for r in rooms} | {f"{api_page.API_DIR}/index.md"} == set(pages)
+    assert {Path(p).stem for p, text in pages.items() if api_page.documented_names(text)} == rooms
+    # Each module's names stay on its own page.
+    for module in ("verl", "skyrl", "testing"):
+        names = api_page.documented_names(pages[f"{api_page.API_DIR}/{module}.md"])
+        assert names and all(n.startswith(f"trajschema.{module}.") for n in names)
+    assert "::: trajschema.load_schema" in pages[f"{api_page.API_DIR}/schemas.md"]
 
 
 def test_api_check_can_fail() -> None:
-    text = (ROOT / "docs" / "api.md").read_text()
+    text = api_page.all_api_markdown()
     missing = text.replace("::: trajschema.load_schema\n", "")
     assert api_page.api_problems(missing) == [
         "trajschema.load_schema is public but has no '::: trajschema.load_schema' block"
@@ -332,11 +359,16 @@ def test_api_check_can_fail() -> None:
         "::: trajschema.not_a_name",
         "::: trajschema.export.table.field_rows",
     ]
-    assert "appears 2 times" in api_page.api_problems(text + "\n::: trajschema.Schema\n")[0]
+    # The same name on two pages is a repeat too.
+    pages = api_page.api_pages()
+    pages["api/verl.md"] += "\n::: trajschema.Schema\n"
+    assert "appears 2 times" in api_page.api_problems(api_page.all_api_markdown(pages))[0]
 
 
 @pytest.mark.parametrize(
-    "module", [api_page, cli_page, padding_picture, rendered, schema_pages, sphinx_roles], ids=lambda m: m.__name__
+    "module",
+    [api_page, built_html, cli_examples, cli_page, padding_picture, rendered, schema_pages, setup_blocks, sphinx_roles],
+    ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module: Any) -> None:
     result = doctest.testmod(module)
@@ -377,6 +409,13 @@ def test_nav_gets_a_section_of_schema_pages() -> None:
         pytest.param('<script>x = "???"</script><style>/* ``` */</style>', 0, id="script-and-style"),
         pytest.param("<details><summary>Resolved</summary><pre><code>name: x</code></pre></details>", 0, id="rendered"),
         pytest.param("<p>Why?? Not three.</p><!-- ??? -->", 0, id="two-marks-and-a-comment"),
+        pytest.param("<p>**bold** text</p>", 2, id="emphasis"),
+        pytest.param("<p>see [the page](x.md)</p>", 1, id="link"),
+        pytest.param("<p>[<code>Schema</code>][trajschema.Schema]</p>", 1, id="failed-autoref"),
+        pytest.param("<p>text\n{: .note }</p>", 1, id="attr-list"),
+        pytest.param("<p>::: trajschema.Schema</p>", 1, id="mkdocstrings-block"),
+        pytest.param("<p>a `code span that never closed</p>", 1, id="backtick"),
+        pytest.param("<p>2**24 elements, x ** 2, [a] [b] (c)</p>", 0, id="arithmetic-and-brackets"),
     ],
 )
 def test_raw_markdown_finds(page: str, finds: int) -> None:
@@ -455,6 +494,13 @@ def _build(root: Path, site: Path, **env: str) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 
+def _api_html(site: Path) -> str:
+    """The built API pages, one after the other."""
+    pages = sorted((site / api_page.API_DIR).rglob("index.html"))
+    assert len(pages) == len(api_page.api_pages()), pages
+    return "\n".join(p.read_text() for p in pages)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
@@ -489,9 +535,9 @@ def test_site_builds_strict(site: Path, example: padding_picture.Example) -> Non
     assert padding_picture.MARKER not in padding
     assert padding.count('class="ts-sample ts-sample-padding"') == len(example.padding)
     assert padding.count('class="ts-sample ts-sample-real"') == len(example.samples) - len(example.padding)
-    api = (site / "api" / "index.html").read_text()
+    api = _api_html(site)
     missing = [n for n in api_page.public_names() if f'id="{n}"' not in api]
-    assert not missing, f"api.md renders no entry for {missing}"
+    assert not missing, f"the API pages render no entry for {missing}"
     if importlib.util.find_spec("trajschema.cli.app") is not None:
         from trajschema.cli.app import build_parser
 
@@ -506,6 +552,8 @@ def test_no_built_page_shows_unrendered_markdown(site: Path) -> None:
     built = sorted(site.rglob("*.html"))
     # Every page is walked: each hand-written page, each schema page, the 404 page.
     expected = {f"{p.stem}/index.html" for p in (ROOT / "docs").glob("*.md") if p.stem != "index"}
+    expected |= {f"{uri[:-3].removesuffix('index')}/index.html".replace("//", "/") for uri in api_page.api_pages()}
+    expected |= {"cli-by-example/index.html", "changelog/index.html"}
     expected |= {"index.html", "404.html", "schemas/index.html", *(f"schemas/{n}/index.html" for n in PACKAGED_NAMES)}
     assert expected <= {p.relative_to(site).as_posix() for p in built}
     problems = {p.relative_to(site).as_posix(): rendered.raw_markdown(p.read_text()) for p in built}
@@ -515,15 +563,224 @@ def test_no_built_page_shows_unrendered_markdown(site: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
 def test_the_rewriter_links_exactly_the_anchors_of_the_api_page(site: Path) -> None:
-    anchors = set(re.findall(r'id="(trajschema\.[^"]+)"', (site / "api" / "index.html").read_text()))
+    anchors = set(re.findall(r'id="(trajschema\.[^"]+)"', _api_html(site)))
     assert set(sphinx_roles.documented_objects()) == anchors
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
 def test_api_page_shows_no_sphinx_role(site: Path) -> None:
-    text = _text((site / "api" / "index.html").read_text())
+    text = _text(_api_html(site))
     found = [text[max(0, m.start() - 30) : m.end() + 30].replace("\n", " ") for m in SPHINX_ROLE.finditer(text)]
     assert not found, f"{len(found)} Sphinx roles on the API page, e.g. {found[:3]}"
     # mkdocstrings cross-references all resolved: none is left on the page as literal text.
-    assert "][trajschema." not in (site / "api" / "index.html").read_text()
+    assert "][trajschema." not in _api_html(site)
+
+
+# -- built HTML: scrolling tables, console blocks copied without prompts --------------------------
+
+
+class _Tables(HTMLParser):
+    """For each ``<table>``, whether an element around it is Material's scrolling wrapper."""
+
+    VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, bool]] = []
+        self.tables: list[bool] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = (dict(attrs).get("class") or "").split()
+        if tag == "table":
+            self.tables.append(any(scrolls for _, scrolls in self.stack))
+        if tag not in self.VOID:
+            self.stack.append((tag, built_html.SCROLLWRAP in classes))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                return
+
+
+def _tables(page: str) -> list[bool]:
+    parser = _Tables()
+    parser.feed(page)
+    return parser.tables
+
+
+_PRE = re.compile(r"<pre([^>]*)>.*?<code[^>]*>(.*?)</code>", re.S)
+
+
+def _console_blocks(page: str) -> list[tuple[str | None, str]]:
+    """Each code block with prompts: (its data-copy attribute or None, its text)."""
+    found = []
+    for attrs, code in _PRE.findall(page):
+        if 'class="gp"' in code:
+            copy = re.search(r'data-copy="([^"]*)"', attrs)
+            found.append((html.unescape(copy[1]) if copy else None, _text(code)))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("page", "tables"),
+    [
+        pytest.param("<table><tr><td><table></table></td></tr></table>", [True, True], id="nested"),
+        pytest.param("<p>a</p><TABLE class='x'></TABLE><table></table>", [True, True], id="two-and-upper-case"),
+        pytest.param("<div><table></table>", [True], id="unclosed-div"),
+    ],
+)
+def test_wrap_tables(page: str, tables: list[bool]) -> None:
+    assert _tables(page) == [False] * len(tables)  # the check can fail
+    wrapped = built_html.wrap_tables(page)
+    assert _tables(wrapped) == tables and built_html.wrap_tables(wrapped) == wrapped
+    assert _text(wrapped) == _text(page)
+
+
+def test_copy_commands_keeps_commands_only() -> None:
+    anchor = '<a id="__codelineno-0-{}" name="x" href="#x"></a>'
+    code = "\n".join(
+        [
+            anchor.format(1) + '<span class="gp">$ </span>pip<span class="w"> </span>install -e &quot;.[tq]&quot;',
+            anchor.format(2) + '<span class="go">$ not a prompt: output</span>',
+            anchor.format(3) + '<span class="gp">$ </span>trajschema check a.pt \\',
+            anchor.format(4) + "  --schema text",
+            anchor.format(5) + '<span class="go">valid</span>',
+        ]
+    )
+    page = f'<div class="highlight"><pre><span></span><code>{code}</code></pre></div><pre><code>plain</code></pre>'
+    out = built_html.copy_commands(page)
+    assert _console_blocks(out) == [('pip install -e ".[tq]"\ntrajschema check a.pt \\\n  --schema text', _text(code))]
+    assert out.endswith("<pre><code>plain</code></pre>") and built_html.copy_commands(out) == out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_every_built_table_scrolls(site: Path) -> None:
+    found = {p.relative_to(site).as_posix(): _tables(p.read_text()) for p in sorted(site.rglob("*.html"))}
+    assert sum(map(len, found.values())) > 50  # the schema pages alone hold more
+    assert {page: t for page, t in found.items() if not all(t)} == {}
+    verl = (site / "verl" / "index.html").read_text()
+    replaced = verl.split("replaced in <code>trainer_base</code>", 1)[0].rsplit("<table", 1)[0]
+    assert replaced.rstrip().endswith('<div class="md-typeset__table">')
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_console_blocks_copy_without_prompts(site: Path) -> None:
+    blocks = [(p, b) for p in sorted(site.rglob("*.html")) for b in _console_blocks(p.read_text())]
+    assert len(blocks) > 20
+    for page, (copy, text) in blocks:
+        assert copy is not None, (page, text[:80])
+        commands = [ln[2:] for ln in text.splitlines() if ln.startswith("$ ")]
+        if commands and not any(c.endswith("\\") for c in commands):
+            assert copy.splitlines() == commands, page
+        assert not any(ln.startswith(("$ ", ">>> ")) for ln in copy.splitlines()), (page, copy)
+
+
+# -- CLI by example ---------------------------------------------------------------------------------
+
+
+def test_cli_example_runs_as_an_80_column_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "mine.yaml").write_text("name: mine\nextends: [text]\n")
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path / "mine"))
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    from trajschema.cli import output
+
+    env, cwd, is_terminal = dict(os.environ), Path.cwd(), output.is_terminal
+    r = cli_examples.run(cli_examples.Example("t", "", ("list",)), tmp_path)
+    assert (dict(os.environ), Path.cwd(), output.is_terminal) == (env, cwd, is_terminal)
+    assert r.status == 0 and "vlm_mrope_moe" in r.output and "mine" not in r.output  # the build's path is not shown
+    assert max(map(len, r.output.splitlines())) <= cli_examples.COLUMNS and "\x1b" not in r.output
+
+
+def test_cli_example_with_another_exit_status_fails_the_build(tmp_path: Path) -> None:
+    wrong = cli_examples.Example("t", "", ("check", "missing.pt", "--schema", "text"))
+    with pytest.raises(
+        cli_examples.ExampleError, match=r"`trajschema check missing.pt --schema text` exited with status 2"
+    ):
+        cli_examples.run(wrong, tmp_path)
+    with pytest.raises(cli_examples.ExampleError, match="did not print one JSON object"):
+        cli_examples._machine_section([cli_examples.Run(wrong, 0, "hello", "hello")])
+
+
+def test_json_examples_follow_the_parser() -> None:
+    parser = argparse.ArgumentParser(prog="trajschema")
+    sub = parser.add_subparsers()
+    sub.add_parser("check").add_argument("--json", action="store_true")
+    sub.add_parser("list")
+    assert cli_examples.json_commands(parser) == ["check"]
+    (example,) = cli_examples.json_examples(parser)
+    assert example.argv == ("check", "broken.pt", "--schema", "text", "--json") and example.status == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_cli_by_example_page_shows_each_command_and_its_output(site: Path) -> None:
+    from trajschema.cli.app import build_parser
+
+    page = (site / "cli-by-example" / "index.html").read_text()
+    blocks = {text.splitlines()[0][2:]: text.splitlines()[1:] for _, text in _console_blocks(page)}
+    examples = [*cli_examples.EXAMPLES, *cli_examples.json_examples(build_parser())]
+    assert {e.command for e in examples} == set(blocks)
+    for e in examples:
+        shown = "\n".join(blocks[e.command])
+        assert shown.strip(), e.command
+        assert "Traceback" not in shown and "trajschema-cli-examples" not in shown, e.command
+        if e.status == 0:
+            assert not re.search(r"\b(error|invalid):", shown), (e.command, shown[:300])
+        if e.argv[0] == "check" and "--json" not in e.argv:
+            verdict = "valid:" if e.status == 0 else "invalid:"
+            assert any(line.startswith(verdict) for line in shown.splitlines()), (e.command, shown[-300:])
+    json_commands = cli_examples.json_commands(build_parser())
+    assert {"check", "plan", "diff"} <= set(json_commands)
+    for name in json_commands:
+        (command,) = [c for c in blocks if c.startswith(f"trajschema {name} ") and c.endswith(" --json")]
+        report = json.loads("\n".join(ln for ln in blocks[command] if not ln.startswith("trajschema ")))
+        assert report["version"] == 1 and report["command"] == name
+    assert 'id="machine-output"' in page
+
+
+# -- setup blocks, changelog, licence ------------------------------------------------------------------
+
+
+def test_setup_marker_without_its_block_is_refused() -> None:
+    with pytest.raises(setup_blocks.SetupBlockError, match=r"docs/x\.md: a '<!-- setup"):
+        setup_blocks.strip_setup_blocks("<!-- setup: x -->\n\n```python\nx = 1\n```\n", "docs/x.md")
+    text = "<!-- setup: x -->\n````python\nx = 1\n```\ny = 2\n````\nafter\n"
+    assert setup_blocks.strip_setup_blocks(text) == "after\n"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_setup_blocks_and_test_wording_are_not_shown(site: Path) -> None:
+    marked = [p for p in (ROOT / "docs").rglob("*.md") if "<!-- setup:" in p.read_text()]
+    assert ROOT / "docs" / "verl.md" in marked
+    for source in marked:
+        built = (site / source.relative_to(ROOT / "docs").with_suffix("") / "index.html").read_text()
+        for hidden in setup_blocks.MARKER.finditer(source.read_text()):
+            longest = max(hidden[0].splitlines()[2:-1], key=len).strip()
+            assert longest and longest not in _text(built), (source, longest)
+        assert "setup:" not in built, source
+    text = _text((site / "verl" / "index.html").read_text())
+    assert "Stand-ins" not in text and "A test runs" not in text and "MemoryTransferQueue()" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_changelog_page_is_the_changelog(site: Path) -> None:
+    page = _text((site / "changelog" / "index.html").read_text())
+    headings = re.findall(r"^#{2,3} (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert "0.1.0 (unreleased)" in headings and len(headings) > 5
+    assert all(_text(h).replace("`", "") in page for h in headings)
+
+
+def test_licence_and_metadata_agree() -> None:
+    licence = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence and len(licence.splitlines()) == 202
+    project = (ROOT / "pyproject.toml").read_text().split("[project]", 1)[1].split("\n[", 1)[0]
+    assert re.search(r'^license = "Apache-2.0"$', project, re.M)

@@ -17,6 +17,8 @@ PUBLIC_CLASSES = [n for n in trajschema.__all__ if isinstance(getattr(trajschema
 
 # `import trajschema` must not pull these in (they are optional extras or dev tools).
 HEAVY = ("ray", "transfer_queue", "hypothesis", "rich")
+# What the rooms import, and the bare `import trajschema` does not.
+ROOM_DEPENDENCIES = ("torch", "tensordict", "numpy", "pydantic", "yaml", "jaxtyping", "beartype")
 
 
 def test_all_is_sorted_and_unique() -> None:
@@ -86,6 +88,17 @@ def test_the_padding_errors_are_caught_from_the_front_door() -> None:
         assert type(exc).__module__ == "trajschema"
 
 
+def test_the_lazy_front_lists_and_refuses_names_as_a_module_does() -> None:
+    assert set(trajschema.__all__) <= set(dir(trajschema))
+    namespace: dict = {}
+    exec("from trajschema import *", namespace)
+    assert sorted(k for k in namespace if not k.startswith("__")) == trajschema.__all__
+    with pytest.raises(AttributeError, match=r"^module 'trajschema' has no attribute 'load_schemas'$"):
+        trajschema.load_schemas  # noqa: B018  # the attribute read is the point
+    with pytest.raises(ImportError, match="cannot import name 'Schemas' from 'trajschema'"):
+        exec("from trajschema import Schemas", {})
+
+
 def test_version() -> None:
     assert isinstance(trajschema.__version__, str)
     assert trajschema.__version__.count(".") >= 1
@@ -130,9 +143,20 @@ IMPORT_CLAIMS = [
         "import trajschema_pytest",
         absent=("torch", "trajschema", "tensordict", "ray", "transfer_queue"),
     ),
-    # Optional extras and dev tools stay out of `import trajschema`; torch and yaml are its own
-    # imports, and seeing them is what shows the check would see Ray or rich.
-    ImportClaim("trajschema", "import trajschema", absent=HEAVY, loaded=("torch", "yaml")),
+    # The front is lazy: importing it imports no room (the command line's --help and --version
+    # answer without torch) ...
+    ImportClaim("trajschema", "import trajschema", absent=(*HEAVY, *ROOM_DEPENDENCIES)),
+    # ... a layout name resolves before anything imported trajschema.load (which registers the
+    # loader): as_layout imports it. Seeing torch and yaml loaded here is what shows the check
+    # would see Ray or rich ...
+    ImportClaim(
+        "as_layout by name",
+        "from trajschema.core import as_layout\nassert as_layout('skyrl').name == 'skyrl'",
+        absent=HEAVY,
+        loaded=("trajschema.load", "torch", "yaml"),
+    ),
+    # ... and reading a name imports what it needs, still without the extras.
+    ImportClaim("trajschema.load_schema", "import trajschema as ts\nts.load_schema('text')", absent=HEAVY),
     # A model config read from a mapping or a file never imports transformers (only a
     # PretrainedConfig the caller passes, already imported, is read, through its to_dict()).
     ImportClaim(

@@ -53,6 +53,7 @@ def test_every_schema_is_inside_the_wheel(wheel: Path) -> None:
     assert packaged == {f"trajschema/schemas/{p.name}" for p in SCHEMA_FILES}
     assert "trajschema/__init__.py" in names
     assert "trajschema/py.typed" in names  # type checkers read the package's annotations
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)  # the Apache-2.0 text ships
     # The schemas live inside the package, not as a stray top-level directory.
     assert not any(n.startswith("schemas/") for n in names)
 

@@ -10,63 +10,73 @@ samples for growing a batch to the multiple a PPO/GRPO step needs.
     >>> pad = schema.padding(7, eos_token_id=2, dims={"layers": 48, "topk": 8, "experts": 128})
     >>> schema.validate_batch(pad.fields, tags=pad.tags)
 
-Importing this package imports torch, tensordict and pydantic, but never Ray,
-TransferQueue, hypothesis or rich.
+Importing this package imports none of its rooms: each public name is imported when it
+is first read, so ``trajschema --version`` answers without torch. Reading a name that
+needs them (``ts.load_schema``, ``ts.Schema``) imports torch, tensordict and pydantic;
+no name imports Ray, TransferQueue, hypothesis or rich until it runs.
 """
 
-from trajschema._schema import Field, PadRule, Schema, Tag
-from trajschema.contract import (
-    PaddingOnlyBatchWarning,
-    check_padding_contract,
-    exclude_padding,
-    is_padding,
-    padding_contract_violations,
-    real_count,
-    real_mask,
-    select_real,
-)
-from trajschema.core import (
-    VERSION,
-    Batch,
-    DenseBatch,
-    Depth,
-    DerivedDim,
-    Expr,
-    FixedDim,
-    FreeDim,
-    Layout,
-    LayoutDefinitionError,
-    SchemaDefinitionError,
-    SchemaError,
-    SchemaMatchError,
-    SchemaNotFoundError,
-    Violation,
-    ViolationCode,
-)
-from trajschema.evolution import Change
-from trajschema.load import (
-    ModelConfigError,
-    infer_schema,
-    layout_names,
-    load_layout,
-    load_schema,
-    schema_for_architecture,
-    schema_for_config,
-    schema_for_sample,
-    schema_from_dict,
-    schema_names,
-    schema_search_path,
-)
-from trajschema.padding import (
-    PaddingBatch,
-    PaddingMemoryError,
-    PaddingSizeError,
-    new_padding_uid,
-    padding_needed,
-    required_multiple,
-)
-from trajschema.runtime import check_mode, checked, checks, set_check_mode
-from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajschema.core import VERSION
+from trajschema.core import lazy_front as _lazy_front
+
+if TYPE_CHECKING:
+    from trajschema._schema import Field, PadRule, Schema, Tag
+    from trajschema.contract import (
+        PaddingOnlyBatchWarning,
+        check_padding_contract,
+        exclude_padding,
+        is_padding,
+        padding_contract_violations,
+        real_count,
+        real_mask,
+        select_real,
+    )
+    from trajschema.core import (
+        Batch,
+        DenseBatch,
+        Depth,
+        DerivedDim,
+        Expr,
+        FixedDim,
+        FreeDim,
+        Layout,
+        LayoutDefinitionError,
+        SchemaDefinitionError,
+        SchemaError,
+        SchemaMatchError,
+        SchemaNotFoundError,
+        SchemaProblem,
+        Violation,
+        ViolationCode,
+    )
+    from trajschema.evolution import Change
+    from trajschema.load import (
+        ModelConfigError,
+        infer_schema,
+        layout_names,
+        load_layout,
+        load_schema,
+        schema_for_architecture,
+        schema_for_config,
+        schema_for_sample,
+        schema_from_dict,
+        schema_names,
+        schema_search_path,
+    )
+    from trajschema.padding import (
+        PaddingBatch,
+        PaddingMemoryError,
+        PaddingSizeError,
+        new_padding_uid,
+        padding_needed,
+        required_multiple,
+    )
+    from trajschema.runtime import check_mode, checked, checks, set_check_mode
+    from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
 
 __version__ = VERSION
 
@@ -93,6 +103,7 @@ __all__ = [
     "SchemaError",
     "SchemaMatchError",
     "SchemaNotFoundError",
+    "SchemaProblem",
     "Tag",
     "TransferQueueStartError",
     "TransferQueueWriter",
@@ -125,9 +136,62 @@ __all__ = [
     "start_local_transfer_queue",
 ]
 
-# Public classes report themselves under the package, not the private module.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = __name__
-del _name, _obj
+#: Where each public name lives: it is imported from there when first read (see `trajschema.core.lazy`),
+#: and a public class then reports itself under the package, not the private module.
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema._schema": ("Field", "PadRule", "Schema", "Tag"),
+    "trajschema.contract": (
+        "PaddingOnlyBatchWarning",
+        "check_padding_contract",
+        "exclude_padding",
+        "is_padding",
+        "padding_contract_violations",
+        "real_count",
+        "real_mask",
+        "select_real",
+    ),
+    "trajschema.core": (
+        "Batch",
+        "DenseBatch",
+        "Depth",
+        "DerivedDim",
+        "Expr",
+        "FixedDim",
+        "FreeDim",
+        "Layout",
+        "LayoutDefinitionError",
+        "SchemaDefinitionError",
+        "SchemaError",
+        "SchemaMatchError",
+        "SchemaNotFoundError",
+        "SchemaProblem",
+        "Violation",
+        "ViolationCode",
+    ),
+    "trajschema.evolution": ("Change",),
+    "trajschema.load": (
+        "ModelConfigError",
+        "infer_schema",
+        "layout_names",
+        "load_layout",
+        "load_schema",
+        "schema_for_architecture",
+        "schema_for_config",
+        "schema_for_sample",
+        "schema_from_dict",
+        "schema_names",
+        "schema_search_path",
+    ),
+    "trajschema.padding": (
+        "PaddingBatch",
+        "PaddingMemoryError",
+        "PaddingSizeError",
+        "new_padding_uid",
+        "padding_needed",
+        "required_multiple",
+    ),
+    "trajschema.runtime": ("check_mode", "checked", "checks", "set_check_mode"),
+    "trajschema.tq": ("TransferQueueStartError", "TransferQueueWriter", "start_local_transfer_queue"),
+}
+
+__getattr__, __dir__ = _lazy_front(__name__, _ROOMS, public_module=__name__)

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import types
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from trajschema.cli.app import build_parser, main
 from trajschema.testing import tq_batch, verl_sample
 
 SCHEMAS = ts.schema_names()
-COMMANDS = ["list", "show", "check", "plan", "pad", "infer", "export", "diff", "demo"]
+COMMANDS = ["list", "show", "check", "plan", "pad", "infer", "export", "diff", "demo", "completion"]
 # free dims the packaged schemas give no padding size
 FREE_DIMS = {"layers": 3, "topk": 2, "experts": 8, "teacher_topk": 2}
 
@@ -111,7 +110,7 @@ def test_top_level_help_and_version(capsys):
 def test_list_shows_every_packaged_schema_with_its_architectures(capsys):
     code, out, err = run(capsys, "list")
     assert code == 0 and err == ""
-    rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip()}
+    rows = {line.split("\t")[0]: line for line in out.splitlines()[1:] if line.strip()}  # piped: a header, then rows
     assert set(rows) == set(SCHEMAS)
     for name in SCHEMAS:
         schema = ts.load_schema(name)
@@ -130,9 +129,9 @@ def test_list_reports_a_broken_schema_file_as_a_row_and_goes_on(capsys, tmp_path
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
     code, out, err = run(capsys, "list")
     assert code == 1 and err == ""
-    rows = {line.split()[0]: line for line in out.splitlines()[2:] if line.strip() and not line[0].isdigit()}
+    rows = {line.split("\t")[0]: line for line in out.splitlines()[1:] if line.strip() and not line[0].isdigit()}
     assert "error: " in rows["broken"] and "unknown key 'feilds'; did you mean 'fields'?" in rows["broken"]
-    assert rows["mine"].split()[1] == "text" and "MineForCausalLM" in rows["mine"]
+    assert rows["mine"].split("\t")[1] == "text" and "MineForCausalLM" in rows["mine"]
     assert str(tmp_path) in rows["mine"] and str(tmp_path) in rows["text"]
     assert rows["vlm_mrope"].rstrip().endswith("packaged")
     assert "1 of 7 schema files do not load" in out
@@ -151,13 +150,13 @@ def test_list_reports_every_file_it_cannot_read_with_its_reason(capsys, tmp_path
     code, out, err = run(capsys, "list")
     assert (code, err) == (1, "")
     lines = out.splitlines()
-    rows = {line.split()[0]: line for line in lines[2:-1]}
+    rows = {line.split("\t")[0]: line for line in lines[1:-1]}
     reasons = {
         "dangling": f"{tmp_path / 'dangling.yaml'}: is a symbolic link to {tmp_path / 'nowhere.yaml'}, which does not",
         "loop": f"{tmp_path / 'loop.yaml'}: is a symbolic link that never reaches a file",
         "devnull": f"{tmp_path / 'devnull.yaml'}: is not a regular file (a character device)",
         "pipe": f"{tmp_path / 'pipe.yaml'}: is not a regular file (a FIFO)",
-        "latin": f"{tmp_path / 'latin.yaml'}: line 2: not UTF-8 text: byte 0xe9",
+        "latin": f"{tmp_path / 'latin.yaml'}:2:17: not UTF-8 text: byte 0xe9",
     }
     for name, reason in reasons.items():
         assert f"error: {reason}" in rows[name], rows[name]
@@ -184,13 +183,14 @@ def test_list_reports_a_search_path_entry_it_cannot_list(capsys, tmp_path, monke
     code, out, err = run(capsys, "list")
     assert (code, err) == (1, "")  # the missing entry is a row, not a warning on stderr too
     lines = out.splitlines()
-    assert [line.split()[0] for line in lines[2:6]] == ["-", "-", "-", "-"]  # first, in search order
-    assert lines[2].split()[-1] == str(locked) and f"error: {locked}: cannot be listed: Permission denied" in lines[2]
+    assert [line.split("\t")[0] for line in lines[1:5]] == ["-", "-", "-", "-"]  # first, in search order
+    assert lines[1].split("\t")[-1] == str(locked)
+    assert f"error: {locked}: cannot be listed: Permission denied" in lines[1]
     missing = f"warning: search path entry {tmp_path / 'missing'} does not exist; schemas are looked up without it"
-    assert missing in lines[3] and lines[3].split()[-1] == str(tmp_path / "missing")
-    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[4]
-    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[5]
-    assert {line.split()[0] for line in lines[6:-1]} == set(SCHEMAS)
+    assert missing in lines[2] and lines[2].split("\t")[-1] == str(tmp_path / "missing")
+    assert f"error: {a_file}: is not a directory (TRAJSCHEMA_PATH lists directories of schema files)" in lines[3]
+    assert f"error: {tmp_path / 'link'}: is a symbolic link to {gone}, which does not exist" in lines[4]
+    assert {line.split("\t")[0] for line in lines[5:-1]} == set(SCHEMAS)
     assert lines[-1] == "3 search path entries cannot be listed (see the error rows)"  # a missing one is no error
 
 
@@ -199,8 +199,8 @@ def test_list_of_a_path_with_only_a_missing_directory_succeeds_and_shows_it(caps
     code, out, err = run(capsys, "list")
     assert (code, err) == (0, "") and "error" not in out
     lines = out.splitlines()
-    assert lines[2].startswith("-") and f"warning: search path entry {tmp_path / 'missing'} does not exist" in lines[2]
-    assert {line.split()[0] for line in lines[3:]} == set(SCHEMAS)  # no summary line: nothing is broken
+    assert lines[1].startswith("-") and f"warning: search path entry {tmp_path / 'missing'} does not exist" in lines[1]
+    assert {line.split("\t")[0] for line in lines[2:]} == set(SCHEMAS)  # no summary line: nothing is broken
 
 
 # -- show -----------------------------------------------------------------------------------
@@ -215,11 +215,11 @@ def test_show_prints_every_field_dim_and_tag(capsys, name):
     lines = out.splitlines()
     for title, names in (("fields", schema.fields), ("dims", schema.dims), ("tags", schema.tags)):
         start = lines.index(title)
-        body = [line.split()[0] for line in lines[start + 3 :] if line.strip()][: len(names)]
+        body = [line.split("\t")[0] for line in lines[start + 2 :] if line.strip()][: len(names)]  # title, header
         assert body == list(names), title
     assert f"extends: {', '.join(schema.lineage[1:]) or '-'}" in out
     if "routed_experts" in schema.fields:
-        row = next(line for line in lines if line.startswith("routed_experts "))
+        row = next(line for line in lines if line.startswith("routed_experts\t"))
         assert "[seq, layers, topk]" in row and "int16 | int32 | int64" in row and "min 0" in row
 
 
@@ -271,7 +271,7 @@ def test_check_prints_every_violation_then_a_summary(capsys, tmp_path):
     assert code == 1 and err == ""
     lines = out.splitlines()
     assert lines[0].split() == ["sample", "field", "code", "message"]
-    rows = lines[2:-1]
+    rows = lines[1:-1]  # off a terminal: a header, then one tab-separated record a row (no group summary: 5 groups)
     assert len(rows) == len(expected) == 5
     for row, v in zip(rows, expected):
         assert row.split()[:3] == [str(v.sample), v.field, v.code] and row.endswith(v.message)
@@ -283,7 +283,7 @@ def test_check_depth_shapes_skips_value_checks(capsys, tmp_path):
     path = save(tmp_path, {"samples": samples, "tags": tags})
     code, out, _ = run(capsys, "check", path, "--schema", "text", "--depth", "shapes", "--json")
     report = json.loads(out)
-    assert code == 1 and "value" not in {v["code"] for v in report["violations"]}
+    assert code == 1 and "value" not in {v["code"] for v in report["files"][0]["violations"]}
     assert report["depth"] == "shapes"
 
 
@@ -294,12 +294,13 @@ def test_check_json_is_one_object_with_every_violation(capsys, tmp_path):
     report = json.loads(out)
     expected = ts.load_schema("text").batch_violations(samples, tags=tags)
     assert code == 1
-    assert {k: report[k] for k in ("valid", "schema", "samples")} == {"valid": False, "schema": "text", "samples": 3}
-    assert [(v["sample"], v["field"], v["code"], v["message"]) for v in report["violations"]] == [
+    (file,) = report["files"]
+    assert report["valid"] is False and {k: file[k] for k in ("schema", "samples")} == {"schema": "text", "samples": 3}
+    assert [(v["sample"], v["field"], v["code"], v["message"]) for v in file["violations"]] == [
         (v.sample, v.field, v.code, v.message) for v in expected
     ]
     code, out, _ = run(capsys, "check", save(tmp_path, samples[:1], "good.pt"), "--schema", "text", "--json")
-    assert code == 0 and json.loads(out)["valid"] is True and json.loads(out)["violations"] == []
+    assert code == 0 and json.loads(out)["valid"] is True and json.loads(out)["files"][0]["violations"] == []
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
@@ -411,7 +412,7 @@ def test_pad_writes_plain_samples_that_check_accepts_without_trust(capsys, tmp_p
     code, out, err = run(capsys, "check", out_path, "--schema", name)
     assert (code, err) == (0, "") and out.startswith("valid:")
     code, out, _ = run(capsys, "check", out_path, "--schema", name, "--json")
-    assert json.loads(out)["samples"] == 4
+    assert json.loads(out)["totals"]["samples"] == 4
 
 
 def test_pad_dims_set_the_padding_sizes(capsys, tmp_path):
@@ -519,7 +520,7 @@ def test_infer_prints_a_loadable_draft(capsys, tmp_path, layout):
     samples = [sample_of("vlm_mrope_moe", p, r, uid=f"q{p}") for p, r in [(5, 3), (8, 2), (3, 7)]]
     path = save(tmp_path, samples if layout == "list" else tq_batch(samples))
     code, out, err = run(capsys, "infer", path, "--name", "drafted")
-    assert (code, err) == (0, "")
+    assert code == 0 and err.startswith("trajschema infer: note: these samples match packaged schema 'vlm_mrope_moe'")
     draft_file = tmp_path / "drafted.yaml"
     draft_file.write_text(out)
     draft = ts.load_schema(draft_file)
@@ -549,31 +550,31 @@ def _exec_source(source: str) -> dict[str, Any]:
     return namespace
 
 
-def _same_annotation(a: Any, b: Any) -> bool:
-    return (a.array_type, a.dim_str, sorted(a.dtypes)) == (b.array_type, b.dim_str, sorted(b.dtypes))
-
-
 @pytest.mark.parametrize("name", SCHEMAS)
-def test_export_jaxtyping_source_runs_and_matches_the_annotations(capsys, name):
+def test_export_jaxtyping_source_runs_and_checks_a_sample_as_the_schema_does(capsys, name):
+    import dataclasses
+
     schema = ts.load_schema(name)
     code, out, _ = run(capsys, "export", name, "--format", "jaxtyping")
     namespace = _exec_source(out)
-    cls = next(v for k, v in namespace.items() if k.endswith("Sample") and not k.startswith("_"))
-    hints = typing.get_type_hints(cls)
-    assert code == 0 and set(hints) == set(schema.fields)
-    assert cls.__required_keys__ == {f.name for f in schema.fields.values() if f.required}
-    for field, ann in schema.annotations().items():
-        assert _same_annotation(hints[field], ann), field
-    # ... and the annotations check tensors the way the schema's do.
+    cls, check = namespace[_class_name(name)], namespace[f"check_{name}"]
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    assert code == 0 and set(declared) == set(schema.fields)  # packaged field names are Python names
+    no_default = {k for k, f in declared.items() if f.default is dataclasses.MISSING}
+    assert no_default == {f.name for f in schema.fields.values() if f.required}
     sample = sample_of(schema)
-    for field, ann in hints.items():
-        if field in schema.annotations() and field in sample:
-            t = sample[field]
-            assert isinstance(t, ann), field
-            assert not isinstance(t.to(torch.int8) if t.is_floating_point() else t.to(torch.float64), ann), field
-    kinds = {f.name: f.kind for f in schema.fields.values() if not f.is_tensor}
-    expected = {"int": int, "float": float, "bool": bool, "str": str, "mapping": dict[str, Any], "any": Any}
-    assert {k: hints[k] for k in kinds} == {k: expected[v] for k, v in kinds.items()}
+    assert check(sample).input_ids is sample["input_ids"]
+    for field, t in sample.items():
+        if schema.fields[field].is_tensor:
+            wrong = t.to(torch.int8) if t.is_floating_point() else t.to(torch.float64)
+            with pytest.raises(TypeError):
+                check({**sample, field: wrong})
+    with pytest.raises(TypeError, match=rf"^check_{name}: the sample has no 'prompts'"):
+        check({})
+
+
+def _class_name(schema_name: str) -> str:
+    return "".join(w[0].upper() + w[1:] for w in schema_name.split("_")) + "Sample"
 
 
 def test_export_jaxtyping_handles_odd_names_and_dtype_sets(capsys, tmp_path):
@@ -588,16 +589,20 @@ def test_export_jaxtyping_handles_odd_names_and_dtype_sets(capsys, tmp_path):
           'quote"d': {kind: str, pad: uid}
         """)
     )
-    schema = ts.load_schema(path)
     code, out, _ = run(capsys, "export", path, "--format", "jaxtyping")
     namespace = _exec_source(out)
-    hints = typing.get_type_hints(namespace["OddSchemaV2Sample"])
-    assert code == 0 and set(hints) == {"a-b", "class", 'quote"d'}
-    assert _same_annotation(hints["a-b"], schema.annotations()["a-b"])
-    assert _same_annotation(hints["class"], schema.annotations()["class"])
-    assert isinstance(torch.zeros(4, dtype=torch.bfloat16), hints["a-b"])
-    assert not isinstance(torch.zeros(4, dtype=torch.int64), hints["a-b"])
-    assert sorted(hints["a-b"].dtypes) == ["bfloat16", "bool", "uint8"]
+    check = namespace["check_odd_schema_v2"]
+    assert code == 0 and namespace["_ODD_SCHEMA_V2_KEYS"] == {"a-b": "a_b", 'quote"d': "quote_d", "class": "class_"}
+    good = {"a-b": torch.zeros(4, dtype=torch.bfloat16), 'quote"d': "u"}
+    made = check({**good, "class": torch.zeros(3, 4, dtype=torch.int8)})
+    assert made.a_b is good["a-b"] and made.quote_d == "u" and check(good).class_ is None
+    for bad in (
+        {**good, "a-b": torch.zeros(4, dtype=torch.int64)},  # not in the dtype set
+        {**good, "class": torch.zeros(3, 5, dtype=torch.int8)},  # n disagrees with a-b's
+        {**good, "a-b": torch.zeros(0, dtype=torch.bool)},  # n >= 1
+    ):
+        with pytest.raises(TypeError):
+            check(bad)
 
 
 # -- diff -----------------------------------------------------------------------------------
@@ -624,7 +629,8 @@ def test_diff_flags_a_new_required_field_as_breaking_backward(capsys, tmp_path):
     assert code == 1 and err == ""
     assert "extra_ids" in out and out.splitlines()[-1].startswith("incompatible (backward): ")
     expected = ts.load_schema(old).compatibility(ts.load_schema(required), mode="backward")
-    assert out.splitlines()[:-1] == [str(c) for c in expected]
+    marks = ["BREAKING" if c.breaking else "ok" for c in expected]
+    assert out.splitlines()[:-1] == [f"{m} {c.path}  {c.what}  ({c.why})" for m, c in zip(marks, expected, strict=True)]
     assert any(line.startswith("BREAKING") and "extra_ids" in line for line in out.splitlines())
     code, out, _ = run(capsys, "diff", old, optional, "--mode", "backward")
     assert code == 0 and out.splitlines()[-1].startswith("compatible (backward): ")
@@ -706,7 +712,7 @@ PLAN = ["--batch-size", "10", "--rollout-n", "2", "--actor-mini-batch-size", "3"
 BAD_INPUT = {
     # id: (argv, a fragment of the error line). {name} is replaced by the path of _files()[name].
     "no command": ([], "required: COMMAND"),
-    "unknown command": (["chek"], "invalid choice: 'chek'"),
+    "unknown command": (["chek"], "unknown command 'chek'; did you mean 'check'?"),
     "unknown top option": (["--colour", "list"], "unrecognized arguments: --colour"),
     "list extra argument": (["list", "now"], "unrecognized arguments: now"),
     "show unknown schema": (["show", "txet"], "did you mean 'text'?"),
@@ -715,8 +721,8 @@ BAD_INPUT = {
     "show malformed schema": (["show", "{bad_yaml}"], "fields.x.dtype"),
     "check missing file": (["check", "{missing}", "--schema", "text"], "no such file"),
     "check directory": (["check", "{dir}", "--schema", "text"], "is a directory"),
-    "check text file": (["check", "{text}", "--schema", "text"], "not a readable torch.save file"),
-    "check empty file": (["check", "{empty}", "--schema", "text"], "not a readable torch.save file"),
+    "check text file": (["check", "{text}", "--schema", "text"], "looks like text, not samples; check reads"),
+    "check empty file": (["check", "{empty}", "--schema", "text"], "is empty; check reads torch.save files"),
     "check truncated file": (["check", "{truncated}", "--schema", "text"], "not a readable torch.save file"),
     "check a tensor": (["check", "{tensor}", "--schema", "text"], "holds a Tensor; expected"),
     "check no samples": (["check", "{no_samples}", "--schema", "text"], "holds no samples"),
@@ -735,6 +741,8 @@ BAD_INPUT = {
     "check bad depth": (["check", "{good}", "--schema", "text", "--depth", "deep"], "invalid choice: 'deep'"),
     "check missing schema": (["check", "{good}"], "required: --schema"),
     "check unknown option": (["check", "{good}", "--schema", "text", "--strict"], "unrecognized arguments: --strict"),
+    "completion without a shell": (["completion"], "expected a shell: bash, zsh or fish"),
+    "completion unknown shell": (["completion", "tcsh"], "invalid choice: 'tcsh'"),
     "plan zero dp": (["plan", "--dp-size", "0", *PLAN], "argument --dp-size: expected a positive integer, found '0'"),
     "plan negative batch": (["plan", "--dp-size", "2", *PLAN[:1], "-3", *PLAN[2:]], "argument --batch-size"),
     "plan text tp": (["plan", "--dp-size", "2", *PLAN, "--tp-size", "x"], "argument --tp-size"),
@@ -792,7 +800,10 @@ BAD_INPUT = {
         "argument --batch-size",
     ),
     "infer missing name": (["infer", "{good}"], "required: --name"),
-    "infer bad file": (["infer", "{text}", "--name", "x"], "not a readable torch.save file"),
+    "infer bad file": (
+        ["infer", "{text}", "--name", "x"],
+        "looks like text, not samples; this command reads torch.save",
+    ),
     "infer unknown base": (["infer", "{good}", "--name", "x", "--base", "nope"], "no schema 'nope'"),
     "infer bad name": (["infer", "{good}", "--name", " padded "], "name"),
     "export bad format": (["export", "text", "--format", "toml"], "invalid choice: 'toml'"),
@@ -883,8 +894,11 @@ def test_warnings_are_one_line(capsys, monkeypatch):
     assert code == 0 and err == "trajschema: warning: UserWarning: something to know; across lines\n"
 
 
-def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("FORCE_COLOR", "1")
+@pytest.mark.parametrize("env", [{}, {"FORCE_COLOR": "1", "NO_COLOR": "1"}], ids=["plain", "NO_COLOR over FORCE_COLOR"])
+def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch, env):
+    # FORCE_COLOR alone does colour a pipe (force-color.org): see tests/cli/test_output.py.
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
     samples, tags = _bad_batch()
     path = save(tmp_path, {"samples": samples, "tags": tags})
     for argv in (["list"], ["show", "vlm_mrope_moe"], ["check", path, "--schema", "text"]):
@@ -893,7 +907,7 @@ def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch):
 
 
 def test_the_subcommand_modules_do_not_import_the_front_module():
-    modules = ("args", "output", "read", "check", "plan", "pad", "schemas")
+    modules = ("args", "output", "read", "check", "plan", "pad", "schemas", "completion")
     for module in modules:
         source = (Path(_cli.__file__).parent / f"{module}.py").read_text()
         imports = [line for line in source.splitlines() if line.lstrip().startswith(("import ", "from "))]
@@ -954,7 +968,7 @@ def test_check_auto_leaves_out_an_unrelated_broken_file_and_says_so_once(capsys,
     (line,) = err.splitlines()
     assert line.startswith("trajschema check: warning: --schema auto left out what does not load: ")
     assert f"{shelf / 'typo3.yaml'}: name: this file is found as 'typo3' (its file name) but declares name" in line
-    assert f"{shelf / 'wip.yaml'}: unknown key 'feilds'" in line
+    assert f"{shelf / 'wip.yaml'}:" in line and "unknown key 'feilds'" in line
     # Naming the schema involves no other file, so nothing is said.
     code, _, err = run(capsys, "check", path, "--schema", "vlm_mrope_moe")
     assert (code, err) == (0, "")
@@ -975,7 +989,7 @@ def test_a_file_found_by_name_must_declare_it_in_list_show_and_export(capsys, tm
     (tmp_path / "typo3.yaml").write_text("name: other\nextends: [text]\n")
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
     code, out, _ = run(capsys, "list")
-    row = next(line for line in out.splitlines() if line.startswith("typo3 "))
+    row = next(line for line in out.splitlines() if line.startswith("typo3\t"))
     assert code == 1 and "error: " in row and "declares name 'other'" in row
     for argv in (["show", "typo3"], ["export", "typo3"], ["diff", "text", "typo3"]):
         code, out, err = run(capsys, *argv)
@@ -1371,11 +1385,12 @@ def test_a_pickle_protocol_the_safe_loader_cannot_read_is_named(capsys, tmp_path
 @pytest.mark.parametrize(
     ("content", "fragment"),
     [
-        (b"hello\n", "neither a zip archive, as torch.save writes, nor a legacy torch.save file"),
+        (b"\x00\x01\xfe binary\n", "neither a zip archive, as torch.save writes, nor a legacy torch.save file"),
+        (b"hello\n", "looks like text, not samples; check reads torch.save files (.pt) and JSON Lines"),
         (b"PK\x03\x04 truncated", "PytorchStreamReader failed reading zip archive"),
-        (b"", "(EOFError)"),
+        (b"", "is empty; check reads torch.save files"),
     ],
-    ids=["text", "truncated zip", "empty"],
+    ids=["binary", "text", "truncated zip", "empty"],
 )
 def test_an_unreadable_file_says_what_it_is(capsys, tmp_path, content, fragment):
     path = tmp_path / "f.pt"
@@ -1405,7 +1420,7 @@ def test_control_characters_from_a_file_are_escaped_in_the_table(capsys, tmp_pat
     code, out, err = run(capsys, "check", path, "--schema", schema)
     assert (code, err) == (1, "")
     assert "\x1b" not in out and "\\x1b[2J\\x1b[31mred\\nrow" in out
-    assert len(out.splitlines()) == 4  # header, rule, one row, summary
+    assert len(out.splitlines()) == 3  # piped: header, one row, summary
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
     (tmp_path / "odd\x1b[1m.yaml").write_text("name: odd\nfeilds: {}\n")
     code, out, _ = run(capsys, "list")
@@ -1431,7 +1446,7 @@ def test_check_json_is_strict_json_with_odd_values(capsys, tmp_path):
             raise AssertionError(f"{name} is not JSON")
 
         report = json.loads(out, parse_constant=no_constants)
-        found[depth] = {(v["sample"], v["field"], v["code"]) for v in report["violations"]}
+        found[depth] = {(v["sample"], v["field"], v["code"]) for v in report["files"][0]["violations"]}
     assert (0, "\x1b\n", "extra") in found["shapes"] and (1, "seq_len", "tag") in found["shapes"]
     assert {(0, "日本", "value"), (1, "score", "value")} <= found["values"] - found["shapes"]
     assert found["shapes"] < found["values"]

@@ -560,13 +560,31 @@ def test_the_same_values_written_otherwise_are_not_reported():
     assert flags(one(shape=["n"], dtype="int8", min=0), one(shape=["n"], dtype="int8", min=0.0)) == []
 
 
-def test_values_without_a_common_dtype_are_not_compared():
+def test_values_without_a_common_dtype_are_judged_in_each_sides_dtypes():
+    """The dtype change breaks already, but the narrowing breaks on its own: revert the dtype and it still would."""
     old = one(shape=["n"], dtype="int8", values=[0, 1])
     new = one(shape=["n"], dtype="float32", min=0.5)
     assert flags(old, new) == [
         ("dtype_changed", "fields.x.dtype", True, True),
-        ("values_changed", "fields.x.values", False, False),
+        ("values_changed", "fields.x.values", True, True),
     ]
+    (values,) = [c for c in old.compatibility(new, mode="full") if c.kind == "values_changed"]
+    assert "old allows 0 in int8, new does not" in values.message
+    assert "new allows 0.5 in float32, old does not" in values.message
+
+
+def test_a_narrowing_beside_a_dtype_change_is_breaking_and_a_widening_is_not():
+    """Issue 19: ``int64 [0, 100] -> int32 [0, 50]`` labelled the narrowing ``ok``."""
+    old = one(shape=["n"], dtype="int64", min=0, max=100)
+    narrowed = one(shape=["n"], dtype="int32", min=0, max=50)
+    widened = one(shape=["n"], dtype="int32", min=0, max=200)
+    (c,) = [c for c in old.compatibility(narrowed) if c.kind == "values_changed"]
+    assert (c.breaking, c.backward_breaking, c.forward_breaking) == (True, True, False)
+    assert str(c).startswith("BREAKING") and "old allows 51 in int64, new does not" in c.message
+    # Each schema alone: the narrowing's witness fails the narrowed schema at depth='values'.
+    breaks(one(shape=["n"], dtype="int32", min=0, max=100), narrowed, {"x": torch.tensor([51], dtype=torch.int32)})
+    (w,) = [c for c in old.compatibility(widened) if c.kind == "values_changed"]
+    assert (w.breaking, w.backward_breaking, w.forward_breaking) == (False, False, True)
 
 
 # -- pad, padding, extra, tags ---------------------------------------------------------

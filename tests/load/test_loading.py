@@ -333,7 +333,8 @@ def test_unknown_parent_suggests_a_close_match(tmp_path: Path) -> None:
     path = _write(tmp_path, "child", "name: child\nextends: [vlm_mrop]\n")
     with pytest.raises(ts.SchemaDefinitionError) as info:
         ts.load_schema(path)
-    assert str(info.value) == f"{path}: extends: unknown parent schema 'vlm_mrop'; did you mean 'vlm_mrope'?"
+    # at the extends: key (line 2, column 1): the problem is the list's
+    assert str(info.value) == f"{path}:2:1: extends: unknown parent schema 'vlm_mrop'; did you mean 'vlm_mrope'?"
 
 
 def test_a_parent_listed_twice_is_an_error(tmp_path: Path) -> None:
@@ -654,20 +655,35 @@ def _field(spec: str, name: str = "x") -> str:
 
 
 def _load_error(path: Path) -> ts.SchemaDefinitionError:
-    """The SchemaDefinitionError loading ``path`` raises, checked for its file and format."""
+    """The SchemaDefinitionError loading ``path`` raises, checked for its file and format
+    (``file:line:col: path: problem``, under a header when there are several)."""
     with pytest.raises(ts.SchemaDefinitionError) as info:
         ts.load_schema(path)
     err = info.value
-    where = f"{err.source}: {err.path}" if err.path else err.source
-    assert str(err) == f"{where}: {err.problem}"
+    at = f"{err.source}:{err.line}:{err.column}" if err.line is not None else err.source
+    where = f"{at}: {err.path}" if err.path else at
+    if len(err.errors) == 1:
+        assert str(err) == f"{where}: {err.problem}"
+    else:  # [1, null] where names are meant: two problems
+        head, first = str(err).splitlines()[:2]
+        assert head.startswith(f"{len(err.errors)} problems in ") and first == f"  {where}: {err.problem}"
     return err
+
+
+# Where the YAML reader says a problem is: the line (and column), not a key path.
+_PLACE = re.compile(r"line (\d+)(?:, column (\d+))?")
 
 
 def _check(tmp_path: Path, text: str | bytes, key_path: str, problem: str, name: str = "bad") -> None:
     path = _write(tmp_path, name, text)
     err = _load_error(path)
     assert err.source == str(path)
-    assert err.path == key_path
+    place = _PLACE.fullmatch(key_path)
+    if place:
+        assert (err.path, err.line) == ("", int(place[1]))
+        assert place[2] is None or err.column == int(place[2])
+    else:
+        assert err.path == key_path
     assert problem in err.problem, err.problem
 
 
@@ -1874,53 +1890,53 @@ def test_enough_malformed_cases() -> None:
 MESSAGES = [
     pytest.param(
         _edit("pad: eos", "pad: eso"),
-        "{file}: fields.input_ids.pad: unknown pad rule 'eso'; did you mean 'eos'? "
+        "{at}: fields.input_ids.pad: unknown pad rule 'eso'; did you mean 'eos'? "
         "(known: eos, positions, uid, index, empty, copy)",
         id="pad-rule-typo",
     ),
     pytest.param(
         _edit("int64", "int"),
-        "{file}: fields.input_ids.dtype: ambiguous dtype 'int'; did you mean int64 "
+        "{at}: fields.input_ids.dtype: ambiguous dtype 'int'; did you mean int64 "
         "(torch.int is int32; say int32 if that is meant)?",
         id="dtype-int",
     ),
     pytest.param(
         _edit("[seq]", "['prompt, response']"),
-        "{file}: fields.input_ids.shape[0]: dim expression 'prompt, response' contains a comma; "
+        "{at}: fields.input_ids.shape[0]: dim expression 'prompt, response' contains a comma; "
         "list each dim as its own item: [prompt, response]",
         id="comma",
     ),
     pytest.param(
         _edit("[seq]", "[sq]"),
-        "{file}: fields.input_ids.shape[0]: unknown dim 'sq'; did you mean 'seq'? "
+        "{at}: fields.input_ids.shape[0]: unknown dim 'sq'; did you mean 'seq'? "
         "(known: prompt, response, seq, rope_rows); declare it under dims:",
         id="unknown-dim",
     ),
     pytest.param(
         _edit("pad: eos}", "pad: eos, requried: false}"),
-        "{file}: fields.input_ids: unknown key 'requried'; did you mean 'required'?",
+        "{at}: fields.input_ids: unknown key 'requried'; did you mean 'required'?",
         id="field-key-typo",
     ),
     pytest.param(
         _edit("fields:", "feilds:"),
-        "{file}: unknown key 'feilds'; did you mean 'fields'?",
+        "{at}: unknown key 'feilds'; did you mean 'fields'?",
         id="top-level-key-typo",
     ),
     pytest.param(
         _edit("pad: eos}", "pad: eos, pad: 0}"),
-        "{file}: fields.input_ids.pad: key 'pad' is given twice (line 8, columns 43 and 53); "
+        "{at}: fields.input_ids.pad: key 'pad' is given twice (line 8, columns 43 and 53); "
         "YAML would keep only the last",
         id="duplicate-key",
     ),
     pytest.param(
         BASE + "  y: {<<: {kind: int}, pad: 0}\n",
-        "{file}: fields.y.<<: YAML merge keys (<<, line 10) are not supported: they override keys silently; "
+        "{at}: fields.y.<<: YAML merge keys (<<, line 10) are not supported: they override keys silently; "
         "write the entry out, or reuse a whole entry with an alias (*name)",
         id="merge-key",
     ),
     pytest.param(
         BASE + "architectures: &x [*x]\n",
-        "{file}: architectures[0]: contains itself (as a YAML alias inside its own anchor does: a: &x [*x])",
+        "{at}: architectures[0]: contains itself (as a YAML alias inside its own anchor does: a: &x [*x])",
         id="self-alias",
     ),
     pytest.param(
@@ -1930,12 +1946,12 @@ MESSAGES = [
     ),
     pytest.param(
         "name: bad\ndescription: " + "[" * 100,
-        "{file}: line 2, column 29: nested more than 16 levels deep; a schema needs 5",
+        "{at}: nested more than 16 levels deep; a schema needs 5",
         id="deep-nesting",
     ),
     pytest.param(
         "name: bad\ndescription: café\n".encode("latin-1"),
-        "{file}: line 2: not UTF-8 text: byte 0xe9 at offset 26 (invalid continuation byte); schema files are UTF-8",
+        "{at}: not UTF-8 text: byte 0xe9 at offset 26 (invalid continuation byte); schema files are UTF-8",
         id="not-utf8",
     ),
     pytest.param(
@@ -1943,35 +1959,35 @@ MESSAGES = [
     ),
     pytest.param(
         BASE + "  null: {kind: str, pad: uid}\n",
-        "{file}: fields: key null on line 10 is null, not a string; quote it if a name is meant "
+        "{at}: fields: key null on line 10 is null, not a string; quote it if a name is meant "
         "(YAML reads 1, null, true, on, off, yes and no as numbers, null and booleans)",
         id="null-key",
     ),
     pytest.param(
         _field("shape: [seq], dtype: int8, pad: 300"),
-        "{file}: fields.x.pad: fill 300 does not fit dtype int8: int8 holds -128..127",
+        "{at}: fields.x.pad: fill 300 does not fit dtype int8: int8 holds -128..127",
         id="pad-int8",
     ),
     pytest.param(
         _field("shape: [seq], dtype: int64, pad: true"),
-        "{file}: fields.x.pad: fill true does not fit dtype int64: a boolean fills only a bool tensor; "
+        "{at}: fields.x.pad: fill true does not fit dtype int64: a boolean fills only a bool tensor; "
         "write 1 for the number",
         id="pad-bool-on-int",
     ),
     pytest.param(
         _field("shape: [seq], dtype: float32, pad: 0.1"),
-        "{file}: fields.x.pad: fill 0.1 does not fit dtype float32: not exactly a float32 value "
+        "{at}: fields.x.pad: fill 0.1 does not fit dtype float32: not exactly a float32 value "
         "(the nearest is 0.10000000149011612)",
         id="pad-inexact-float",
     ),
     pytest.param(
         _edit("rope_rows: 4", f"rope_rows: {HUGE}"),
-        f"{{file}}: dims.rope_rows: a fixed dim of {HUGE} is larger than 2**63 - 1, the largest size torch can hold",
+        f"{{at}}: dims.rope_rows: a fixed dim of {HUGE} is larger than 2**63 - 1, the largest size torch can hold",
         id="huge-fixed-dim",
     ),
     pytest.param(
         _field("shape: [seq], dtype: int64, pad: 0, min: .nan"),
-        "{file}: fields.x.min: min must be finite, found nan; leave min out for no bound",
+        "{at}: fields.x.min: min must be finite, found nan; leave min out for no bound",
         id="nan-min",
     ),
 ]
@@ -1982,7 +1998,9 @@ def test_message_wording(tmp_path: Path, text: str, message: str) -> None:
     path = _write(tmp_path, "bad", text)
     with pytest.raises(ts.SchemaDefinitionError) as info:
         ts.load_schema(path)
-    assert str(info.value) == message.format(file=path)
+    err = info.value
+    assert ("{at}" in message) == (err.line is not None), str(err)
+    assert str(err) == message.format(file=path, at=f"{path}:{err.line}:{err.column}")
 
 
 # ---------------------------------------------------------------------------
@@ -2249,7 +2267,7 @@ def test_a_malformed_file_on_the_path_fails_architecture_lookup_clearly(
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
     with pytest.raises(ts.SchemaDefinitionError) as info:
         ts.schema_for_architecture("LlamaForCausalLM")
-    assert str(info.value) == f"{path}: architectures: expected a list, found an integer 3"
+    assert str(info.value) == f"{path}:2:16: architectures: expected a list, found an integer 3"  # at the 3
 
 
 # ---------------------------------------------------------------------------

@@ -1,8 +1,13 @@
 """The ``trajschema`` command line: the parser, dispatch to the subcommands, one-line errors and exit codes.
 
 The subcommands live in `trajschema.cli.schemas` (list, show, export, infer, diff),
-`trajschema.cli.check`, `trajschema.cli.plan` and `trajschema.cli.pad`, which never import this module;
-``demo`` is registered here and imports its runner only when it runs.
+`trajschema.cli.check`, `trajschema.cli.plan`, `trajschema.cli.pad` and
+`trajschema.cli.completion`, which never import this module; ``demo`` is registered here and
+imports its runner only when it runs.
+
+Start-up is part of the interface: building the parser imports no torch, tensordict or
+rich (`tests/cli/test_startup.py` pins it), so ``--help``, ``--version`` and ``plan``
+answer at once. A misspelt command, option or choice value gets one "did you mean".
 
 Exit status: 0 success, 1 a negative answer (invalid data, a breaking change, a schema
 file that does not load), 2 unusable input. Every error is one line on stderr,
@@ -13,23 +18,22 @@ exception says so in one line and re-raises with ``TRAJSCHEMA_DEBUG=1``.
 from __future__ import annotations
 
 import argparse
-import difflib
 import errno
 import os
 import re
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from trajschema.cli.args import FORMATTER, non_negative_int, positive_int, printable
+from trajschema.cli.args import FORMATTER, add_shared, closest, non_negative_int, printable
 from trajschema.cli.check import add_check
-from trajschema.cli.demo import MAX_SEED
+from trajschema.cli.completion import add_completion
 from trajschema.cli.output import make_console
 from trajschema.cli.pad import add_pad
 from trajschema.cli.plan import add_plan
 from trajschema.cli.schemas import add_diff, add_export, add_infer, add_list, add_show
 from trajschema.core import VERSION as __version__
-from trajschema.core import SchemaError, SchemaMatchError, SchemaNotFoundError
+from trajschema.core import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -65,6 +69,18 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's own message lists the choices but does not guess; name the likely one.
+        choices = action.choices
+        if choices is None or value in choices:
+            return
+        guess = closest(str(value), [str(c) for c in choices])
+        hint = f"; did you mean {guess!r}?" if guess else ""
+        if isinstance(action, argparse._SubParsersAction):
+            raise argparse.ArgumentError(None, f"unknown command {value!r}{hint} (commands: {', '.join(choices)})")
+        listed = ", ".join(map(str, choices))
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}{hint} (choose from {listed})")
+
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
         # argparse swallows write errors here, so `--help > /dev/full` would exit 0 with
         # nothing written; let them reach main(), which reports them like any other output.
@@ -92,10 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"trajschema {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands", required=True)
-    for add in (add_list, add_show, add_check, add_plan, add_pad, add_infer, add_export, add_diff, _add_demo):
+    adders = (add_list, add_show, add_check, add_plan, add_pad, add_infer, add_export, add_diff, _add_demo)
+    for add in (*adders, add_completion):
         add(sub)
     for command_parser in sub.choices.values():
-        command_parser.set_defaults(command_parser=command_parser)
+        command_parser.set_defaults(command_parser=command_parser, root_parser=parser)
     return parser
 
 
@@ -115,23 +132,19 @@ def _add_demo(sub: Any) -> None:
         formatter_class=FORMATTER,
     )
     p.add_argument("--schema", default="vlm_mrope_moe", metavar="NAME", help="the schema (default: vlm_mrope_moe)")
-    p.add_argument("--prompts", type=positive_int, default=45, help="GRPO groups in the rollout (default 45)")
+    add_shared(p, "prompts", default=45)
+    add_shared(p, "rollout_n", default=8)
+    add_shared(p, "dp_size", default=2)
+    add_shared(p, "actor_mini_batch_size", default=15, aliases=("--mini-batch-size",))
     p.add_argument(
-        "--rollout-n", type=positive_int, default=8, help="the rollout's n: trajectories per prompt (default 8)"
+        "--seed", type=_seed, default=0, metavar="SEED", help="random seed of the samples, 0 to 2**32-1 (default 0)"
     )
-    p.add_argument("--dp-size", type=positive_int, default=2, metavar="N", help="data-parallel ranks (default 2)")
-    p.add_argument(
-        "--mini-batch-size",
-        type=positive_int,
-        default=15,
-        metavar="M",
-        help="the actor's ppo_mini_batch_size, in prompts (default 15)",
-    )
-    p.add_argument("--seed", type=_seed, default=0, help="random seed of the samples, 0 to 2**32-1 (default 0)")
     p.set_defaults(run=_run_demo)
 
 
 def _seed(text: str) -> int:
+    from trajschema.cli.demo import MAX_SEED  # the demo's module imports torch: only when a seed is given
+
     seed = non_negative_int(text)
     if seed > MAX_SEED:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**32-1, found {text}")
@@ -147,7 +160,7 @@ def _run_demo(args: argparse.Namespace, console: Console) -> int:
         prompts=args.prompts,
         rollout_n=args.rollout_n,
         dp_size=args.dp_size,
-        mini_batch_size=args.mini_batch_size,
+        mini_batch_size=args.actor_mini_batch_size,
         seed=args.seed,
     )
     report = run_demo(
@@ -155,9 +168,9 @@ def _run_demo(args: argparse.Namespace, console: Console) -> int:
         prompts=args.prompts,
         rollout_n=args.rollout_n,
         dp_size=args.dp_size,
-        mini_batch_size=args.mini_batch_size,
+        mini_batch_size=args.actor_mini_batch_size,
         seed=args.seed,
-        console=console,
+        console=getattr(console, "made", console),  # rich's progress display wants the console itself
         progress=console.is_terminal,
     )
     return 0 if report.ok else 1
@@ -195,7 +208,7 @@ def _run(argv: list[str] | None) -> int:
             status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
         else:
             command = args.command_parser.prog
-            status = int(args.run(args, make_console()))
+            status = int(args.run(args, cast("Console", _LazyConsole())))
         sys.stdout.flush()  # a closed pipe shows here at the latest, not in the interpreter's exit
         return status
     except BrokenPipeError:  # `trajschema ... | head`: the reader left; say nothing more
@@ -213,13 +226,31 @@ def _run(argv: list[str] | None) -> int:
             _discard_stdout()  # or the interpreter's own flush at exit fails again, with a traceback
         return 2
     except _EXPECTED as exc:
-        _fail(command, error_line(exc))
+        first, *rest = error_lines(exc)
+        _fail(command, first, more=rest)
         return 2
     except Exception as exc:
         if os.environ.get(DEBUG_VAR, "") not in ("", "0"):
             raise
         _fail(command, f"unexpected {type(exc).__name__}: {error_line(exc)} (set {DEBUG_VAR}=1 for the traceback)")
         return 2
+
+
+class _LazyConsole:
+    """The console of `make_console`, made on first use: a command that prints no table (``plan``,
+    ``--json``) never imports rich, which costs a fifth of a second."""
+
+    def __init__(self) -> None:
+        self._made: Console | None = None
+
+    @property
+    def made(self) -> Console:
+        if self._made is None:
+            self._made = make_console()
+        return self._made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.made, name)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
@@ -243,15 +274,15 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
     if command is None:
         return
     command_parser = sub.choices[command]
-    known = list(command_parser._option_string_actions)
+    actions = command_parser._option_string_actions
+    shown = [k for k, action in actions.items() if action.help != argparse.SUPPRESS]  # no hidden alias
     for token in argv[argv.index(command) + 1 :]:
         if token == "--":
             break
         name = token.partition("=")[0]
-        if name.startswith("--") and name not in known:
-            longer = [k for k in known if k.startswith(name)]  # a prefix, as argparse would have taken it
-            close = longer if len(longer) == 1 else difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-            command_parser.error(f"unrecognized arguments: {name}" + (f"; did you mean {close[0]}?" if close else ""))
+        if name.startswith("--") and name not in actions:
+            guess = closest(name, shown)
+            command_parser.error(f"unrecognized arguments: {name}" + (f"; did you mean {guess}?" if guess else ""))
 
 
 def one_line(text: str) -> str:
@@ -272,9 +303,17 @@ def error_line(exc: BaseException) -> str:
     return one_line(str(exc)) or type(exc).__name__
 
 
-def _fail(command: str, message: str, *, label: str = "error") -> None:
+def error_lines(exc: BaseException) -> list[str]:
+    """The lines an error is reported as: `error_line`, or for a schema file with several
+    problems its header line, then one indented ``file:line:col: path: problem`` line each."""
+    if isinstance(exc, SchemaDefinitionError) and len(exc.errors) > 1:
+        return [printable(line) for line in str(exc).splitlines() if line.strip()]
+    return [error_line(exc)]
+
+
+def _fail(command: str, message: str, *, label: str = "error", more: list[str] | None = None) -> None:
     try:
-        sys.stderr.write(f"{command}: {label}: {message}\n")
+        sys.stderr.write(f"{command}: {label}: {message}\n" + "".join(f"{line}\n" for line in more or ()))
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # stderr is closed too (or None): nothing left to tell
         pass

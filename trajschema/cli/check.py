@@ -1,56 +1,98 @@
-"""``trajschema check``: validate files of samples against a schema."""
+"""``trajschema check``: validate files of samples (torch.save or JSON Lines) against a schema."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import dataclasses
+import os
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, printable
-from trajschema.cli.output import emit_json, print_table, table
-from trajschema.cli.read import SampleFile, load_samples
-from trajschema.core.types import DEPTHS
+from trajschema.cli.args import FORMATTER, CommandError, non_negative_int, printable
+from trajschema.cli.output import PIPED, emit_json, print_table, table
+from trajschema.cli.read import STDIN, SampleFile, open_source, read_jsonl, read_torch, sniff
+from trajschema.core import DEPTHS
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.text import Text
 
     from trajschema._schema import Schema
     from trajschema.core import Violation
 
-__all__ = ["add_check", "run_check"]
+__all__ = ["DEFAULT_MAX_VIOLATIONS", "add_check", "group_violations", "run_check"]
+
+#: How many violations a file's report lists by default (the grouped summary counts them all).
+DEFAULT_MAX_VIOLATIONS = 20
+#: What a check reads, said when a file is of another kind.
+READS = "check reads torch.save files (.pt) and JSON Lines (.jsonl, one sample object a line)"
+#: The keys of verl's rollout dump (``trainer.rollout_data_dir``): decoded text and the reward, no token ids.
+VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step"})
+#: Styles on a terminal (rich drops them under NO_COLOR and off a terminal).
+STYLES = {"valid": "bold green", "invalid": "bold red", "unusable": "bold red", "code": "yellow", "count": "bold"}
+
+
+_DESCRIPTION = (
+    "Validate every sample of each FILE against a schema. For each file, check lists the "
+    "first violations (sample, field, code, message); then, when the list was cut or a field "
+    "and code repeat, a summary grouped by field and code with counts and the samples they "
+    "are in; then one line: valid or invalid. On a terminal, verdicts and counts are coloured "
+    "(NO_COLOR turns colour off); piped, each record is one line.\n\n"
+    "FILE is a torch.save file (a TensorDict, a list of sample dicts, one sample dict, or "
+    "the {'samples': [...], 'tags': [...]} envelope that `trajschema pad --out` writes; tags "
+    "are checked too), read with torch.load(weights_only=True), which cannot run code; pass "
+    "--trust to unpickle other Python objects, only for files you trust. Or FILE is JSON "
+    "Lines (.jsonl, or any file whose first line is a JSON object): one sample object a line, "
+    "blank lines skipped. Its keys are looked up by name in the schema: a tensor field's "
+    "value (a number or nested lists) becomes a tensor of the field's dtype, and any other "
+    "key stays as JSON gave it, for the schema's kinds and its extra: policy to judge. "
+    "Tables then show line numbers instead of sample indices. A FILE of - is standard "
+    "input, read once (torch.save bytes or JSON Lines). A file named twice is checked once.\n\n"
+    "verl's rollout dump (trainer.rollout_data_dir) is JSON Lines of decoded text: input, "
+    "output, gts, score, step and the reward's extra keys, with no token ids. check reads "
+    "it as any JSON Lines, and says so when the schema's tensor fields are missing from "
+    "it: check a torch.save of the batch for those, or the dump against a schema that "
+    "declares its keys (score: {kind: float, pad: 0.0}, ...)."
+)
+
+_EPILOG = (
+    "Exit status: 0 every file valid; 1 a file invalid; 2 a file unusable (missing, "
+    "corrupt, of another kind, no samples), the others still checked and the unusable "
+    "ones named, or an unknown schema.\n\n"
+    "--json prints one object: {'version': 1, 'command': 'check', 'valid', 'depth', "
+    "'totals': {files, valid, invalid, unusable, samples, violations}, 'files': [...]}, "
+    "each file with its status, schema, samples, 'summary' (the groups), 'violations' "
+    "(as many as --max-violations lets through, with 'line' for JSON Lines) and "
+    "'violations_omitted', or the 'error' that made it unusable.\n\n"
+    f"{PIPED}\n\n"
+    "Example:\n"
+    "  trajschema check rollout.pt --schema vlm_mrope_moe --depth shapes\n"
+    "  trajschema check step_*.jsonl --schema mine.yaml --max-violations 0\n"
+    "  cat rollout.pt | trajschema check - --schema auto --quiet"
+)
 
 
 def add_check(sub: Any) -> None:
     """Register ``trajschema check``."""
     p = sub.add_parser(
         "check",
-        help="validate a file of samples against a schema",
-        description=(
-            "Validate every sample of FILE against a schema and print every violation (sample index,\n"
-            "field, code, message), then a summary line. FILE is what torch.save wrote: a TensorDict,\n"
-            "a list of sample dicts, one sample dict, or the {'samples': [...], 'tags': [...]} envelope\n"
-            "that `trajschema pad --out` writes (tags are checked too). It is read with\n"
-            "torch.load(weights_only=True), which cannot run code; pass --trust to unpickle other\n"
-            "Python objects, only for files you trust."
-        ),
-        epilog=(
-            "Exit status: 0 valid, 1 invalid, 2 unusable input (missing or corrupt file, unknown\n"
-            "schema, unsupported content, no samples).\n\n"
-            "Example:\n"
-            "  trajschema check rollout.pt --schema vlm_mrope_moe --depth shapes"
-        ),
+        help="validate files of samples against a schema",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
         formatter_class=FORMATTER,
     )
-    p.add_argument("file", metavar="FILE", help="the torch.save file to check")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="a torch.save or JSON Lines file of samples, or - for stdin"
+    )
     p.add_argument(
         "--schema",
         required=True,
         metavar="NAME",
         help=(
-            "a schema name, a path to a .yaml file, or 'auto' to pick the schema that fits the first sample best "
-            "(search path files that do not load are left out, and named on stderr)"
+            "a schema name, a path to a .yaml file, or 'auto' to pick, for each file, the schema that fits "
+            "its first sample best (search path files that do not load are left out, and named on stderr)"
         ),
     )
     p.add_argument(
@@ -59,41 +101,129 @@ def add_check(sub: Any) -> None:
         default="values",
         help="'shapes' checks presence, kinds, dtypes, shapes and dims; 'values' also the value checks (default)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--trust", action="store_true", help="allow full unpickling of FILE (runs code in it)")
+    p.add_argument(
+        "--max-violations",
+        type=violation_limit,
+        default=DEFAULT_MAX_VIOLATIONS,
+        metavar="N",
+        help=f"list at most N violations of each file, 0 for none, 'all' for all (default {DEFAULT_MAX_VIOLATIONS})",
+    )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="print only each file's valid/invalid line (and the totals)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead (--quiet does not change it)")
+    p.add_argument("--trust", action="store_true", help="allow full unpickling of torch.save files (runs code in them)")
     p.set_defaults(run=run_check)
+
+
+def violation_limit(text: str) -> int | None:
+    """An argparse type: an integer >= 0, or ``all`` (``None``: no limit)."""
+    return None if text.strip().lower() == "all" else non_negative_int(text)
+
+
+# -- checking -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FileResult:
+    """What checking one file found; ``error`` is set when the file could not be checked."""
+
+    file: str
+    error: str | None = None
+    format: str = ""
+    schema: str = ""
+    label: str = ""
+    samples: int = 0
+    found: tuple[Violation, ...] = ()
+    lines: tuple[int, ...] | None = None
+    depth: str = "values"
+    caveat: str = ""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return "unusable" if self.error is not None else "invalid" if self.found else "valid"
+
+    def where(self, sample: int | None) -> str:
+        """How a sample is named in this file: its index, or its line in JSON Lines."""
+        if sample is None:
+            return "-"
+        return str(self.lines[sample]) if self.lines is not None else str(sample)
 
 
 def run_check(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema
 
-    data = load_samples(args.file, trust=args.trust)
-    if args.schema == "auto":
-        schema = _auto_schema(data)
-        label = f"schema {schema.name!r} (chosen by --schema auto from sample 0)"
-    else:
-        schema = load_schema(args.schema)
-        label = f"schema {schema.name!r}"
-    found = schema.batch_violations(data.batch, tags=data.tags, depth=args.depth)
+    schema = None if args.schema == "auto" else load_schema(args.schema)  # an unknown schema stops everything
+    warned: set[str] = set()
+    results = []
+    for name in _distinct(args.files):
+        result = _check_file(name, schema, args, warned)
+        if result.error is not None:
+            _say("error", result.error)
+        elif not args.json:
+            _print_file(console, result, args)
+        results.append(result)
     if args.json:
-        report = {
-            "valid": not found,
-            "schema": schema.name,
-            "file": data.path,
-            "depth": args.depth,
-            "samples": data.count,
-            "violations": [dataclasses.asdict(v) for v in found],
-        }
-        emit_json("check", report)
-    else:
-        if found:
-            print_table(console, _violation_table(found))
-        console.print(_check_summary(found, data, label, args.depth) + _meta_note(data, args.depth))
-    return 1 if found else 0
+        emit_json("check", json_report(results, args.depth, args.max_violations))
+    elif len(results) > 1:
+        console.print(_totals_line(results))
+    statuses = {r.status for r in results}
+    return 2 if "unusable" in statuses else 1 if "invalid" in statuses else 0
 
 
-def _auto_schema(data: SampleFile) -> Schema:
-    """The schema that fits sample 0 best, leaving out the search path files that do not load.
+def _distinct(names: list[str]) -> list[str]:
+    """``names`` with a file named again (by any path) left out, and said on stderr."""
+    seen: dict[object, str] = {}
+    for name in names:
+        key: object = name
+        with contextlib.suppress(OSError, ValueError):
+            if name != STDIN:
+                st = os.stat(name)
+                key = (st.st_dev, st.st_ino)
+        if key in seen:
+            _say("warning", f"{printable(name)} is named more than once; checked once")
+        else:
+            seen[key] = name
+    return list(seen.values())
+
+
+def _check_file(name: str, schema: Schema | None, args: argparse.Namespace, warned: set[str]) -> FileResult:
+    shown = "<stdin>" if name == STDIN else printable(name)
+    try:
+        data, chosen = _read(name, schema, args.trust, warned)
+        found = tuple(chosen.batch_violations(data.batch, tags=data.tags, depth=args.depth))
+    except OSError as exc:  # permission denied, an I/O error: the file's, not the command's
+        return FileResult(shown, error=f"{shown}: cannot be read: {exc.strerror or exc}")
+    except (CommandError, ValueError, TypeError, LookupError) as exc:  # unusable: say so, check the rest
+        return FileResult(shown, error=printable(" ".join(str(exc).split())) or type(exc).__name__)
+    auto = " (chosen by --schema auto from sample 0)" if schema is None else ""
+    return FileResult(
+        printable(data.path),
+        format=data.format,
+        schema=chosen.name,
+        label=f"schema {chosen.name!r}{auto}",
+        samples=data.count,
+        found=found,
+        lines=data.lines,
+        depth=args.depth,
+        caveat=_meta_note(data, args.depth),
+        notes=tuple(n for n in [_verl_note(data, chosen, found)] if n),
+    )
+
+
+def _read(name: str, schema: Schema | None, trust: bool, warned: set[str]) -> tuple[SampleFile, Schema]:
+    source = open_source(name)
+    if sniff(source, READS) == "torch":
+        data = read_torch(source, trust=trust)
+        return data, schema or _auto_schema(data.first(), data.first_tag(), warned)
+    # JSON Lines: the schema says what the numbers are, so it is chosen from line 1 first.
+    chosen = schema or _auto_schema(read_jsonl(source, None, limit=1).first(), None, warned)
+    return read_jsonl(source, chosen.fields), chosen
+
+
+def _auto_schema(sample: Any, tag: Any, warned: set[str]) -> Schema:
+    """The schema that fits ``sample`` best, leaving out the search path files that do not load.
 
     A broken file of someone else's on TRAJSCHEMA_PATH should not stop a check of samples
     it has nothing to do with; what was left out is said once, on stderr, so a file that
@@ -101,20 +231,18 @@ def _auto_schema(data: SampleFile) -> Schema:
     """
     from trajschema.load import choose_schema
 
-    choice = choose_schema(data.first(), data.first_tag(), skip_unloadable=True)
+    choice = choose_schema(sample, tag, skip_unloadable=True)
     if choice.skipped:
         reasons = "; ".join(" ".join(str(e).split()) for e in choice.skipped)
-        line = f"trajschema check: warning: --schema auto left out what does not load: {printable(reasons)}\n"
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr is closed (or None): check anyway
-            sys.stderr.write(line)
+        if reasons not in warned:
+            warned.add(reasons)
+            _say("warning", f"--schema auto left out what does not load: {printable(reasons)}")
     return choice.schema
 
 
-def _violation_table(found: list[Violation]) -> Any:
-    t = table(None, ["sample", "field", "code", "message"], right=("sample",))
-    for v in found:
-        t.add_row("-" if v.sample is None else str(v.sample), printable(v.field), v.code, printable(v.message))
-    return t
+def _say(label: str, message: str) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr is closed (or None): check anyway
+        sys.stderr.write(f"trajschema check: {label}: {message}\n")
 
 
 def _meta_note(data: SampleFile, depth: str) -> str:
@@ -135,13 +263,173 @@ def _meta_note(data: SampleFile, depth: str) -> str:
     return "; its meta tensors have no values, so only their shapes were checked"
 
 
-def _check_summary(found: list[Violation], data: SampleFile, schema: str, depth: str) -> str:
-    n = data.count
+def _verl_note(data: SampleFile, schema: Schema, found: Iterable[Violation]) -> str:
+    """What a verl rollout dump cannot hold, said when the schema's tensor fields are missing from one."""
+    if data.lines is None or not VERL_DUMP_KEYS & set(data.first()) >= {"input", "output"}:
+        return ""
+    missing = list(dict.fromkeys(v.field for v in found if v.code == "missing" and v.field in schema.fields))
+    tensors = [f for f in missing if schema.fields[f].is_tensor]
+    if not tensors:
+        return ""
+    return (
+        f"this looks like verl's rollout dump (trainer.rollout_data_dir): decoded text (input, output), "
+        f"the reward (score, gts) and no token ids, so {', '.join(tensors[:3])}{', ...' if len(tensors) > 3 else ''} "
+        "cannot be in it; check a torch.save of the batch for those"
+    )
+
+
+# -- grouping -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """The violations of one (field, code): how many, and in which samples (``None``: the batch)."""
+
+    field: str
+    code: str
+    count: int
+    samples: tuple[int | None, ...]
+
+
+def group_violations(found: Iterable[Violation]) -> list[Group]:
+    """``found`` grouped by (field, code), in order of first appearance, each with its distinct samples."""
+    counts: dict[tuple[str, str], int] = {}
+    samples: dict[tuple[str, str], dict[int | None, None]] = {}
+    for v in found:
+        key = (v.field, v.code)
+        counts[key] = counts.get(key, 0) + 1
+        samples.setdefault(key, {})[v.sample] = None
+    return [Group(f, c, n, tuple(samples[(f, c)])) for (f, c), n in counts.items()]
+
+
+def _ranges(where: list[str], numbers: list[int], limit: int = 4) -> str:
+    """``0-2, 5, 9-12, ...``: the first ``limit`` runs of consecutive ``numbers``, shown as ``where``."""
+    runs: list[tuple[int, int]] = []
+    for i, n in enumerate(numbers):
+        if runs and n == numbers[runs[-1][1]] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    cells = [where[a] if a == b else f"{where[a]}-{where[b]}" for a, b in runs[:limit]]
+    return ", ".join(cells) + (", ..." if len(runs) > limit else "")
+
+
+def _samples_cell(result: FileResult, group: Group) -> str:
+    numbers = sorted(s for s in group.samples if s is not None)
+    cell = _ranges([result.where(s) for s in numbers], numbers)
+    return ", ".join(c for c in ("batch" if None in group.samples else "", cell) if c)
+
+
+# -- human output ---------------------------------------------------------------------------
+
+
+def _print_file(console: Console, result: FileResult, args: argparse.Namespace) -> None:
+    found = result.found
+    if found and not args.quiet:
+        limit = len(found) if args.max_violations is None else args.max_violations
+        if limit:
+            _print_violations(console, result, found[:limit])
+        if len(found) > limit:
+            more = len(found) - limit
+            console.print(f"... and {more} more violation{'s' if more != 1 else ''} (--max-violations all lists them)")
+        groups = group_violations(found)
+        if len(groups) < len(found) or len(found) > limit:  # else the list above says it all
+            _print_groups(console, result, groups)
+    console.print(_verdict(result))
+    if not args.quiet:
+        for note in result.notes:
+            console.print(f"note: {note}")
+
+
+def _print_violations(console: Console, result: FileResult, found: tuple[Violation, ...]) -> None:
+    head = "line" if result.lines is not None else "sample"
+    t = table(None, [head, "field", "code", "message"], right=(head,))  # the message wraps; the rest is whole
+    for v in found:
+        t.add_row(result.where(v.sample), v.field, v.code, v.message)
+    print_table(console, t)
+
+
+def _print_groups(console: Console, result: FileResult, groups: list[Group]) -> None:
+    t = table(None, ["field", "code", "count", "lines" if result.lines is not None else "samples"], right=("count",))
+    for g in groups:
+        t.add_row(g.field, g.code, str(g.count), _samples_cell(result, g))
+    print_table(console, t)
+
+
+def _verdict(result: FileResult) -> Text:
+    from rich.text import Text
+
+    n, found = result.samples, result.found
     if not found:
         follow = "its sample follows" if n == 1 else f"all {n} samples follow"
-        return f"valid: {data.path}: {follow} {schema} at depth {depth}"
+        rest = f": {result.file}: {follow} {result.label} at depth {result.depth}{result.caveat}"
+        return Text.assemble(("valid", STYLES["valid"]), rest)
     bad = len({v.sample for v in found if v.sample is not None})
-    return (
-        f"invalid: {data.path}: {len(found)} violation{'s' if len(found) != 1 else ''} in {bad} of "
-        f"{n} sample{'s' if n != 1 else ''} of {schema} at depth {depth}"
+    rest = (
+        f": {result.file}: {len(found)} violation{'s' if len(found) != 1 else ''} in {bad} of "
+        f"{n} sample{'s' if n != 1 else ''} of {result.label} at depth {result.depth}{result.caveat}"
     )
+    return Text.assemble(("invalid", STYLES["invalid"]), rest)
+
+
+def _totals_line(results: list[FileResult]) -> Text:
+    from rich.text import Text
+
+    counts = {s: sum(r.status == s for r in results) for s in ("valid", "invalid", "unusable")}
+    parts: list[Any] = [f"checked {len(results)} files: "]
+    for i, (status, n) in enumerate(counts.items()):
+        parts += [", " if i else "", (f"{n} {status}", STYLES[status] if n else "")]
+    unusable = [r.file for r in results if r.error is not None]
+    if unusable:
+        parts.append(f" ({', '.join(unusable)})")
+    return Text.assemble(*parts)
+
+
+# -- machine output -------------------------------------------------------------------------
+
+
+def json_report(results: list[FileResult], depth: str, limit: int | None) -> dict[str, Any]:
+    """The ``--json`` object of a check (after ``version`` and ``command``)."""
+    files = [_file_json(r, limit) for r in results]
+    totals = {
+        "files": len(results),
+        **{s: sum(r.status == s for r in results) for s in ("valid", "invalid", "unusable")},
+    }
+    totals |= {"samples": sum(r.samples for r in results), "violations": sum(len(r.found) for r in results)}
+    return {"valid": all(r.status == "valid" for r in results), "depth": depth, "totals": totals, "files": files}
+
+
+#: How many of a group's samples ``--json`` names (``sample_count`` counts them all).
+FIRST_SAMPLES = 10
+
+
+def _group_json(result: FileResult, group: Group) -> dict[str, Any]:
+    first = list(group.samples[:FIRST_SAMPLES])
+    report = {"field": group.field, "code": group.code, "count": group.count, "sample_count": len(group.samples)}
+    report["first_samples"] = first
+    if result.lines is not None:
+        report["first_lines"] = [None if s is None else result.lines[s] for s in first]
+    return report
+
+
+def _file_json(result: FileResult, limit: int | None) -> dict[str, Any]:
+    if result.error is not None:
+        return {"file": result.file, "status": "unusable", "error": result.error}
+    shown = result.found if limit is None else result.found[:limit]
+    violations = [dataclasses.asdict(v) for v in shown]
+    if result.lines is not None:
+        for v in violations:
+            v["line"] = None if v["sample"] is None else result.lines[v["sample"]]
+    summary = [_group_json(result, g) for g in group_violations(result.found)]
+    return {
+        "file": result.file,
+        "status": result.status,
+        "format": result.format,
+        "schema": result.schema,
+        "samples": result.samples,
+        "invalid_samples": len({v.sample for v in result.found if v.sample is not None}),
+        "summary": summary,
+        "violations": violations,
+        "violations_omitted": len(result.found) - len(shown),
+        "notes": [n.lstrip("; ") for n in (result.caveat, *result.notes) if n],
+    }

@@ -164,7 +164,8 @@ def run_demo(
             ``MAX_SEED``), the rollout plus padding could exceed ``DEMO_MAX_SAMPLES``, or the
             demo cannot generate samples that fit ``schema``; before anything starts.
         SchemaNotFoundError: no schema ``schema``; before anything starts.
-        ImportError: Ray or TransferQueue is not installed (``pip install 'trajschema[tq]'``).
+        ImportError: Ray or TransferQueue is not installed (the ``tq`` extra:
+            ``pip install -e '.[tq]'`` in a trajschema checkout).
         TransferQueueStartError: Ray + TransferQueue did not start.
     """
     started = time.perf_counter()
@@ -225,7 +226,7 @@ def _check_size(prompts: int, rollout_n: int, dp_size: int, mini_batch_size: int
     if most + multiple - 1 > DEMO_MAX_SAMPLES:
         raise ValueError(
             f"--prompts {prompts} x up to {2 * rollout_n - 1} trajectories, padded to a multiple of "
-            f"{multiple} (--dp-size, --mini-batch-size x --rollout-n), may reach {most + multiple - 1} samples; "
+            f"{multiple} (--dp-size, --actor-mini-batch-size x --rollout-n), may reach {most + multiple - 1} samples; "
             f"the demo writes at most {DEMO_MAX_SAMPLES:,}"
         )
 

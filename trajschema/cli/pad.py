@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, CommandError, dim_setting, positive_size, printable, size_int
+from trajschema.cli.args import FORMATTER, CommandError, add_shared, dim_setting, printable
+from trajschema.cli.output import emit_json
 from trajschema.cli.read import load_samples, reason
 
 if TYPE_CHECKING:
@@ -40,6 +41,9 @@ def add_pad(sub: Any) -> None:
             "Exit status: 0 written; 2 unusable input: an unknown schema or dim, sizes the schema\n"
             "refuses or that would not fit in memory, a --like sample of another schema, an --out\n"
             "that cannot be written, a --config that cannot be read or lacks a key the schema reads.\n\n"
+            '--json prints one object: version (1), command ("pad"), file (the --out written),\n'
+            "schema, count, uid (shared by every padding sample), dims (the size of each dim in\n"
+            "the padding) and notes (one line per field padded with spread ids, as printed).\n\n"
             "Example:\n"
             "  trajschema pad vlm_mrope_moe --count 7 --eos-token-id 2 --like rollout.pt --out pad.pt\n"
             "  trajschema pad text --count 2 --eos-token-id 2 --dim prompt=255 --dim response=1 --out pad.pt\n"
@@ -48,8 +52,8 @@ def add_pad(sub: Any) -> None:
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help="a schema name or a path to a .yaml file")
-    p.add_argument("--count", type=positive_size, required=True, metavar="N", help="how many padding samples")
-    p.add_argument("--eos-token-id", type=size_int, required=True, metavar="E", help="the EOS id for 'pad: eos' fields")
+    add_shared(p, "count", required=True)
+    add_shared(p, "eos_token_id", required=True)
     p.add_argument(
         "--like", metavar="FILE", help="a sample file as `check` reads it; its first sample is the reference"
     )
@@ -69,6 +73,7 @@ def add_pad(sub: Any) -> None:
         "are fixed at its sizes",
     )
     p.add_argument("--out", required=True, metavar="FILE", help="where to write the padding samples")
+    p.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     p.set_defaults(run=run_pad)
 
 
@@ -115,12 +120,19 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         "tags": [_plain(t, f"tags of padding sample {i}") for i, t in enumerate(pad.tags)],
     }
     _save(envelope, target, args.out)
+    notes = spread_notes(schema, pad.dims, getattr(pad, "sources", {}))
+    if args.json:
+        report = {"file": args.out, "schema": schema.name, "count": len(pad), "uid": pad.uid}
+        emit_json("pad", {**report, "dims": dict(pad.dims), "notes": notes})
+        return 0
     sizes = ", ".join(f"{k}={v}" for k, v in pad.dims.items())
     console.print(
-        f"wrote {len(pad)} padding sample{'s' if len(pad) != 1 else ''} of schema {schema.name!r} to {args.out} "
-        f"(uid {pad.uid}; {sizes})"
+        printable(
+            f"wrote {len(pad)} padding sample{'s' if len(pad) != 1 else ''} of schema {schema.name!r} to {args.out} "
+            f"(uid {pad.uid}; {sizes})"
+        )
     )
-    for line in spread_notes(schema, pad.dims, getattr(pad, "sources", {})):
+    for line in notes:
         console.print(printable(line))
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, positive_int, write
+from trajschema.cli.args import FORMATTER, add_shared, write
 from trajschema.cli.output import emit_json
 
 if TYPE_CHECKING:
@@ -28,33 +28,19 @@ def add_plan(sub: Any) -> None:
             "context parallel layout (a multiple of 2 * tp_size * cp_size, at least 128 tokens)."
         ),
         epilog=(
+            f"{JSON_HELP}\n\n"
             "Exit status: 0 success, 2 a usage error.\n\n"
             "Example:\n  trajschema plan --dp-size 2 --batch-size 353 --rollout-n 8 --actor-mini-batch-size 15"
         ),
         formatter_class=FORMATTER,
     )
-    p.add_argument("--dp-size", type=positive_int, required=True, metavar="N", help="data-parallel ranks")
-    p.add_argument(
-        "--batch-size",
-        type=positive_int,
-        required=True,
-        metavar="B",
-        help="samples (trajectories) in the batch, before padding",
-    )
-    p.add_argument(
-        "--rollout-n", type=positive_int, required=True, metavar="K", help="the rollout's n (responses per prompt)"
-    )
-    p.add_argument(
-        "--actor-mini-batch-size", type=positive_int, required=True, metavar="M", help="the actor's ppo_mini_batch_size"
-    )
-    p.add_argument(
-        "--critic-mini-batch-size",
-        type=positive_int,
-        metavar="C",
-        help="the critic's ppo_mini_batch_size (only when a critic is trained)",
-    )
-    p.add_argument("--tp-size", type=positive_int, default=1, metavar="TP", help="tensor-parallel size (default 1)")
-    p.add_argument("--cp-size", type=positive_int, default=1, metavar="CP", help="context-parallel size (default 1)")
+    add_shared(p, "dp_size", required=True)
+    add_shared(p, "batch_size", required=True)
+    add_shared(p, "rollout_n", required=True)
+    add_shared(p, "actor_mini_batch_size", required=True)
+    add_shared(p, "critic_mini_batch_size", note="(only when a critic is trained)")
+    add_shared(p, "tp_size", default=1)
+    add_shared(p, "cp_size", default=1)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run_plan)
 
@@ -89,7 +75,19 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+#: The shape of ``plan --json``, for the command's epilog (one line per key).
+JSON_HELP = (
+    '--json prints one object: version (1), command ("plan"), the arguments (dp_size,\n'
+    "batch_size, rollout_n, actor_mini_batch_size, critic_mini_batch_size or null,\n"
+    "tp_size, cp_size), required_multiple, padding_samples, padded_batch_size,\n"
+    "padding_share (0 to 1), padding_dims (the tokens of each padding sample, per dim) and\n"
+    "padding_length (their sum)."
+)
+
+
 def run_plan(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.cli.output import fold, terminal_width
+
     r = plan_report(args)
     if args.json:
         emit_json("plan", r)
@@ -116,6 +114,15 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
         ),
     ]
     width = max(len(v) for _, v, _ in rows)
+    line_width = terminal_width(console)
     for label, value, note in rows:
-        write(f"{label:<18} {value:>{width}}  {note}")
+        head = f"{label:<18} {value:>{width}}  "
+        if line_width is None:
+            write(head + note)
+            continue
+        # On a terminal the note wraps between words, lined up under itself; when that
+        # leaves it too narrow a column, it goes under the row instead.
+        beside = line_width - len(head) >= 30
+        lines = fold(note, line_width, indent=len(head) if beside else 4)
+        write("\n".join([head + lines[0].lstrip(), *lines[1:]] if beside else [head.rstrip(), *lines]))
     return 0

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trajschema.cli.args import FORMATTER, CommandError, printable, write
-from trajschema.cli.output import emit_json, print_table, table
+from trajschema.cli.output import PIPED, emit_json, fold, print_styled, print_table, table, terminal_width
 from trajschema.cli.read import load_samples
 
 if TYPE_CHECKING:
@@ -52,6 +54,12 @@ def add_list(sub: Any) -> None:
             "without it."
         ),
         epilog=(
+            f"{PIPED}\n\n"
+            '--json prints one object: version (1), command ("list"), schemas (one object per\n'
+            'schema file: name, extends and architectures as lists, source ("packaged" or its\n'
+            "directory), error (null when it loads)), search_path (entries that cannot be listed\n"
+            "or do not exist: entry, error, warning), broken (schema files that do not load),\n"
+            "unlisted (entries that cannot be listed).\n\n"
             "Exit status: 0 when every schema loads (an entry that does not exist is only a\n"
             "warning), 1 when some schema file or search path entry is broken.\n\n"
             "Example:\n"
@@ -60,6 +68,7 @@ def add_list(sub: Any) -> None:
         ),
         formatter_class=FORMATTER,
     )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run_list)
 
 
@@ -100,25 +109,60 @@ def schema_listing() -> list[ListingRow]:
         try:
             schema = load_found(name, hit)
         except (SchemaDefinitionError, SchemaNotFoundError, OSError) as exc:
-            rows.append(ListingRow(name, "", "", source, " ".join(str(exc).split())))
+            rows.append(ListingRow(name, "", "", source, _listed_error(exc)))
             continue
         rows.append(ListingRow(name, ", ".join(extends(schema)), ", ".join(schema.architectures), source, None))
     return rows
 
 
+def _names(joined: str) -> list[str]:
+    return joined.split(", ") if joined else []
+
+
+def _listing_report(rows: list[ListingRow]) -> dict[str, Any]:
+    """What ``list --json`` prints: the rows, as the table shows them, and the counts of the summary."""
+    return {
+        "schemas": [
+            {
+                "name": r.name,
+                "extends": _names(r.extends),
+                "architectures": _names(r.architectures),
+                "source": r.source,
+                "error": r.error,
+            }
+            for r in rows
+            if r.name
+        ],
+        "search_path": [{"entry": r.source, "error": r.error, "warning": r.warning} for r in rows if not r.name],
+        "broken": sum(1 for r in rows if r.name and r.error),
+        "unlisted": sum(1 for r in rows if not r.name and r.error),
+    }
+
+
+def _listed_error(exc: BaseException) -> str:
+    """A schema file's error as one row: a file with several problems by its count and first one."""
+    problems: tuple[Any, ...] = getattr(exc, "errors", ())
+    if len(problems) > 1:
+        return f"{len(problems)} problems; first: {' '.join(str(problems[0]).split())}"
+    return " ".join(str(exc).split())
+
+
 def run_list(args: argparse.Namespace, console: Console) -> int:
-    rows = schema_listing()
-    listing = table(None, ["name", "extends", "architectures", "from"])
-    for r in rows:
-        note = f"error: {r.error}" if r.error else f"warning: {r.warning}" if r.warning else r.architectures or "-"
-        # File names and errors come from the file system: keep each row one inert line.
-        listing.add_row(*map(printable, (r.name or "-", r.extends or "-", note, r.source)))
+    report = _listing_report(schema_listing())
+    broken, directories = report["broken"], report["unlisted"]
+    if args.json:
+        emit_json("list", report)
+        return 1 if broken or directories else 0
+    listing = table(None, ["name", "extends", "architectures", "from"], whole=("name", "from"))
+    for e in report["search_path"]:
+        note = f"error: {e['error']}" if e["error"] else f"warning: {e['warning']}"
+        listing.add_row("-", "-", note, e["entry"])
+    for r in report["schemas"]:
+        note = f"error: {r['error']}" if r["error"] else ", ".join(r["architectures"]) or "-"
+        listing.add_row(r["name"], ", ".join(r["extends"]) or "-", note, r["source"])
     print_table(console, listing)
-    directories = sum(1 for r in rows if not r.name and r.error)
-    files = sum(1 for r in rows if r.name)
-    broken = sum(1 for r in rows if r.name and r.error)
     if broken or directories:
-        parts = [f"{broken} of {files} schema files do not load"] if broken else []
+        parts = [f"{broken} of {len(report['schemas'])} schema files do not load"] if broken else []
         if directories:
             parts.append(f"{directories} search path entr{'y' if directories == 1 else 'ies'} cannot be listed")
         console.print(f"{'; '.join(parts)} (see the error rows)")
@@ -141,13 +185,22 @@ def add_show(sub: Any) -> None:
             "it validates. With --config, the dims the schema reads from a model config\n"
             "(from_config:) are shown fixed at the sizes that config gives, each with its key."
         ),
-        epilog="Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load,\n"
-        "a model config that cannot be read or lacks a key the schema reads).\n\n"
-        "Example:\n  trajschema show vlm_mrope_moe\n  trajschema show moe_routed --config ~/models/Qwen3-30B-A3B",
+        epilog=(
+            f"{PIPED}\n\n"
+            '--json prints one object: version (1), command ("show"), name, description,\n'
+            "extends and architectures (lists), extra, source, model_config (the --config given,\n"
+            "or null), fields (name, shape, dtype, required, pad, checks, description), dims\n"
+            "(name, kind, definition, padding_default, description) and tags (name, kind,\n"
+            "default, equals, description): the cells of the tables, as strings.\n\n"
+            "Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load,\n"
+            "a model config that cannot be read or lacks a key the schema reads).\n\n"
+            "Example:\n  trajschema show vlm_mrope_moe\n  trajschema show moe_routed --config ~/models/Qwen3-30B-A3B"
+        ),
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
     p.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run_show)
 
 
@@ -165,40 +218,68 @@ def _where_from(d: object) -> str:
     return ""
 
 
-def run_show(args: argparse.Namespace, console: Console) -> int:
+def show_report(schema: Any, config: str | None) -> dict[str, Any]:
+    """Everything ``show`` prints, as strings: what ``show --json`` prints and the tables are made of."""
+    import dataclasses
+
     from trajschema.export import dim_rows, extends, field_rows, tag_rows
+
+    dims = [
+        {**dataclasses.asdict(d), "definition": d.definition + _where_from(schema.dims[d.name])}
+        for d in dim_rows(schema)
+    ]
+    return {
+        "name": schema.name,
+        "description": " ".join(schema.description.split()),
+        "extends": extends(schema),
+        "architectures": list(schema.architectures),
+        "extra": schema.extra,
+        "source": str(schema.source),
+        "model_config": config,
+        "fields": [dataclasses.asdict(f) for f in field_rows(schema)],
+        "dims": dims,
+        "tags": [dataclasses.asdict(t) for t in tag_rows(schema)],
+    }
+
+
+def run_show(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema, schema_for_config
 
     schema = load_schema(args.name)
     if args.config is not None:
         schema = schema_for_config(args.config, schema=schema)
-    console.print(f"schema {schema.name}")
-    if schema.description:
-        console.print(f"  {printable(' '.join(schema.description.split()))}")
-    console.print(f"  extends: {', '.join(extends(schema)) or '-'}")
-    console.print(f"  architectures: {', '.join(schema.architectures) or '-'}")
-    console.print(
-        f"  undeclared fields: {'allowed' if schema.extra == 'allow' else 'forbidden'} (extra: {schema.extra})"
-    )
-    console.print(f"  source: {schema.source}")
-    if args.config is not None:
-        console.print(f"  model config: {printable(str(args.config))}")
-    fields = table("fields", ["name", "shape", "dtype", "required", "pad", "checks", "description"])
-    for f in field_rows(schema):
-        fields.add_row(*map(printable, (f.name, f.shape, f.dtype, f.required, f.pad, f.checks, f.description)))
-    dims = table("dims", ["name", "kind", "definition", "padding default", "description"])
-    for d in dim_rows(schema):
-        definition = d.definition + _where_from(schema.dims[d.name])
-        dims.add_row(*map(printable, (d.name, d.kind, definition, d.padding_default, d.description)))
-    for part in (fields, dims):
+    r = show_report(schema, args.config)
+    if args.json:
+        emit_json("show", r)
+        return 0
+    width = terminal_width(console)
+    lines = [f"schema {r['name']}"]
+    lines += fold(r["description"], width, indent=2) if r["description"] else []
+    extra = "allowed" if r["extra"] == "allow" else "forbidden"
+    for label, value in (
+        ("extends: ", ", ".join(r["extends"]) or "-"),
+        ("architectures: ", ", ".join(r["architectures"]) or "-"),
+        ("undeclared fields: ", f"{extra} (extra: {r['extra']})"),
+        ("source: ", r["source"]),
+        *([("model config: ", str(args.config))] if args.config is not None else []),
+    ):
+        lines += fold(printable(value), width, indent=2, first=label)
+    write("\n".join(printable(line) for line in lines))
+    sections = [
+        ("fields", ["name", "shape", "dtype", "required", "pad", "checks", "description"], ("checks",)),
+        ("dims", ["name", "kind", "definition", "padding_default", "description"], ("definition",)),
+        ("tags", ["name", "kind", "default", "equals", "description"], ("equals",)),
+    ]
+    for title, keys, wrapping in sections:
+        if not r[title] and title == "tags":
+            continue
+        headers = [k.replace("_", " ") for k in keys]
+        whole = [h for h in headers[:-1] if h not in wrapping]
+        part = table(title, headers, whole=whole, notes=("description",))
+        for row in r[title]:
+            part.add_row(*(row[k] for k in keys))
         write("")
         print_table(console, part)
-    if schema.tags:
-        tags = table("tags", ["name", "kind", "default", "equals", "description"])
-        for t in tag_rows(schema):
-            tags.add_row(*map(printable, (t.name, t.kind, t.default, t.equals, t.description)))
-        write("")
-        print_table(console, tags)
     return 0
 
 
@@ -211,18 +292,21 @@ def add_export(sub: Any) -> None:
     """Register ``trajschema export``."""
     p = sub.add_parser(
         "export",
-        help="print a schema as YAML, JSON Schema or jaxtyping annotations",
+        help="print a schema as YAML, JSON Schema or a checked jaxtyping class",
         description=(
             "Print a schema in another form, derived from the same declaration:\n"
             "  yaml         the resolved schema as a YAML file that load_schema accepts\n"
             "               (inherited entries restated);\n"
             "  json-schema  a JSON Schema (2020-12) document describing one sample, with each\n"
             "               tensor written as {'shape': [...], 'dtype': ...};\n"
-            "  jaxtyping    Python source of a TypedDict whose tensor fields carry the jaxtyping\n"
-            "               annotations of Schema.annotations(), for functions checked with\n"
-            "               @jaxtyped."
+            "  jaxtyping    Python source of a frozen dataclass that jaxtyping and beartype check\n"
+            "               when it is built (every field's presence, type, dtype, shape and\n"
+            "               shared dims), and check_NAME(sample), which builds one from a\n"
+            "               sample dict."
         ),
         epilog=(
+            '--json prints one object: version (1), command ("export"), name (the schema\'s),\n'
+            "format, and output (the text printed without --json, as one string).\n\n"
             "Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load).\n\n"
             "Example:\n  trajschema export vlm_mrope_moe --format jaxtyping > vlm_mrope_moe_types.py"
         ),
@@ -230,6 +314,7 @@ def add_export(sub: Any) -> None:
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
     p.add_argument("--format", choices=FORMATS, default="yaml", help="what to print (default: yaml)")
+    p.add_argument("--json", action="store_true", help="print one JSON object holding the output")
     p.set_defaults(run=run_export)
 
 
@@ -239,11 +324,16 @@ def run_export(args: argparse.Namespace, console: Console) -> int:
 
     schema = load_schema(args.name)
     if args.format == "yaml":
-        write(schema.to_yaml())
+        text = schema.to_yaml()
     elif args.format == "json-schema":
-        write(json.dumps(schema.to_json_schema(), indent=2))
+        text = json.dumps(schema.to_json_schema(), indent=2)
     else:
-        write(jaxtyping_source(schema))
+        text = jaxtyping_source(schema)
+    text = text if text.endswith("\n") else text + "\n"
+    if args.json:
+        emit_json("export", {"name": schema.name, "format": args.format, "output": text})
+    else:
+        write(text)
     return 0
 
 
@@ -264,32 +354,95 @@ def add_infer(sub: Any) -> None:
             "draft before using it: it knows only the samples it saw."
         ),
         epilog=(
+            "Without --base, when the samples match a packaged schema exactly (every sample\n"
+            "passes it at depth values and carries only fields it declares), a note on stderr\n"
+            "says so: use that schema, or extend it with --base.\n\n"
+            '--json prints one object: version (1), command ("infer"), name, base (or null),\n'
+            "file, samples (how many), matches (the packaged schema they match exactly, or\n"
+            "null) and yaml (the draft, as printed without --json).\n\n"
             "Exit status: 0 success, 2 unusable input (as for `check`, or a draft name a schema cannot have).\n\n"
             "Example:\n  trajschema infer rollout.pt --name my_vlm --base vlm_mrope > my_vlm.yaml"
         ),
         formatter_class=FORMATTER,
     )
     p.add_argument("file", metavar="FILE", help="a torch.save file of samples")
-    p.add_argument("--name", required=True, help="the draft schema's name")
+    p.add_argument("--name", required=True, help="the draft schema's name (its file is NAME.yaml)")
     p.add_argument("--base", metavar="NAME", help="a schema the draft extends: " + _NAME_HELP)
     p.add_argument("--trust", action="store_true", help="allow full unpickling of FILE (runs code in it)")
+    p.add_argument("--json", action="store_true", help="print one JSON object holding the draft")
     p.set_defaults(run=run_infer)
 
 
-def run_infer(args: argparse.Namespace, console: Console) -> int:
-    from trajschema.core import SchemaDefinitionError
-    from trajschema.load import infer_schema, load_schema, shown_name
+#: A draft's name: what is looked up as NAME.yaml and typed unquoted in `--base NAME`.
+_DRAFT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
-    data = load_samples(args.file, trust=args.trust)
-    base = load_schema(args.base) if args.base is not None else None  # --base "" is no schema, not no base
+
+def _draft_name_problem(name: str, base: Any) -> str | None:
+    """Why ``--name`` cannot name the draft, in the command line's words (``None``: it can).
+
+    First the rule of every schema file's ``name:`` (a schema of that name alone is
+    compiled to ask it), then what a name needs to be found and typed: its file name,
+    unquoted; then the names ``--base`` already brings.
+    """
+    from trajschema.core import SchemaDefinitionError
+    from trajschema.load import schema_from_dict, shown_name
+
+    shown = shown_name(name)
     try:
-        draft = infer_schema(data.batch, name=args.name, base=base)
+        schema_from_dict({"name": name})
     except SchemaDefinitionError as exc:
-        if exc.source == "<mapping>" and exc.path == "name":  # the draft's name is what --name said
-            problem = exc.problem.replace(repr(args.name), shown_name(args.name))  # the name cut there too
-            raise CommandError(f"--name {shown_name(args.name)}: {problem}") from None
-        raise
-    write(draft.to_yaml())
+        if exc.path != "name":
+            raise
+        return f"--name {shown}: {exc.problem.replace(repr(name), shown)}"  # the name cut there too
+    if not _DRAFT_NAME.fullmatch(name) or name.endswith((".yaml", ".yml")):
+        fixed = re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip()).removesuffix(".yaml").removesuffix(".yml") or "my_schema"
+        return (
+            f"--name {shown}: a schema is found by its file name (NAME.yaml) and named unquoted on command "
+            f"lines; use letters, digits, _, - and . (e.g. --name {shown_name(fixed.lstrip('.-') or 'my_schema')})"
+        )
+    if base is not None and name == base.name:
+        return f"--name {shown} is the name of --base; choose another name for the draft"
+    if base is not None and name in base.lineage:
+        return f"--name {shown} is the name of a schema --base {base.name} extends; choose another name for the draft"
+    return None
+
+
+def packaged_match(data: Any) -> str | None:
+    """The packaged schema the samples match exactly, if any: every sample passes it (depth values, with
+    its tags) and carries only fields it declares. Of several, the one declaring the most fields."""
+    from trajschema.check import batch_view
+    from trajschema.load import load_schema, packaged_dir
+
+    keys = batch_view(data.batch).keys()
+    matches = []
+    for path in sorted(packaged_dir().glob("*.yaml")):
+        schema = load_schema(path)
+        if keys <= set(schema.fields) and not schema.batch_violations(data.batch, tags=data.tags, depth="values"):
+            matches.append(schema)
+    return max(matches, key=lambda s: (len(s.fields), len(s.lineage))).name if matches else None
+
+
+def run_infer(args: argparse.Namespace, console: Console) -> int:
+    from trajschema.load import infer_schema, load_schema
+
+    base = load_schema(args.base) if args.base is not None else None  # --base "" is no schema, not no base
+    problem = _draft_name_problem(args.name, base)
+    if problem is not None:
+        raise CommandError(problem)
+    data = load_samples(args.file, trust=args.trust)
+    draft = infer_schema(data.batch, name=args.name, base=base)
+    match = packaged_match(data) if base is None else None
+    if match is not None:
+        sys.stderr.write(
+            f"trajschema infer: note: these samples match packaged schema {match!r} exactly; "
+            f"use it, or extend it with --base {match}\n"
+        )
+    yaml_text = draft.to_yaml()
+    if args.json:
+        report = {"name": draft.name, "base": None if base is None else base.name, "file": data.path}
+        emit_json("infer", {**report, "samples": data.count, "matches": match, "yaml": yaml_text})
+    else:
+        write(yaml_text)
     return 0
 
 
@@ -310,6 +463,13 @@ def add_diff(sub: Any) -> None:
             "  full      both."
         ),
         epilog=(
+            "Each change is a line 'BREAKING PATH  WHAT' or 'ok PATH  WHAT' (PATH its key path in\n"
+            "the schema file, WHAT old -> new), then why it breaks or not: on a terminal wrapped\n"
+            "under it (BREAKING in red, ok in green), piped on the same line in parentheses.\n"
+            "The last line sums up: compatible, incompatible or no changes.\n\n"
+            '--json prints one object: version (1), command ("diff"), old, new (their names),\n'
+            "mode, compatible (true or false), changes (one object each: path, kind, breaking,\n"
+            "backward_breaking, forward_breaking, message (the whole line), what, why).\n\n"
             "Exit status: 0 when no change breaks the mode, 1 when one does, 2 for unusable input.\n\n"
             "Example:\n"
             "  trajschema diff vlm_mrope ./schemas/my_vlm.yaml --mode backward"
@@ -331,7 +491,25 @@ def _change_record(c: Any) -> dict[str, Any]:
         "backward_breaking": c.backward_breaking,
         "forward_breaking": c.forward_breaking,
         "message": c.message,
+        "what": c.what,
+        "why": c.why,
     }
+
+
+def _print_change(console: Console, c: Any, width: int | None) -> None:
+    """``BREAKING fields.x.dtype  int64 -> int32``, and why: under it on a terminal, in parentheses piped."""
+    mark, style = ("BREAKING", "bold red") if c.breaking else ("ok", "green")
+    path, what, why = printable(c.path), printable(c.what), printable(c.why)
+    if width is None:
+        print_styled(console, [(mark, style), (f" {path}  ", "bold"), (f"{what}  ({why})", None)])
+        return
+    # WHAT wraps lined up under itself; the path, one word, is never split.
+    first, *rest = fold(what, width, indent=0, first=f"{mark} {path}  ")
+    print_styled(console, [(mark, style), (f" {path}", "bold"), (first[len(mark) + 1 + len(path) :], None)])
+    for line in rest:
+        print_styled(console, [(line, None)])
+    for line in fold(why, width):
+        print_styled(console, [(line, "dim")])
 
 
 def run_diff(args: argparse.Namespace, console: Console) -> int:
@@ -350,13 +528,15 @@ def run_diff(args: argparse.Namespace, console: Console) -> int:
         }
         emit_json("diff", report)
         return 1 if breaking else 0
+    width = terminal_width(console)
     for c in changes:
-        console.print(str(c))  # one line, marked BREAKING or ok
+        _print_change(console, c, width)
     n = len(changes)
     if breaking:
-        console.print(f"incompatible ({args.mode}): {len(breaking)} breaking of {n} change{'s' if n != 1 else ''}")
+        summary = f"incompatible ({args.mode}): {len(breaking)} breaking of {n} change{'s' if n != 1 else ''}"
+        print_styled(console, [(summary, "bold red")])
     elif changes:
-        console.print(f"compatible ({args.mode}): {n} non-breaking change{'s' if n != 1 else ''}")
+        print_styled(console, [(f"compatible ({args.mode}): {n} non-breaking change{'s' if n != 1 else ''}", "green")])
     else:
         console.print("no changes")
     return 1 if breaking else 0

@@ -2,91 +2,101 @@
 dense layouts, kinds, types, errors, and the value engine.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
-front lists what the other rooms take from this one.
+front lists what the other rooms take from this one. Importing it imports nothing: each name
+is imported from its module when first read, so the command line can take the version and
+the dim arithmetic without torch.
 """
 
-from trajschema.core.decl import (
-    DTYPES_BY_NAME,
-    KINDS,
-    PAD_RULES,
-    SPREAD,
-    Dim,
-    Field,
-    PadRule,
-    Tag,
-    dtype_name,
-    short_dtype,
-)
-from trajschema.core.dims import (
-    DerivedDim,
-    DimCycleError,
-    Expr,
-    ExprError,
-    FixedDim,
-    FreeDim,
-    Poly,
-    depends_on,
-    derived_order,
-    parse_expr,
-    solve_for,
-    solve_linear,
-)
-from trajschema.core.errors import (
-    LayoutDefinitionError,
-    SchemaDefinitionError,
-    SchemaError,
-    SchemaMatchError,
-    SchemaNotFoundError,
-    Violation,
-)
-from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, shown_value
-from trajschema.core.layout import (
-    ABSENT,
-    ANY,
-    EDGE,
-    FIXED,
-    LEFT,
-    MAX,
-    PAD_TOKEN,
-    RIGHT,
-    Axis,
-    Block,
-    DenseBatch,
-    FieldEntry,
-    Layout,
-    PadValue,
-    as_layout,
-    register_layout_loader,
-)
-from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
-from trajschema.core.validation import check_int, check_real, is_int, positive_int
-from trajschema.core.values import (
-    DISTINCT_LABEL,
-    Domain,
-    Repeats,
-    ValueSet,
-    checks_for,
-    counts_exactly_to,
-    element_failures,
-    failing_positions,
-    failure_summary,
-    fits_dtype,
-    float_bound,
-    has_repeats,
-    integer_capacity,
-    nonzero_per_position,
-    number_label,
-    position_extremes,
-    repeat_positions,
-    repeat_summary,
-    scalar_failures,
-    tensor_clean,
-    tensor_extremes,
-    tensor_has_failures,
-    value_failures,
-    values_label,
-)
-from trajschema.core.version import VERSION
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajschema.core.lazy import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.core.decl import (
+        DTYPES_BY_NAME,
+        KINDS,
+        PAD_RULES,
+        SPREAD,
+        Dim,
+        Field,
+        PadRule,
+        Tag,
+        dtype_name,
+        short_dtype,
+    )
+    from trajschema.core.dims import (
+        DerivedDim,
+        DimCycleError,
+        Expr,
+        ExprError,
+        FixedDim,
+        FreeDim,
+        Poly,
+        depends_on,
+        derived_order,
+        parse_expr,
+        solve_for,
+        solve_linear,
+    )
+    from trajschema.core.errors import (
+        LayoutDefinitionError,
+        SchemaDefinitionError,
+        SchemaError,
+        SchemaMatchError,
+        SchemaNotFoundError,
+        SchemaProblem,
+        Violation,
+    )
+    from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, shown_value
+    from trajschema.core.layout import (
+        ABSENT,
+        ANY,
+        EDGE,
+        FIXED,
+        LEFT,
+        MAX,
+        PAD_TOKEN,
+        RIGHT,
+        Axis,
+        Block,
+        DenseBatch,
+        FieldEntry,
+        Layout,
+        PadValue,
+        as_layout,
+        register_layout_loader,
+    )
+    from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
+    from trajschema.core.validation import check_int, check_real, is_int, positive_int
+    from trajschema.core.values import (
+        DISTINCT_LABEL,
+        Domain,
+        Repeats,
+        ValueSet,
+        checks_for,
+        counts_exactly_to,
+        element_failures,
+        failing_positions,
+        failure_summary,
+        fits_dtype,
+        float_bound,
+        has_repeats,
+        integer_capacity,
+        nonzero_per_position,
+        number_label,
+        position_extremes,
+        repeat_positions,
+        repeat_summary,
+        scalar_failures,
+        tensor_clean,
+        tensor_extremes,
+        tensor_has_failures,
+        value_failures,
+        values_label,
+    )
+    from trajschema.core.version import VERSION
 
 __all__ = [
     "ABSENT",
@@ -132,6 +142,7 @@ __all__ = [
     "SchemaLike",
     "SchemaMatchError",
     "SchemaNotFoundError",
+    "SchemaProblem",
     "Tag",
     "TagDict",
     "ValueSet",
@@ -157,6 +168,7 @@ __all__ = [
     "is_int",
     "kind_ok",
     "kinds_ok",
+    "lazy_front",
     "nonzero_per_position",
     "number_label",
     "parse_expr",
@@ -176,3 +188,102 @@ __all__ = [
     "value_failures",
     "values_label",
 ]
+
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.core.decl": (
+        "DTYPES_BY_NAME",
+        "KINDS",
+        "PAD_RULES",
+        "SPREAD",
+        "Dim",
+        "Field",
+        "PadRule",
+        "Tag",
+        "dtype_name",
+        "short_dtype",
+    ),
+    "trajschema.core.dims": (
+        "DerivedDim",
+        "DimCycleError",
+        "Expr",
+        "ExprError",
+        "FixedDim",
+        "FreeDim",
+        "Poly",
+        "depends_on",
+        "derived_order",
+        "parse_expr",
+        "solve_for",
+        "solve_linear",
+    ),
+    "trajschema.core.errors": (
+        "LayoutDefinitionError",
+        "SchemaDefinitionError",
+        "SchemaError",
+        "SchemaMatchError",
+        "SchemaNotFoundError",
+        "SchemaProblem",
+        "Violation",
+    ),
+    "trajschema.core.kinds": ("describe_value", "fmt_shape", "kind_ok", "kinds_ok", "shown_value"),
+    "trajschema.core.layout": (
+        "ABSENT",
+        "ANY",
+        "EDGE",
+        "FIXED",
+        "LEFT",
+        "MAX",
+        "PAD_TOKEN",
+        "RIGHT",
+        "Axis",
+        "Block",
+        "DenseBatch",
+        "FieldEntry",
+        "Layout",
+        "PadValue",
+        "as_layout",
+        "register_layout_loader",
+    ),
+    "trajschema.core.types": (
+        "DEPTHS",
+        "MAX_SIZE",
+        "Batch",
+        "Depth",
+        "Sample",
+        "SchemaLike",
+        "TagDict",
+        "ViolationCode",
+    ),
+    "trajschema.core.validation": ("check_int", "check_real", "is_int", "positive_int"),
+    "trajschema.core.values": (
+        "DISTINCT_LABEL",
+        "Domain",
+        "Repeats",
+        "ValueSet",
+        "checks_for",
+        "counts_exactly_to",
+        "element_failures",
+        "failing_positions",
+        "failure_summary",
+        "fits_dtype",
+        "float_bound",
+        "has_repeats",
+        "integer_capacity",
+        "nonzero_per_position",
+        "number_label",
+        "position_extremes",
+        "repeat_positions",
+        "repeat_summary",
+        "scalar_failures",
+        "tensor_clean",
+        "tensor_extremes",
+        "tensor_has_failures",
+        "value_failures",
+        "values_label",
+    ),
+    "trajschema.core.version": ("VERSION",),
+    "trajschema.core.lazy": ("lazy_front",),
+}
+
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

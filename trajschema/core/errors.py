@@ -7,7 +7,15 @@ from collections.abc import Mapping, Sequence
 
 from trajschema.core.types import ViolationCode
 
-__all__ = ["SchemaDefinitionError", "SchemaError", "SchemaMatchError", "SchemaNotFoundError", "Violation"]
+__all__ = [
+    "LayoutDefinitionError",
+    "SchemaDefinitionError",
+    "SchemaError",
+    "SchemaMatchError",
+    "SchemaNotFoundError",
+    "SchemaProblem",
+    "Violation",
+]
 
 # Long reports are capped so that a batch with thousands of bad samples still prints
 # a readable error; `.violations` always keeps all of them.
@@ -61,29 +69,102 @@ class Violation:
         return f"{where}{self.field}: {self.message}"
 
 
-class SchemaDefinitionError(ValueError):
-    """A schema file (or schema mapping) is malformed.
+@dataclasses.dataclass(frozen=True)
+class SchemaProblem:
+    """One thing wrong in a schema (or layout) file, and where it is.
 
-    The message names the file, the key path inside it and what is wrong, e.g.
-    ``schemas/mine.yaml: fields.loss_mask.pad: unknown pad rule 'eso'; did you mean 'eos'?``.
+    Holds only strings and ints, so it pickles cheaply.
 
     Attributes:
         source: the file (or ``<mapping>``) the problem is in.
         path: dotted key path inside it (``""`` for the whole file).
         problem: what is wrong.
+        line: 1-based line of the key or value the problem is about, as editors count
+            (``None`` where the file gives none: a mapping, a problem of the whole file).
+        column: 1-based column on that line (``None`` with ``line``).
+    """
+
+    source: str
+    path: str
+    problem: str
+    line: int | None = None
+    column: int | None = None
+
+    def where(self) -> str:
+        """``file:line:col: key.path``, leaving out what is unknown."""
+        at = f"{self.source}:{self.line}:{self.column}" if self.line is not None else self.source
+        return f"{at}: {self.path}" if self.path else at
+
+    def __str__(self) -> str:
+        return f"{self.where()}: {self.problem}"
+
+
+class SchemaDefinitionError(ValueError):
+    """A schema file (or schema mapping) is malformed: every problem found, each with where it is.
+
+    The message names the file, the line and column, the key path inside it and what is
+    wrong, e.g. ``schemas/mine.yaml:8:55: fields.loss_mask.pad: unknown pad rule 'eso';
+    did you mean 'eos'?``. A file with several problems lists them all, one a line, under
+    a header with the count:
+
+        3 problems in schemas/mine.yaml:
+          schemas/mine.yaml:3:13: dims.prompt: unknown key 'mn'; did you mean 'min'?
+          schemas/mine.yaml:8:33: fields.input_ids.dtype: unknown dtype 'int46'; ...
+          schemas/mine.yaml:9:30: fields.uid.pad: unknown pad rule 'uuid'; ...
+
+    Attributes:
+        errors: every problem, a tuple of `SchemaProblem` records (file, key path,
+            problem, line, column),
+            in the order they were found (one, when loaded with ``errors="first"``).
+        source: the file (or ``<mapping>``) of the first problem.
+        path: its dotted key path (``""`` for the whole file).
+        problem: what is wrong there.
+        line, column: where the first problem is in the file (1-based; ``None`` if unknown).
     """
 
     __module__ = "trajschema"
 
-    def __init__(self, source: str, path: str, problem: str) -> None:
+    def __init__(
+        self,
+        source: str,
+        path: str,
+        problem: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+        more: Sequence[SchemaProblem] = (),
+    ) -> None:
+        self.errors: tuple[SchemaProblem, ...] = (SchemaProblem(source, path, problem, line, column), *more)
         self.source = source
         self.path = path
         self.problem = problem
-        where = f"{source}: {path}" if path else source
-        super().__init__(f"{where}: {problem}")
+        self.line = line
+        self.column = column
+        super().__init__(_render_problems(self.errors))
+
+    @classmethod
+    def of(cls, errors: Sequence[SchemaProblem]) -> SchemaDefinitionError:
+        """The error reporting ``errors`` (at least one), the first of them as its own attributes."""
+        first, *more = errors
+        return cls(first.source, first.path, first.problem, line=first.line, column=first.column, more=more)
 
     def __reduce__(self):  # keep it picklable despite the custom __init__
-        return (type(self), (self.source, self.path, self.problem))
+        return (_rebuild_definition_error, (type(self), self.errors))
+
+
+def _rebuild_definition_error(cls: type[SchemaDefinitionError], errors: tuple[SchemaProblem, ...]):
+    return cls.of(errors)
+
+
+def _render_problems(errors: Sequence[SchemaProblem]) -> str:
+    if len(errors) == 1:
+        return str(errors[0])
+    sources = list(dict.fromkeys(e.source for e in errors))
+    where = sources[0] if len(sources) == 1 else f"{len(sources)} files"
+    lines = [f"{len(errors)} problems in {where}:", *(f"  {e}" for e in errors[:_MAX_ROWS])]
+    if len(errors) > _MAX_ROWS:
+        lines.append(f"  ... and {len(errors) - _MAX_ROWS} more (see .errors)")
+    return "\n".join(lines)
 
 
 class LayoutDefinitionError(SchemaDefinitionError):

@@ -9,6 +9,7 @@ to a schema and reads and writes the batches.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -197,7 +198,7 @@ class DenseBatch(dict):
 
 
 #: The loader of layout names and paths: ``trajschema.load`` registers ``load_layout`` when it is
-#: imported (``import trajschema`` always does), so that rooms below it take a name too.
+#: imported, so that rooms below it take a name too (`as_layout` imports it when nothing has).
 _LOADERS: list[Callable[[Any], Layout]] = []
 
 
@@ -215,7 +216,11 @@ def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
     """
     if isinstance(layout, Layout):
         return layout
-    if isinstance(layout, (str, os.PathLike)) and _LOADERS:
+    if isinstance(layout, (str, os.PathLike)):
+        if not _LOADERS:
+            # The package front is lazy, so a caller may reach this room before anything imported
+            # `trajschema.load`; it is imported by name, as this lower room may not import it.
+            importlib.import_module("trajschema.load")
         return _LOADERS[0](layout)
     raise TypeError(
         f"{argument} must be a Layout or a layout name (verl_dataproto, skyrl), found {type(layout).__name__}"

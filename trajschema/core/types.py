@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from tensordict import TensorDictBase
+if TYPE_CHECKING:
+    from tensordict import TensorDictBase
 
 __all__ = ["DEPTHS", "MAX_SIZE", "Batch", "Depth", "Sample", "SchemaLike", "TagDict", "ViolationCode"]
 
@@ -43,9 +44,22 @@ ViolationCode = Literal[
 Sample = Mapping[str, Any]
 #: The tag dict stored beside a sample in TransferQueue.
 TagDict = Mapping[str, Any]
-Batch = Sequence[Sample] | TensorDictBase
-"""A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue returns it
-(jagged, strided or dense tensor columns; non-tensor columns)."""
+if TYPE_CHECKING:
+    Batch = Sequence[Sample] | TensorDictBase
+    """A batch: a sequence of samples, or a TensorDict with one batch dim as TransferQueue returns it
+    (jagged, strided or dense tensor columns; non-tensor columns)."""
+
+
+def __getattr__(name: str) -> Any:
+    # Batch needs tensordict (a second to import); the command line reads this module's
+    # constants (MAX_SIZE, DEPTHS) at start-up, so Batch is made on first use.
+    if name == "Batch":
+        from tensordict import TensorDictBase
+
+        batch = Sequence[Sample] | TensorDictBase
+        globals()["Batch"] = batch
+        return batch
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class SchemaLike(Protocol):

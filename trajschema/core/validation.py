@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import numbers
 
-from trajschema.core.kinds import shown_value
 from trajschema.core.types import MAX_SIZE
 
 __all__ = ["check_int", "check_real", "is_int", "positive_int"]
@@ -52,6 +51,8 @@ def check_int(name: str, value: object, *, minimum: int = 0, maximum: int | None
         ValueError: eos_token_id must be an int in 0..2**63-1 (a token id), found -1
     """
     if not is_int(value) or not minimum <= int(value) <= (math.inf if maximum is None else maximum):  # type: ignore[call-overload]
+        from trajschema.core.kinds import shown_value  # imports torch: only for the message
+
         raise ValueError(f"{name} must be {_int_wanted(minimum, maximum, meaning)}, found {shown_value(value)}")
     return int(value)  # type: ignore[call-overload]
 
@@ -88,6 +89,8 @@ def check_real(name: str, value: object, *, positive: bool = False, maximum: flo
         else:
             ok = math.isfinite(number) and (number > 0 if positive else number >= 0) and number <= maximum
     if not ok:
+        from trajschema.core.kinds import shown_value
+
         limit = "" if maximum == math.inf else f" and <= {maximum:g}"
         raise ValueError(
             f"{name} must be a finite number {'> 0' if positive else '>= 0'}{limit}, found {shown_value(value)}"

@@ -91,6 +91,9 @@ class Change:
         backward_breaking: a sample valid under the old schema can fail under the new one
             (or compatibility cannot be proved).
         forward_breaking: a sample valid under the new schema can fail under the old one.
+        what: the change alone, without the path's subject: ``int64 -> int32`` for
+            ``fields.input_ids.dtype`` (``message`` is ``input_ids: dtype int64 -> int32; <why>``).
+        why: why it breaks, or why it does not (the rest of ``message``).
     """
 
     path: str
@@ -99,6 +102,8 @@ class Change:
     message: str
     backward_breaking: bool = False
     forward_breaking: bool = False
+    what: str = ""
+    why: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in CHANGE_KINDS:
@@ -126,7 +131,20 @@ class _Diff:
     bind_f: bool = False
 
     def message(self, mode: str = "full") -> str:
-        """The change and why it breaks; a break of the other direction only is said to be one.
+        """The change and why it breaks (`reason`)."""
+        return f"{self.change}; {self.reason(mode)}"
+
+    def what(self) -> str:
+        """The change without its subject: ``fields.x.dtype``'s ``x: dtype a -> b`` is ``a -> b``."""
+        _, sep, rest = self.change.partition(": ")
+        if not sep:
+            return self.change
+        last = self.path.rpartition(".")[2]
+        head, blank, tail = rest.partition(" ")
+        return tail if blank and head == last else rest
+
+    def reason(self, mode: str = "full") -> str:
+        """Why the change breaks; a break of the other direction only is said to be one.
 
         In ``backward`` mode a change that only breaks forward is ``ok``: its message says
         so first ("compatible backward; breaks forward only: ..."), so that an ``ok`` line
@@ -143,7 +161,7 @@ class _Diff:
             tail = f"compatible backward; breaks forward only: {tail}" if mode == "backward" else tail
         else:
             tail = self.note or "samples valid under either stay valid under the other"
-        return f"{self.change}; {tail}"
+        return tail
 
 
 def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Change]:
@@ -190,8 +208,10 @@ def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Chan
 def _to_change(d: _Diff, mode: str) -> Change:
     b, f = d.why_b is not None, d.why_f is not None
     breaking = b if mode == "backward" else f if mode == "forward" else b or f
-    # One line whatever the schema says: an expression may be written across lines in YAML.
-    return Change(d.path, d.kind, breaking, " ".join(d.message(mode).split()), b, f)
+    # An expression may be written across lines in YAML: every text is made one line.
+    one = " ".join  # one line whatever the schema says
+    what, why = one(d.what().split()), one(d.reason(mode).split())
+    return Change(d.path, d.kind, breaking, one(d.message(mode).split()), b, f, what, why)
 
 
 class _Ctx:
@@ -390,11 +410,15 @@ def _field_pair(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
             yield from _dtype_change(a, b)
             yield from _shape_change(c, a, b)
         doms = [d for d in a.dtypes if d in b.dtypes] if a.is_tensor else [a.kind]
+        # With no dtype in common the dtype change breaks already, but a narrowing of the
+        # values breaks on its own (revert the dtype and it still would): judge it in the
+        # dtypes of the side whose samples are being kept, as if the dtype had not changed.
+        back, fwd = (doms, doms) if doms else (list(a.dtypes), list(b.dtypes))
         fa, fb = a.bounded(c.const_old), b.bounded(c.const_new)  # bounds over pinned dims are numbers
-        yield from _values_change(fa, fb, doms, doms)
+        yield from _values_change(fa, fb, back, fwd)
         yield from _dim_bounds_change(c, (a, b), (fa, fb), doms)
         if a.is_tensor:
-            yield from _distinct_change(c, fa, fb, doms)
+            yield from _distinct_change(c, fa, fb, (back, fwd))
     if repr(a.pad) != repr(b.pad) or a.pad != b.pad:
         note = "pad rules decide what padding samples hold, not what validation accepts"
         yield _Diff(f"{path}.pad", "pad_changed", f"{a.name}: pad {a.pad} -> {b.pad}", note=note)
@@ -521,7 +545,7 @@ def _values_change(a: Field, b: Field, back: Sequence[Any], fwd: Sequence[Any]) 
     if d.why_b or d.why_f:
         d.change += " (value checks run at depth='values' only)"
     else:
-        d.note = "the same values pass" if back else "no dtype in common, so no value is checked by both"
+        d.note = "the same values pass"
     yield d
 
 
@@ -643,15 +667,16 @@ def _added_bound(side: str, e: Expr, literal: Any, span: Any, s: str, t: str) ->
     return f"{s} allows values {'above' if up else 'below'} {e}, which {t} refuses"
 
 
-def _distinct_change(c: _Ctx, a: Field, b: Field, doms: Sequence[Any]) -> Iterator[_Diff]:
+def _distinct_change(c: _Ctx, a: Field, b: Field, doms: tuple[Sequence[Any], Sequence[Any]]) -> Iterator[_Diff]:
+    """``distinct`` turned on or off; ``doms``: the dtypes to look for a repeat in, (backward, forward)."""
     if a.distinct == b.distinct:
         return
     change = f"{a.name}: distinct {str(a.distinct).lower()} -> {str(b.distinct).lower()}"
     d = _Diff(f"fields.{a.name}.distinct", "values_changed", change)
     if b.distinct:
-        d.why_b = _repeat_why(a, c.span_old, doms, "old", "new")
+        d.why_b = _repeat_why(a, c.span_old, doms[0], "old", "new")
     else:
-        d.why_f = _repeat_why(b, c.span_new, doms, "new", "old")
+        d.why_f = _repeat_why(b, c.span_new, doms[1], "new", "old")
     if d.why_b or d.why_f:
         d.change += " (value checks run at depth='values' only)"
     else:

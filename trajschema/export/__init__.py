@@ -10,8 +10,8 @@ from trajschema.export.jaxtyping import (
     all_annotations,
     dense_annotations,
     field_annotation,
-    jaxtyping_source,
 )
+from trajschema.export.jaxtyping_class import jaxtyping_source
 from trajschema.export.jsonschema import json_schema
 from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
 from trajschema.export.yaml import dim_entry, field_entry, schema_sections, schema_to_yaml, tag_entry

@@ -49,17 +49,15 @@ from __future__ import annotations
 import difflib
 import functools
 import keyword
-import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
 import jaxtyping
 import torch
 
-from trajschema.core import KINDS, DerivedDim, Expr, FixedDim, dtype_name
+from trajschema.core import DerivedDim, Expr, FixedDim, dtype_name
 
-__all__ = ["all_annotations", "dense_annotations", "field_annotation", "jaxtyping_source"]
+__all__ = ["AxisNames", "all_annotations", "dense_annotations", "field_annotation", "symbolic_axis"]
 
 #: trajschema dtype name -> jaxtyping dtype class name.
 JAXTYPING_DTYPE = {
@@ -101,7 +99,7 @@ def field_annotation(schema: Any, field: str) -> Any:
         ValueError: ``schema`` has no field ``field``.
     """
     f = _tensor_field(schema, field)
-    return _annotate(schema, f.name, _Names(schema))
+    return _annotate(schema, f.name, AxisNames(schema))
 
 
 def all_annotations(schema: Any) -> dict[str, Any]:
@@ -112,7 +110,7 @@ def all_annotations(schema: Any) -> dict[str, Any]:
         >>> ann["input_ids"].dim_str, list(ann)[:3]
         ('seq', ['prompts', 'responses', 'input_ids'])
     """
-    names = _Names(schema)
+    names = AxisNames(schema)
     return {f.name: _annotate(schema, f.name, names) for f in schema.fields.values() if f.is_tensor}
 
 
@@ -147,7 +145,7 @@ def dense_annotations(schema: Any, bound: Any) -> dict[str, Any]:
         if p.held == "column" and p.field.is_tensor and not p.key.startswith("metadata.")
     ]
     padded = {p.dim: f"{p.dim}_padded" for p in columns if p.dim is not None}
-    names = _Names(schema, reserved=frozenset({"batch", *padded.values()}))
+    names = AxisNames(schema, reserved=frozenset({"batch", *padded.values()}))
     seen: set[str] = set()  # names bound by a named axis of an earlier required column
     out = {}
     for p in columns:
@@ -188,7 +186,7 @@ def _shown(v: Any) -> str:
     return describe_value(v) if text == describe_value(v) else f"{type(v).__name__} {text}"
 
 
-class _Names:
+class AxisNames:
     """The jaxtyping axis name of each dim: the dim's own name unless jaxtyping would misread it."""
 
     def __init__(self, schema: Any, reserved: frozenset[str] = frozenset()) -> None:
@@ -215,15 +213,17 @@ class _Names:
             self.names[n] = alias
 
 
-def _annotate(schema: Any, field: str, names: _Names) -> Any:
+def _annotate(schema: Any, field: str, names: AxisNames) -> Any:
     return _cached_annotation(*_field_parts(schema, field, names))
 
 
-def _field_parts(schema: Any, field: str, names: _Names) -> tuple[tuple[str, ...], str]:
+def _field_parts(schema: Any, field: str, names: AxisNames) -> tuple[tuple[str, ...], str]:
     """A tensor field's annotation as its parts: the dtype names and jaxtyping's dim string.
 
-    The one place a field's annotation is decided: `field_annotation` builds the
-    annotation object from these, `jaxtyping_source` writes them as Python source.
+    The one place a function parameter's annotation is decided: `field_annotation` and
+    `all_annotations` build the annotation objects from these. (The exported sample class,
+    `trajschema.export.jaxtyping_class`, decides its own axes: it holds every field at once,
+    so it writes a derived dim as jaxtyping's symbolic axis where this keeps the name.)
     """
     bound = _bound_before(schema, field)
     axes = []
@@ -260,17 +260,17 @@ def _bound_before(schema: Any, field: str) -> set[str]:
     return out
 
 
-def _axis(e: Expr, names: _Names, bound: set[str]) -> str:
+def _axis(e: Expr, names: AxisNames, bound: set[str]) -> str:
     folded = e.evaluate(names.fixed)
     if isinstance(folded, int):
         return str(folded)
     if e.is_name:
         return names.names[e.args[0]]
-    rendered = _symbolic(e, names, bound, top=True)
+    rendered = symbolic_axis(e, names, bound, top=True)
     return rendered if rendered is not None else "_"
 
 
-def _symbolic(e: Expr, names: _Names, bound: set[str], *, top: bool = False) -> str | None:
+def symbolic_axis(e: Expr, names: AxisNames, bound: set[str], *, top: bool = False) -> str | None:
     """``e`` as a Python expression jaxtyping can evaluate from the bound names, or ``None``."""
     folded = e.evaluate(names.fixed)
     if isinstance(folded, int):
@@ -281,121 +281,10 @@ def _symbolic(e: Expr, names: _Names, bound: set[str], *, top: bool = False) -> 
             return names.names[n]
         d = names.dims[n]
         if isinstance(d, DerivedDim):
-            return _symbolic(d.expr, names, bound, top=top)
+            return symbolic_axis(d.expr, names, bound, top=top)
         return None
-    parts = [_symbolic(a, names, bound) for a in e.args]
+    parts = [symbolic_axis(a, names, bound) for a in e.args]
     if any(p is None for p in parts):
         return None
     text = f"-{parts[0]}" if e.op == "neg" else f"{parts[0]}{e.op}{parts[1]}"
     return text if top else f"({text})"
-
-
-# -- the same annotations as Python source -------------------------------------------
-
-_PY_KIND = {"int": "int", "float": "float", "bool": "bool", "str": "str", "mapping": "dict[str, Any]", "any": "Any"}
-assert set(_PY_KIND) == set(KINDS) - {"tensor"}, "every non-tensor kind needs a Python type"
-
-
-def jaxtyping_source(schema: Any) -> str:
-    """Python source defining ``<Name>Sample``, a TypedDict of the schema's fields with jaxtyping annotations.
-
-    What ``trajschema export NAME --format jaxtyping`` prints. Tensor fields carry the
-    annotations of `all_annotations` (built from the same parts, so the two cannot
-    drift apart); other fields their kind's Python type. A dtype set becomes an
-    ``AbstractDtype`` subclass defined in the source, listing exactly those dtypes.
-    Required fields are keys of one base class, optional ones of a ``total=False`` one;
-    a base whose field names are not all identifiers uses TypedDict's functional form.
-    The source imports only ``typing``, ``torch`` and ``jaxtyping``.
-
-    Examples:
-        >>> source = jaxtyping_source(ts.load_schema("text"))
-        >>> [line for line in source.splitlines() if "input_ids" in line]
-        ['    input_ids: Int64[torch.Tensor, "seq"]']
-    """
-    imports: set[str] = set()
-    defs: dict[str, str] = {}
-    types = _field_types(schema, imports, defs)
-    cls = _class_name(schema.name)
-    lines = [
-        f"# Sample types of trajschema schema {schema.name!r}: its tensor fields carry jaxtyping annotations.",
-        f"# Generated by `trajschema export {schema.name} --format jaxtyping`; regenerate it when the schema changes.",
-        "",
-        "from typing import Any, TypedDict",
-        "",
-        "import torch",
-    ]
-    if imports:
-        lines.append(f"from jaxtyping import {', '.join(sorted(imports))}")
-    for d in defs.values():
-        lines += ["", "", *d.splitlines()]
-    lines += _typed_dict(f"_{cls}Required", [(n, t) for n, t, r in types if r], total=True)
-    lines += _typed_dict(f"_{cls}Optional", [(n, t) for n, t, r in types if not r], total=False)
-    lines += [
-        "",
-        "",
-        f"class {cls}(_{cls}Required, _{cls}Optional):",
-        '    """One sample: the required fields and the optional ones."""',
-    ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def _py_str(text: str) -> str:
-    return f'"{text}"' if text.isprintable() and '"' not in text and "\\" not in text else repr(text)
-
-
-def _class_name(schema_name: str) -> str:
-    words = [w for w in re.split(r"[^0-9A-Za-z]+", schema_name) if w]
-    name = "".join(w[0].upper() + w[1:] for w in words) + "Sample"
-    return name if name[0].isalpha() else "Schema" + name
-
-
-def _dtype_source(dtypes: tuple[str, ...], imports: set[str], defs: dict[str, str]) -> str:
-    """The name of a dtype set in the generated source (defining its class when it lists several)."""
-    names = [JAXTYPING_DTYPE[d] for d in dtypes]
-    if len(names) == 1:
-        imports.add(names[0])
-        return names[0]
-    # The class `_dtype_class` makes, under a name Python can spell.
-    cls = "Or".join(names)
-    listed = ", ".join(_py_str(d) for d in dtypes)
-    defs[cls] = f"class {cls}(AbstractDtype):\n    dtypes = [{listed}]\n"
-    imports.add("AbstractDtype")
-    return cls
-
-
-def _field_types(schema: Any, imports: set[str], defs: dict[str, str]) -> list[tuple[str, str, bool]]:
-    names = _Names(schema)
-    out = []
-    for f in schema.fields.values():
-        if f.is_tensor:
-            dtypes, dim_str = _field_parts(schema, f.name, names)
-            text = f"{_dtype_source(dtypes, imports, defs)}[torch.Tensor, {_py_str(dim_str)}]"
-        else:
-            text = _PY_KIND[f.kind]
-        out.append((f.name, text, f.required))
-    return out
-
-
-def _class_key(name: str) -> bool:
-    """Whether ``name`` written in a class body stays that key.
-
-    Not a keyword, not a private name (``__x`` becomes ``_Class__x``) and not one Python
-    normalizes (``ﬁ`` reads as ``fi``).
-    """
-    private = name.startswith("__") and not name.endswith("__")
-    return (
-        name.isidentifier()
-        and not keyword.iskeyword(name)
-        and not private
-        and unicodedata.normalize("NFKC", name) == name
-    )
-
-
-def _typed_dict(name: str, entries: list[tuple[str, str]], *, total: bool) -> list[str]:
-    if all(_class_key(n) for n, _ in entries):
-        body = [f"    {n}: {t}" for n, t in entries] or ["    pass"]
-        return ["", "", f"class {name}(TypedDict{'' if total else ', total=False'}):", *body]
-    # TypedDict's functional form takes any string as a key.
-    items = [f"        {_py_str(n)}: {t}," for n, t in entries]
-    total_kw = [] if total else ["    total=False,"]
-    return ["", "", f"{name} = TypedDict(", f"    {_py_str(name)},", "    {", *items, "    },", *total_kw, ")"]

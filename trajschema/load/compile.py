@@ -25,7 +25,6 @@ from trajschema.core import (
     FreeDim,
     PadRule,
     Poly,
-    SchemaDefinitionError,
     Tag,
     ValueSet,
     depends_on,
@@ -52,6 +51,7 @@ from trajschema.load.filetext import (
     _show,
     _string_hint,
 )
+from trajschema.load.problems import Consequence, ErrorsMode, Problems
 from trajschema.load.syntax import (
     _DerivedDimDecl,
     _DimDecl,
@@ -193,26 +193,41 @@ def _combined(blame: _Blame, entries: Sequence[tuple[str, str]]) -> str:
     return " and ".join(parts[:4]) + (" ..." if len(parts) > 4 else "")
 
 
-def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, merged, extra: str) -> Schema:
-    """The Schema of merged entries.
+def _compile(
+    decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, merged, extra: str, errors: ErrorsMode = "all"
+) -> Schema:
+    """The Schema of merged entries, or every independent problem they have (``errors="all"``).
 
     ``sources[i]`` is the file of ``mro[i]`` (the one loaded is ``sources[0]``), and
-    ``ancestors[n]`` the names schema ``n`` extends, directly or not.
+    ``ancestors[n]`` the names schema ``n`` extends, directly or not. Each dim, field, tag
+    and padding size is compiled on its own; an entry that rests on one with a problem
+    (a field over a dim that did not compile) is left out without a word.
     """
+    problems = Problems(errors, decl.problems)
     blame = _Blame(mro, sources, ancestors, merged)
-    dims = _compile_dims(merged["dims"], blame)
-    spans = _dim_spans(dims, blame)
-    fields = {name: _compile_field(name, f, src, dims, spans) for name, (f, src) in merged["fields"].items()}
-    tags = {name: _compile_tag(name, t, src, dims) for name, (t, src) in merged["tags"].items()}
-    padding = {name: _compile_padding(name, size, src, dims, blame) for name, (size, src) in merged["padding"].items()}
-    _check_never_negative(dims, fields, blame, spans)
-    _check_padding_defaults(dims, fields, padding, blame)
+    dims = _compile_dims(merged["dims"], blame, problems, decl.broken.get("dims", frozenset()))
+    spans = _dim_spans(dims, blame, problems)
+    fields: dict[str, Field] = {}
+    for name, (f, src) in merged["fields"].items():
+        with problems.each():
+            fields[name] = _compile_field(name, f, src, dims, spans, problems)
+    tags: dict[str, Tag] = {}
+    for name, (t, src) in merged["tags"].items():
+        with problems.each():
+            tags[name] = _compile_tag(name, t, src, dims)
+    padding: dict[str, int] = {}
+    for name, (size, src) in merged["padding"].items():
+        with problems.each():
+            padding[name] = _compile_padding(name, size, src, dims, blame)
+    sound = _check_never_negative(dims, fields, blame, spans, problems)
+    _check_padding_defaults(dims, sound, padding, blame, problems)
+    problems.raise_if_any()
     return Schema(
         name=decl.name,
         description=decl.description,
         architectures=decl.architectures,
         lineage=mro,
-        dims=dims,
+        dims=dict(dims),
         fields=fields,
         tags=tags,
         padding_sizes=padding,
@@ -221,30 +236,76 @@ def _compile(decl: _SchemaDecl, mro: list[str], sources: list[str], ancestors, m
     )
 
 
-def _compile_dims(decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame) -> dict[str, Any]:
-    dims: dict[str, Any] = {}
+class _Dims(dict):
+    """The dims that compiled, by name; ``broken`` are declared ones that did not (or rest on
+    one that did not), so that what uses them is a consequence, not an unknown dim."""
+
+    def __init__(self, declared) -> None:
+        super().__init__()
+        self.declared = list(declared)
+        self.broken: set[str] = set()
+
+    def drop(self, name: str) -> None:
+        self.pop(name, None)
+        self.broken.add(name)
+
+
+def _compile_dims(
+    decls: Mapping[str, tuple[_DimDecl, str]], blame: _Blame, problems: Problems, broken: frozenset[str]
+) -> _Dims:
+    """The dims that compile; ``broken`` are the file's own dims refused before (left out of ``decls``)."""
+    dims = _Dims([*decls, *broken])
+    dims.broken.update(broken)
     for name, (d, src) in decls.items():
-        path = f"dims.{name}"
-        if isinstance(d, _FixedDimDecl):
-            dims[name] = FixedDim(name, d.size, description=d.description)
-        elif isinstance(d, _DerivedDimDecl):
-            dims[name] = DerivedDim(name, _expr(d.expr, src, path), description=d.description)
-        else:
-            if d.max is not None and d.max < d.min:
-                _raise(src, path, f"max {d.max} is below min {d.min}")
-            free = FreeDim(name, d.min, d.max, d.multiple_of, description=d.description)
-            if free.size_range() is None:
-                _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {d.multiple_of}")
-            dims[name] = free
-    for d in dims.values():
-        if isinstance(d, DerivedDim):
-            _check_names(d.expr, dims, decls[d.name][1], f"dims.{d.name}")
-    _check_dim_graph(dims, blame)
+        with problems.each():
+            dims[name] = _compile_dim(name, d, src)
+    dims.broken.update(n for n in decls if n not in dims)
+    for derived in [d for d in dims.values() if isinstance(d, DerivedDim)]:
+        checked = False
+        with problems.each():
+            _check_names(derived.expr, dims, decls[derived.name][1], f"dims.{derived.name}")
+            checked = True
+        if not checked:
+            dims.drop(derived.name)
+    _drop_dependents(dims)
+    graph = False
+    with problems.each():
+        _check_dim_graph(dims, blame)
+        graph = True
+    if not graph:  # which derived dims are sound is not known: leave them all out
+        for n in [n for n, d in dims.items() if isinstance(d, DerivedDim)]:
+            dims.drop(n)
     for name, (decl, src) in decls.items():
-        if isinstance(decl, _FreeDimDecl) and "from_config" in decl.model_fields_set:
-            keys = _config_keys(decl.from_config, src, f"dims.{name}.from_config")
-            dims[name] = dataclasses.replace(dims[name], from_config=keys)
+        if name in dims and isinstance(decl, _FreeDimDecl) and "from_config" in decl.model_fields_set:
+            with problems.each():
+                keys = _config_keys(decl.from_config, src, f"dims.{name}.from_config")
+                dims[name] = dataclasses.replace(dims[name], from_config=keys)
     return dims
+
+
+def _compile_dim(name: str, d: _DimDecl, src: str) -> Any:
+    path = f"dims.{name}"
+    if isinstance(d, _FixedDimDecl):
+        return FixedDim(name, d.size, description=d.description)
+    if isinstance(d, _DerivedDimDecl):
+        return DerivedDim(name, _expr(d.expr, src, path), description=d.description)
+    assert isinstance(d, _FreeDimDecl)
+    if d.max is not None and d.max < d.min:
+        _raise(src, path, f"max {d.max} is below min {d.min}")
+    free = FreeDim(name, d.min, d.max, d.multiple_of, description=d.description)
+    if free.size_range() is None:
+        _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {d.multiple_of}")
+    return free
+
+
+def _drop_dependents(dims: _Dims) -> None:
+    """Leave out the derived dims that use a dim left out, until none does."""
+    while True:
+        using = [n for n, d in dims.items() if isinstance(d, DerivedDim) and not dims.broken.isdisjoint(d.expr.names())]
+        if not using:
+            return
+        for n in using:
+            dims.drop(n)
 
 
 def _config_keys(texts: Sequence[str], source: str, path: str) -> tuple[Expr, ...]:
@@ -299,7 +360,14 @@ def _unknown(what: str, found: str, known) -> str:
 def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) -> None:
     for n in expr.names():
         if n not in dims:
-            _raise(source, path, _unknown("dim", n, list(dims)) + "; declare it under dims:")
+            _no_dim(n, dims, source, path, "; declare it under dims:")
+
+
+def _no_dim(name: str, dims: Mapping[str, Any], source: str, path: str, note: str = "") -> NoReturn:
+    """Refuse a dim name ``dims`` lacks: unknown, or declared with a problem of its own (reported there)."""
+    if name in getattr(dims, "broken", ()):
+        raise Consequence(name)
+    _raise(source, path, _unknown("dim", name, getattr(dims, "declared", list(dims))) + note)
 
 
 def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
@@ -339,21 +407,45 @@ def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
 # Compiling fields: type (kind, shape, dtypes), pad rule, value checks, the fill vs the checks
 
 
-def _compile_field(name: str, f: _FieldDecl, src: str, dims, spans: Mapping[str, tuple[float, float]]) -> Field:
+def _compile_field(
+    name: str, f: _FieldDecl, src: str, dims, spans: Mapping[str, tuple[float, float]], problems: Problems
+) -> Field:
+    """A field, each of its keys checked on its own: a problem in one is reported, and the checks
+    that need it (the pad rule needs the dtypes) are left out."""
     path = f"fields.{name}"
+    before = len(problems.found)
     if f.pad is None:
-        _raise(
-            src,
-            f"{path}.pad",
-            f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
-        )
-    kind, shape, dtypes = _field_type(name, f, src, path, dims)
-    pad = _compile_pad(f.pad, kind, shape, dtypes, src, f"{path}.pad", dims)
-    values = _compile_values(f.values, kind, dtypes, src, f"{path}.values")
-    lo, hi = _compile_bounds(f, kind, dtypes, src, path)
-    lo_e, hi_e = (_dim_bound(f, key, dims, src, path) for key in ("min", "max"))
-    if f.finite and kind not in ("tensor", "float"):
-        _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
+        with problems.each():
+            _raise(
+                src,
+                f"{path}.pad",
+                f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
+            )
+    typed: tuple[str, Any, tuple[torch.dtype, ...]] | None = None
+    with problems.each():
+        typed = _field_type(name, f, src, path, dims, problems)
+    if typed is None:
+        with problems.each():
+            _check_pad_name(f.pad, src, f"{path}.pad")  # a rule's name is checked on its own
+        raise Consequence(path)
+    kind, shape, dtypes = typed
+    parts: dict[str, Any] = {}
+    with problems.each():
+        if f.pad is not None:
+            parts["pad"] = _compile_pad(f.pad, kind, shape, dtypes, src, f"{path}.pad", dims)
+    with problems.each():
+        parts["values"] = _compile_values(f.values, kind, dtypes, src, f"{path}.values")
+    with problems.each():
+        parts["bounds"] = _compile_bounds(f, kind, dtypes, src, path)
+    for key in ("min", "max"):
+        with problems.each():
+            parts[f"{key}_expr"] = _dim_bound(f, key, dims, src, path)
+    with problems.each():
+        if f.finite and kind not in ("tensor", "float"):
+            _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
+    if len(problems.found) > before:
+        raise Consequence(path)
+    (lo, hi), pad, values = parts["bounds"], parts["pad"], parts["values"]
     _check_fill(pad, values, lo, hi, f.finite, src, f"{path}.pad")
     field = Field(
         name=name,
@@ -367,8 +459,8 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims, spans: Mapping[str,
         max=hi,
         finite=f.finite,
         description=f.description,
-        min_expr=lo_e,
-        max_expr=hi_e,
+        min_expr=parts["min_expr"],
+        max_expr=parts["max_expr"],
         distinct=f.distinct,
     )
     if field.has_dim_bounds:
@@ -378,7 +470,10 @@ def _compile_field(name: str, f: _FieldDecl, src: str, dims, spans: Mapping[str,
     return field
 
 
-def _field_type(name: str, f: _FieldDecl, src: str, path: str, dims) -> tuple[str, Any, tuple[torch.dtype, ...]]:
+def _field_type(
+    name: str, f: _FieldDecl, src: str, path: str, dims, problems: Problems
+) -> tuple[str, Any, tuple[torch.dtype, ...]]:
+    """The kind, the shape and the dtypes; each axis of the shape and the dtype checked on its own."""
     if f.kind is not None and f.kind != "tensor":
         if f.kind not in KINDS:
             _raise(src, f"{path}.kind", _unknown("kind", f.kind, ("tensor", *KINDS)))
@@ -392,10 +487,19 @@ def _field_type(name: str, f: _FieldDecl, src: str, path: str, dims) -> tuple[st
             path,
             f"a tensor field needs both shape and dtype ({missing} is missing), or a kind: one of {', '.join(KINDS)}",
         )
-    shape = tuple(_expr(e, src, f"{path}.shape[{i}]") for i, e in enumerate(f.shape))
-    for i, e in enumerate(shape):
-        _check_names(e, dims, src, f"{path}.shape[{i}]")
-    return "tensor", shape, _compile_dtypes(f.dtype, src, f"{path}.dtype")
+    before = len(problems.found)
+    shape: list[Expr] = []
+    for i, text in enumerate(f.shape):
+        with problems.each():
+            e = _expr(text, src, f"{path}.shape[{i}]")
+            _check_names(e, dims, src, f"{path}.shape[{i}]")
+            shape.append(e)
+    dtypes: tuple[torch.dtype, ...] = ()
+    with problems.each():
+        dtypes = _compile_dtypes(f.dtype, src, f"{path}.dtype")
+    if len(shape) < len(f.shape) or len(problems.found) > before:
+        raise Consequence(path)
+    return "tensor", tuple(shape), dtypes
 
 
 def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[torch.dtype, ...]:
@@ -416,11 +520,11 @@ def _compile_dtype(name: Any, source: str, path: str) -> torch.dtype:
     if not isinstance(name, str):
         _raise(source, path, f"expected a torch dtype name, found {_show(name)}")
     name = name.removeprefix("torch.")
-    if name in _DTYPES:
-        return _DTYPES[name]
-    if name in _DTYPE_HINTS:
+    if name in _DTYPE_HINTS and name not in _DTYPES:
         _raise(source, path, f"ambiguous dtype {name!r}; did you mean {_DTYPE_HINTS[name]}?")
-    raise SchemaDefinitionError(source, path, _unknown("dtype", name, list(_DTYPES)))
+    if name not in _DTYPES:
+        _raise(source, path, _unknown("dtype", name, list(_DTYPES)))
+    return _DTYPES[name]
 
 
 _RULE_KINDS = {
@@ -433,14 +537,21 @@ _RULE_KINDS = {
 }
 
 
+def _check_pad_name(pad: Any, src: str, path: str) -> None:
+    """A pad rule written as a name must be one (``spread`` takes its dim: a mapping)."""
+    if not isinstance(pad, str):
+        return
+    if pad == SPREAD:  # the one rule that needs an argument: written as a mapping
+        _raise(src, path, f"pad rule {SPREAD!r} needs the dim that counts the ids: write {{{SPREAD}: experts}}")
+    if pad not in PAD_RULES:
+        _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
+
+
 def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: Mapping[str, Any]) -> PadRule:
     if isinstance(pad, Mapping):
         return _compile_spread(pad, kind, shape, dtypes, src, path, dims)
     if isinstance(pad, str):
-        if pad == SPREAD:  # the one rule that needs an argument: written as a mapping
-            _raise(src, path, f"pad rule {SPREAD!r} needs the dim that counts the ids: write {{{SPREAD}: experts}}")
-        if pad not in PAD_RULES:
-            _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
+        _check_pad_name(pad, src, path)
         if kind not in _RULE_KINDS[pad]:
             _raise(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
         if pad in ("eos", "positions") and torch.bool in dtypes:
@@ -496,7 +607,7 @@ def _compile_spread(
     if not isinstance(over, str):
         _raise(src, at, f"expected the name of the dim that counts the ids (experts), found {_show(over)}")
     if over not in dims:
-        _raise(src, at, _unknown("dim", over, list(dims)) + "; declare it under dims:")
+        _no_dim(over, dims, src, at, "; declare it under dims:")
     rule = f"{{{SPREAD}: {over}}}"
     if kind != "tensor":
         _raise(src, path, f"pad rule {rule} spreads ids along a tensor's last axis; a {kind!r} field has none")
@@ -575,7 +686,7 @@ def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tu
 def _dim_bound(f: _FieldDecl, key: str, dims: Mapping[str, Any], src: str, path: str) -> Expr | None:
     """``min`` / ``max`` written in dims (``max: experts - 1``), parsed; ``None`` for a number or nothing."""
     text = getattr(f, key)
-    if not isinstance(text, str):
+    if not isinstance(text, str) or _string_hint(text):  # a number YAML read as a string: _compile_bounds says so
         return None
     at = f"{path}.{key}"
     e = _expr(text, src, at)
@@ -776,7 +887,7 @@ def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
     return Tag(name, t.kind or ("int" if eq is not None else None), t.default, eq, t.description)
 
 
-def _dim_spans(dims: Mapping[str, Any], blame: _Blame) -> dict[str, tuple[float, float]]:
+def _dim_spans(dims: _Dims, blame: _Blame, problems: Problems) -> dict[str, tuple[float, float]]:
     """The sizes each dim may take, as a span ``(lo, hi)`` (``hi`` may be inf), refusing a derived
     dim that is negative for every size the dims allow (interval arithmetic).
 
@@ -793,19 +904,33 @@ def _dim_spans(dims: Mapping[str, Any], blame: _Blame) -> dict[str, tuple[float,
             if sizes is not None:  # the loader refused a free dim without sizes already
                 span[d.name] = (sizes[0], math.inf if sizes[1] is None else sizes[1])
     for d in derived_order(dims):
-        lo, hi = d.expr.bounds(span)
-        _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
-        span[d.name] = _size_span(lo, hi)
+        if not dims.broken.isdisjoint(d.expr.names()):
+            dims.drop(d.name)  # over a dim refused just before
+            continue
+        with problems.each():
+            lo, hi = d.expr.bounds(span)
+            _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
+            span[d.name] = _size_span(lo, hi)
+        if d.name not in span:
+            dims.drop(d.name)
     return span
 
 
 def _check_never_negative(
-    dims: Mapping[str, Any], fields: Mapping[str, Field], blame: _Blame, span: Mapping[str, tuple[float, float]]
-) -> None:
-    """No shape axis is negative for every size the dims allow (``span``: `_dim_spans`)."""
+    dims: Mapping[str, Any],
+    fields: Mapping[str, Field],
+    blame: _Blame,
+    span: Mapping[str, tuple[float, float]],
+    problems: Problems,
+) -> dict[str, Field]:
+    """No shape axis is negative for every size the dims allow (``span``: `_dim_spans`); the fields that pass."""
+    passed = {}
     for name, f in fields.items():
-        for i, e in enumerate(f.shape or ()):
-            _refuse_negative(e, e.bounds(span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
+        with problems.each():
+            for i, e in enumerate(f.shape or ()):
+                _refuse_negative(e, e.bounds(span)[1], blame, ("fields", name), f"fields.{name}.shape[{i}]", dims)
+            passed[name] = f
+    return passed
 
 
 def _size_span(lo: float, hi: float) -> tuple[float, float]:
@@ -846,34 +971,47 @@ def _padding_size_of(e: Expr, env: Mapping[str, int], blame: _Blame, checked, pa
     return v
 
 
-def _check_padding_defaults(dims, fields: Mapping[str, Field], padding: Mapping[str, int], blame: _Blame) -> None:
+def _check_padding_defaults(
+    dims, fields: Mapping[str, Field], padding: Mapping[str, int], blame: _Blame, problems: Problems
+) -> None:
     """Padding with the schema's own sizes must work: every axis a size, positions that fit."""
-    env = _padding_env(dims, padding, blame)
+    env: dict[str, int] | None = None
+    with problems.each():
+        env = _padding_env(dims, padding, blame)
+    if env is None:  # a derived dim is no size at the padding sizes: reported just now
+        return
     for f in fields.values():
-        for i, e in enumerate(f.shape or ()):
-            _padding_size_of(e, env, blame, ("fields", f.name), f"fields.{f.name}.shape[{i}]", (dims, padding))
-        if f.has_dim_bounds:
-            _check_fill_at_padding_sizes(f, env, dims, padding, blame)
-            f = f.bounded(env)  # positions below keep to the bounds at these sizes
-        if f.pad.rule != "positions" or not f.shape:
-            continue
-        n = f.shape[-1].evaluate(env)
-        last_dim = dims.get(f.shape[-1].args[0]) if f.shape[-1].is_name else None
-        if n is None and isinstance(last_dim, FreeDim):  # no padding size: at least the smallest size
-            n = last_dim.first_size()
-        if not n:
-            continue
-        last = n - 1
-        broken = next((f"{last} does not fit {dtype_name(d)}" for d in f.dtypes if not fill_fits_dtype(last, d)), None)
-        if f.max is not None and not last <= f.max:
-            broken = broken or f"{last} breaks max {_num(f.max)}"
-        missing = next((k for k in range(min(n, len(f.values) + 1)) if k not in f.values), None) if f.values else None
-        if missing is not None:
-            broken = broken or f"{missing} is not in values"
-        if broken:
-            problem = f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}"
-            involved = blame.dims_of(f.shape[-1].names(), dims, padding=True)
-            blame.fail(("fields", f.name), f"fields.{f.name}.pad", involved, problem)
+        with problems.each():
+            _check_field_padding(f, env, dims, padding, blame)
+
+
+def _check_field_padding(f: Field, env: Mapping[str, int], dims, padding: Mapping[str, int], blame: _Blame) -> None:
+    """Padding ``f`` with the padding sizes ``env`` gives valid values: every axis a size, a fill
+    within the bounds, positions that fit."""
+    for i, e in enumerate(f.shape or ()):
+        _padding_size_of(e, env, blame, ("fields", f.name), f"fields.{f.name}.shape[{i}]", (dims, padding))
+    if f.has_dim_bounds:
+        _check_fill_at_padding_sizes(f, env, dims, padding, blame)
+        f = f.bounded(env)  # positions below keep to the bounds at these sizes
+    if f.pad.rule != "positions" or not f.shape:
+        return
+    n = f.shape[-1].evaluate(env)
+    last_dim = dims.get(f.shape[-1].args[0]) if f.shape[-1].is_name else None
+    if n is None and isinstance(last_dim, FreeDim):  # no padding size: at least the smallest size
+        n = last_dim.first_size()
+    if not n:
+        return
+    last = n - 1
+    broken = next((f"{last} does not fit {dtype_name(d)}" for d in f.dtypes if not fill_fits_dtype(last, d)), None)
+    if f.max is not None and not last <= f.max:
+        broken = broken or f"{last} breaks max {_num(f.max)}"
+    missing = next((k for k in range(min(n, len(f.values) + 1)) if k not in f.values), None) if f.values else None
+    if missing is not None:
+        broken = broken or f"{missing} is not in values"
+    if broken:
+        problem = f"pad rule 'positions' fills 0..{last} (at the padding size), and {broken}"
+        involved = blame.dims_of(f.shape[-1].names(), dims, padding=True)
+        blame.fail(("fields", f.name), f"fields.{f.name}.pad", involved, problem)
 
 
 def _check_fill_at_padding_sizes(f: Field, env: Mapping[str, int], dims, padding, blame: _Blame) -> None:
@@ -897,7 +1035,7 @@ def _check_fill_at_padding_sizes(f: Field, env: Mapping[str, int], dims, padding
 def _compile_padding(name: str, size: int, src: str, dims, blame: _Blame) -> int:
     path = f"padding.{name}"
     if name not in dims:
-        _raise(src, path, _unknown("dim", name, list(dims)))
+        _no_dim(name, dims, src, path)
     d = dims[name]
     if not isinstance(d, FreeDim):
         _raise(src, path, f"only free dims take a padding size; {name!r} is {type(d).__name__}")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from trajschema.core import DTYPES_BY_NAME, MAX_SIZE, SchemaDefinitionError
+from trajschema.load.problems import place
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
 #: searched before the packaged ones so a project can add or override families.
@@ -43,8 +44,16 @@ _DTYPE_HINTS = {
 _DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _raise(source: str, path: str, problem: str) -> NoReturn:
-    raise SchemaDefinitionError(source, path, problem)
+def _raise(
+    source: str, path: str, problem: str, *, key: str | None = None, mark: tuple[int, int] | None = None
+) -> NoReturn:
+    """Raise ``problem`` at ``path`` of ``source``, with the line and column of ``mark``, else of the
+    key path ``key`` (its key: ``fields.x.dtpye`` for an unknown key named at ``fields.x``), else of
+    ``path`` (see `Places.of`), when the load under way read that file."""
+    if mark is None:
+        mark = place(source, key, key=True) if key is not None else place(source, path)
+    line, column = mark if mark is not None else (None, None)
+    raise SchemaDefinitionError(source, path, problem, line=line, column=column)
 
 
 def _join(path: str, key: Any) -> str:

@@ -29,6 +29,7 @@ from trajschema.core import (
     register_layout_loader,
 )
 from trajschema.load.filetext import _DIM_NAME, _show
+from trajschema.load.problems import place, reporting
 from trajschema.load.reader import NOTHING, _check_tree, _read_yaml, file_problem
 from trajschema.load.search import _Found, _readable, search_path_files, shown_name
 
@@ -48,8 +49,11 @@ _FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather")
 _BLOCK_KEYS = ("pad_side", "length", "holds")
 
 
-def _raise(source: str, path: str, problem: str) -> NoReturn:
-    raise LayoutDefinitionError(source, path, problem)
+def _raise(source: str, path: str, problem: str, *, key: bool = False) -> NoReturn:
+    """Raise ``problem`` at ``path`` (its key, with ``key``), with its line and column when the file was read."""
+    mark = place(source, path, key=key)
+    line, column = mark if mark is not None else (None, None)
+    raise LayoutDefinitionError(source, path, problem, line=line, column=column)
 
 
 def packaged_layouts() -> Path:
@@ -116,17 +120,18 @@ def _readable_layout(path: Path, problem: str | None) -> Path:
     try:
         return _readable(_Found(path, problem))
     except SchemaDefinitionError as exc:
-        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
+        raise LayoutDefinitionError.of(exc.errors) from None
 
 
 def _from_file(path: Path) -> Layout:
-    try:
-        data = _read_yaml(path)
-    except LayoutDefinitionError:
-        raise
-    except SchemaDefinitionError as exc:  # the reader's own words, as a layout error
-        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
-    return layout_from_dict(data, source=str(path))
+    with reporting():  # the problems of the file, with their lines and columns
+        try:
+            data = _read_yaml(path)
+        except LayoutDefinitionError:
+            raise
+        except SchemaDefinitionError as exc:  # the reader's own words, as a layout error
+            raise LayoutDefinitionError.of(exc.errors) from None
+        return layout_from_dict(data, source=str(path))
 
 
 def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> Layout:
@@ -142,7 +147,7 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
     except LayoutDefinitionError:
         raise
     except SchemaDefinitionError as exc:
-        raise LayoutDefinitionError(exc.source, exc.path, exc.problem) from None
+        raise LayoutDefinitionError.of(exc.errors) from None
     _known_keys(data, _TOP_KEYS, source, "")
     name = _string(data.get("name"), source, "name", required=True)
     axes = _axes(_section(data, "axes", source, required=True), source)
@@ -181,7 +186,7 @@ def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], source: str, pa
         if k not in known:
             close = difflib.get_close_matches(str(k), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            _raise(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}")
+            _raise(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}", key=True)
 
 
 def _string(v: Any, source: str, path: str, *, required: bool = False) -> str:

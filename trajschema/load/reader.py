@@ -22,17 +22,21 @@ from trajschema.load.filetext import (
     _text,
     _word,
 )
+from trajschema.load.problems import places_of, remember
 
 # ---------------------------------------------------------------------------
 # Reading YAML
 
 
 class _YAMLProblem(Exception):
-    """Raised inside the loader; turned into a SchemaDefinitionError with the file name."""
+    """Raised inside the loader; turned into a SchemaDefinitionError with the file name.
 
-    def __init__(self, path: str, problem: str) -> None:
+    ``mark`` is the YAML mark of the node at fault (its line and column, 0-based).
+    """
+
+    def __init__(self, path: str, problem: str, mark: Any) -> None:
         super().__init__(path, problem)
-        self.path, self.problem = path, problem
+        self.path, self.problem, self.mark = path, problem, mark
 
 
 class _SchemaYAMLLoader(yaml.SafeLoader):
@@ -59,10 +63,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.depth >= _MAX_DEPTH:
             mark = self.peek_event().start_mark
-            raise _YAMLProblem(
-                f"line {mark.line + 1}, column {mark.column + 1}",
-                f"nested more than {_MAX_DEPTH} levels deep; a schema needs 5",
-            )
+            raise _YAMLProblem("", f"nested more than {_MAX_DEPTH} levels deep; a schema needs 5", mark)
         self.depth += 1
         try:
             return super().compose_node(parent, index)
@@ -80,6 +81,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
                     _join(path, "<<"),
                     f"YAML merge keys (<<, line {line}) are not supported: they override keys silently; "
                     "write the entry out, or reuse a whole entry with an alias (*name)",
+                    mark,
                 )
             key = self.construct_object(key_node, deep=True)
             if not isinstance(key, str):
@@ -87,11 +89,13 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
                     path,
                     f"key {_text(key)} on line {line} is {_word(key)}, not a string; quote it if a name is meant "
                     "(YAML reads 1, null, true, on, off, yes and no as numbers, null and booleans)",
+                    mark,
                 )
             if key in marks:
                 raise _YAMLProblem(
                     _join(path, key),
                     f"key {key!r} is given twice ({_two_places(marks[key], mark)}); YAML would keep only the last",
+                    mark,
                 )
             marks[key] = mark
         return super().construct_mapping(node, deep=deep)
@@ -102,6 +106,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
                 self.paths.get(id(node), ""),
                 f"an integer literal of {len(node.value)} characters (line {node.start_mark.line + 1}); "
                 f"the limit is {_MAX_INT_CHARS}",
+                node.start_mark,
             )
         return super().construct_yaml_int(node)
 
@@ -109,7 +114,21 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
         try:
             return super().construct_yaml_timestamp(node)
         except ValueError as exc:  # 2001-02-30
-            raise _YAMLProblem(self.paths.get(id(node), ""), f"invalid date {node.value!r}: {exc}") from None
+            raise _YAMLProblem(
+                self.paths.get(id(node), ""), f"invalid date {node.value!r}: {exc}", node.start_mark
+            ) from None
+
+
+def _place(mark: Any) -> tuple[int, int]:
+    """A YAML mark (0-based) as editors count: 1-based line and column."""
+    return mark.line + 1, mark.column + 1
+
+
+def _text_place(text: str, exc: Exception) -> tuple[int, int]:
+    """Line and column of a reader error (it knows only the character offset)."""
+    at = getattr(exc, "position", 0)
+    line_start = text.rfind("\n", 0, at) + 1
+    return text.count("\n", 0, at) + 1, at - line_start + 1
 
 
 def _two_places(a: Any, b: Any) -> str:
@@ -149,18 +168,18 @@ def _parse_yaml(text: str, source: str) -> Any:
         if node is None:
             return None
         loader.paths = _node_paths(node)
-        return loader.construct_document(node)
+        data = loader.construct_document(node)
+        remember(source, places_of(node, loader.paths))
+        return data
     except _YAMLProblem as p:
-        _raise(source, p.path, p.problem)
+        _raise(source, p.path, p.problem, mark=_place(p.mark))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = exc.problem or exc.context
         context = f" ({exc.context})" if exc.problem and exc.context else ""
-        _raise(source, where, f"invalid YAML: {what}{context}")
+        _raise(source, "", f"invalid YAML: {what}{context}", mark=_place(mark) if mark else None)
     except yaml.YAMLError as exc:  # ReaderError: a control character
-        line = text.count("\n", 0, getattr(exc, "position", 0)) + 1
-        _raise(source, f"line {line}", f"invalid YAML: {str(exc).splitlines()[0]}")
+        _raise(source, "", f"invalid YAML: {str(exc).splitlines()[0]}", mark=_text_place(text, exc))
     finally:
         if loader is not None:
             loader.dispose()
@@ -252,11 +271,13 @@ def _read_text(path: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
+        line_start = raw.rfind(b"\n", 0, exc.start) + 1
+        column = len(raw[line_start : exc.start].decode("utf-8", errors="replace")) + 1  # in characters
         _raise(
             str(path),
-            f"line {line}",
+            "",
             f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason}); schema files are UTF-8",
+            mark=(raw.count(b"\n", 0, exc.start) + 1, column),
         )
 
 

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
 from trajschema._schema import Schema
-from trajschema.core import SchemaNotFoundError, describe_value
+from trajschema.core import SchemaDefinitionError, SchemaNotFoundError, describe_value
 from trajschema.load.compile import _compile
 from trajschema.load.config import config_architectures, pin_config_dims, read_model_config
 from trajschema.load.filetext import _MAX_EXTENDS_DEPTH, _raise
+from trajschema.load.problems import ErrorsMode, check_errors_mode, reporting
 from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
 from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
 
@@ -244,16 +245,36 @@ def _not_found(name: str, known: list[str], what: str = "schema", note: str = ""
 # Public loaders
 
 
-def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
+def load_schema(name_or_path: str | os.PathLike[str], *, errors: ErrorsMode = "all") -> Schema:
     """Load a packaged schema by name, or a schema file by path.
 
     Examples:
         >>> ts.load_schema("vlm_mrope").dims["rope_rows"].size
         4
 
+    A malformed file is reported whole, as pydantic reports a model: every problem of the
+    file that does not follow from another, in one `SchemaDefinitionError` (its
+    ``errors``; ``str()`` lists them one a line, under a header with the count):
+
+        >>> bad = {"name": "mine", "fields": {"a": {"kind": "int", "pad": "eso"}, "b": {"kind": "strr", "pad": 0}}}
+        >>> try:
+        ...     ts.schema_from_dict(bad)
+        ... except ts.SchemaDefinitionError as exc:
+        ...     for p in exc.errors:
+        ...         print(f"{p.path}: {p.problem.split(';')[0]}")
+        fields.a.pad: unknown pad rule 'eso'
+        fields.b.kind: unknown kind 'strr'
+
+    From a file, each problem also has the ``line`` and ``column`` of the key or value it
+    is about, and ``str()`` shows them as editors do, ``mine.yaml:8:48: fields.a.pad: ...``.
+
     Args:
         name_or_path: a name from `schema_names`, or a path to a ``.yaml`` file (its
             ``extends`` are looked up beside it first, then on the search path).
+        errors: ``"all"`` (the default) reports every problem found in one pass;
+            ``"first"`` stops at the first one, which is the first ``"all"`` reports.
+            Problems of the YAML itself (syntax, a key given twice, aliases that expand
+            too far) end the reading at once in both modes.
 
     A file found by name must declare that name (``name:`` is its file name without
     ``.yaml``): ``my_vlm.yaml`` that says ``name: other`` would be listed as ``my_vlm``
@@ -267,19 +288,21 @@ def load_schema(name_or_path: str | os.PathLike[str]) -> Schema:
             found by name declares another name, naming the file. A file of that name that
             cannot be read is not skipped for one further down the search path: it is the
             one asked for.
-        TypeError: ``name_or_path`` is neither a string nor a path.
+        TypeError: ``name_or_path`` is neither a string nor a path, or ``errors`` is no string.
+        ValueError: ``errors`` is neither ``"all"`` nor ``"first"``.
     """
+    errors = check_errors_mode(errors)
     text = _text_of(name_or_path)
     if text is None:
         raise TypeError(f"name_or_path must be a schema name or a path, found {type(name_or_path).__name__}")
     is_path = isinstance(name_or_path, os.PathLike) or text.endswith((".yaml", ".yml")) or os.sep in text
     if is_path:
-        return _load_path(text)
+        return _load_path(text, errors)
     hit = search_path_files(schema_search_path(), name=text).files.get(text)
     if hit is None:
         search = search_path_files(schema_search_path())
         raise _not_found(text, sorted(search.files), note=search.unlisted_note())
-    return load_found(text, hit)
+    return load_found(text, hit, errors=errors)
 
 
 def _text_of(name_or_path: Any) -> str | None:
@@ -295,14 +318,14 @@ def _text_of(name_or_path: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _load_path(text: str) -> Schema:
+def _load_path(text: str, errors: ErrorsMode) -> Schema:
     path = Path(text)
     problem = file_problem(path)  # a FIFO or a device is never opened: reading it could block forever
     if problem == NOTHING:
         raise SchemaNotFoundError(f"no schema file at {shown_name(text, PATH_SHOWN)}")
     if problem is not None and _too_long(text):  # no file can be there; do not echo the whole path
         raise SchemaNotFoundError(f"no schema file at {shown_name(text)}: {os.strerror(errno.ENAMETOOLONG)}")
-    return _load_file(_readable(_Found(path, problem)))
+    return _load_file(_readable(_Found(path, problem)), errors)
 
 
 def _too_long(text: str) -> bool:
@@ -315,14 +338,16 @@ def _too_long(text: str) -> bool:
     return False
 
 
-def load_found(name: str, hit: _Found) -> Schema:
+def load_found(name: str, hit: _Found, *, errors: ErrorsMode = "all") -> Schema:
     """The schema of a file the search path holds under ``name``, which it must declare.
+
+    ``errors`` is `load_schema`'s: every problem of the file, or the first.
 
     Raises:
         SchemaDefinitionError: the file cannot be read or does not load, or its ``name:``
             is not ``name`` (naming the file, its ``name:`` and its file name).
     """
-    schema = _load_file(_readable(hit))
+    schema = _load_file(_readable(hit), errors)
     if schema.name != name:
         _raise(
             str(hit.path),
@@ -374,7 +399,7 @@ def schema_for_architecture(architecture: str) -> Schema:
     known: list[str] = []
     for name, hit in search.files.items():
         path = _readable(hit)
-        archs = _decl(_read_yaml(path), str(path)).architectures
+        archs = _declared(path).architectures
         known.extend(archs)
         if architecture in archs:
             hits.append(name)
@@ -436,7 +461,7 @@ def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
     claims: dict[str, list[str]] = {}
     for name, hit in search.files.items():
         path = _readable(hit)
-        for arch in _decl(_read_yaml(path), str(path)).architectures:
+        for arch in _declared(path).architectures:
             claims.setdefault(arch, []).append(name)
     hits = list(dict.fromkeys(n for a in architectures for n in claims.get(a, ())))
     listed = ", ".join(map(repr, architectures))
@@ -455,13 +480,27 @@ def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
     return load_found(hits[0], search.files[hits[0]])
 
 
-def schema_from_dict(data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None) -> Schema:
+def _declared(path: Path) -> _SchemaDecl:
+    """The declarations of the schema file at ``path`` (its problems located, as a load's are)."""
+    with reporting():
+        return _decl(_read_yaml(path), str(path))
+
+
+def schema_from_dict(
+    data: Mapping[str, Any], *, base_dir: str | os.PathLike[str] | None = None, errors: ErrorsMode = "all"
+) -> Schema:
     """Compile a schema from an already-parsed mapping (same keys as a YAML file).
 
     ``extends`` names are looked up in ``base_dir`` first, then on the search path.
+
+    Raises:
+        SchemaDefinitionError: as `load_schema` raises it, naming ``<mapping>`` (a mapping
+            has no lines); ``errors`` is `load_schema`'s too.
     """
-    chain = _Chain(base_dir=Path(base_dir) if base_dir else None)
-    return chain.compile(data, "<mapping>", None)
+    errors = check_errors_mode(errors)
+    chain = _Chain(base_dir=Path(base_dir) if base_dir else None, errors=errors)
+    with reporting(errors):
+        return chain.compile(data, "<mapping>", None)
 
 
 # ---------------------------------------------------------------------------
@@ -480,14 +519,15 @@ def _mtime(path: Path) -> float | None:
 _CACHE: dict[Path, tuple[Schema, tuple[Path, ...], tuple[tuple[Path, float | None], ...]]] = {}
 
 
-def _load_file(path: Path) -> Schema:
+def _load_file(path: Path, errors: ErrorsMode = "all") -> Schema:
     search = tuple(schema_search_path())
     hit = _CACHE.get(path)
     if hit is not None and hit[1] == search and all(_mtime(p) == m for p, m in hit[2]):
         return hit[0]
-    chain = _Chain(base_dir=path.parent)
+    chain = _Chain(base_dir=path.parent, errors=errors)
     stamp = _mtime(path)
-    schema = chain.compile(_read_yaml(path), str(path), path)
+    with reporting(errors):
+        schema = chain.compile(_read_yaml(path), str(path), path)
     used = ((path, stamp), *((Path(src), _mtime(Path(src))) for _, src in chain.decls.values()))
     _CACHE[path] = (schema, search, used)
     return schema
@@ -501,8 +541,9 @@ class _Chain:
     that reaches itself under another name is a cycle, and two files of one name a clash.
     """
 
-    def __init__(self, base_dir: Path | None) -> None:
+    def __init__(self, base_dir: Path | None, errors: ErrorsMode = "all") -> None:
         self.base_dir = base_dir
+        self.errors = errors
         self.decls: dict[str, tuple[_SchemaDecl, str]] = {}
         self.loading: list[tuple[str, Path | None]] = []
         self.mro: dict[str, list[str]] = {}
@@ -526,7 +567,7 @@ class _Chain:
             if self.decls[name][1] != str(path):  # found beside another child: another file
                 _raise(child_source, "extends", f"two schemas are named {name!r}: {self.decls[name][1]} and {path}")
             return self.decls[name]
-        decl = _decl(_read_yaml(path), str(path))
+        decl = _decl(_read_yaml(path), str(path), self.errors)
         if decl.name != name:
             _raise(
                 str(path),
@@ -564,16 +605,28 @@ class _Chain:
         return mro
 
     def compile(self, data: Any, source: str, path: Path | None) -> Schema:
-        decl = _decl(data, source)
-        mro = self._linearize(decl, source, path)
-        by_name = {decl.name: (decl, source), **{n: self.decls[n] for n in mro[1:]}}
-        ancestors = {n: set(self.mro[n][1:]) for n in mro}
-        merged: dict[str, dict[str, tuple[Any, str]]] = {}
-        for section in ("dims", "fields", "tags", "padding"):
-            merged[section] = _merge_section(section, mro, by_name, ancestors)
+        """The schema of ``data`` (read from ``source``), with every problem found in one pass.
+
+        The file's own entries with a problem are left out of the merge (a parent's entry
+        of that name would stand in for it and be blamed for nothing), and reported with
+        what the compiler finds in the rest.
+        """
+        decl = _decl(data, source, self.errors, partial=True)
+        try:
+            mro = self._linearize(decl, source, path)
+            by_name = {decl.name: (decl, source), **{n: self.decls[n] for n in mro[1:]}}
+            ancestors = {n: set(self.mro[n][1:]) for n in mro}
+            merged: dict[str, dict[str, tuple[Any, str]]] = {}
+            for section in ("dims", "fields", "tags", "padding"):
+                merged[section] = _merge_section(section, mro, by_name, ancestors)
+                for name in decl.broken.get(section, ()):
+                    merged[section].pop(name, None)
+        except SchemaDefinitionError as exc:  # a parent's problem, or parents that disagree
+            raise type(exc).of((*decl.problems, *exc.errors)) from None
         _drop_outdated_padding(merged, [by_name[n][1] for n in mro])
         extra = next((e for n in mro if (e := by_name[n][0].extra)), "allow")
-        return _compile(decl, mro, [by_name[n][1] for n in mro], ancestors, merged, extra)
+        sources = [by_name[n][1] for n in mro]
+        return _compile(decl, mro, sources, ancestors, merged, extra, self.errors)
 
 
 def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -152,13 +153,18 @@ def _search_path_candidates(skip: bool) -> tuple[list[Schema], list[SchemaDefini
             continue
         schemas.setdefault(schema.source, schema)
     if not schemas and skipped:  # nothing loads: there is no choice to make
-        first = skipped[0]
-        raise SchemaDefinitionError(first.source, first.path, first.problem + "; no schema on the search path loads")
+        raise _noted_first(skipped[0], "; no schema on the search path loads")
     return list(schemas.values()), skipped
 
 
 def _noted(exc: SchemaDefinitionError, what: str) -> SchemaDefinitionError:
-    return SchemaDefinitionError(exc.source, exc.path, exc.problem + _EVERY.format(what))
+    return _noted_first(exc, _EVERY.format(what))
+
+
+def _noted_first(exc: SchemaDefinitionError, note: str) -> SchemaDefinitionError:
+    """``exc`` with ``note`` added to its first problem (its place and the others kept)."""
+    first, *more = exc.errors
+    return SchemaDefinitionError.of([dataclasses.replace(first, problem=first.problem + note), *more])
 
 
 def _undeclared_tensors(schema: Schema, tensors: set[str]) -> list[Violation]:

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
+from trajschema.core import SchemaDefinitionError, SchemaProblem
 from trajschema.load.filetext import (
     _DIM_NAME,
     _MAX_SIZE,
@@ -20,6 +21,7 @@ from trajschema.load.filetext import (
     _show,
     _string_hint,
 )
+from trajschema.load.problems import ErrorsMode, Problems
 from trajschema.load.reader import _check_tree
 
 # ---------------------------------------------------------------------------
@@ -116,6 +118,10 @@ class _SchemaDecl:
     tags: dict[str, _TagDecl]
     padding: dict[str, int]
     extra: str | None
+    #: Problems found in the file, when it was read with ``partial`` (its other entries are here).
+    problems: tuple[SchemaProblem, ...] = ()
+    #: By section, the names of the entries left out for a problem.
+    broken: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
 
 _SECTION_KEYS: dict[type, tuple[str, ...]] = {
@@ -131,39 +137,67 @@ _EXPECTED = {
 
 
 def _validate(model: type[_Strict], data: Any, source: str, path: str) -> Any:
-    """``model.model_validate(data)``, with pydantic's first error as a SchemaDefinitionError."""
+    """``model.model_validate(data)``, with pydantic's errors as one SchemaDefinitionError.
+
+    Each key's problem is reported (unknown keys first, as a misspelled key explains the
+    rest), except a required key reported missing because it is misspelled: the
+    unknown key's "did you mean" says it.
+    """
     if isinstance(data, Mapping) and not isinstance(data, dict):
         data = dict(data)  # pydantic validates models from dicts
     try:
         return model.model_validate(data)
     except pydantic.ValidationError as exc:
-        errors = exc.errors()
-        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        _raise(source, *_pydantic_problem(err, model, path))
+        raise _pydantic_error(exc, model, source, path) from None
 
 
-def _pydantic_problem(err: Any, model: type[_Strict], path: str) -> tuple[str, str]:
+def _pydantic_error(exc: pydantic.ValidationError, model: type[_Strict], source: str, path: str) -> Exception:
+    errors = exc.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+    meant = {_close_key(e, model) for e in unknown}
+    found = []
+    for err in [*unknown, *(e for e in errors if e["type"] != "extra_forbidden")]:
+        if err["type"] == "missing" and err["loc"][-1] in meant:
+            continue  # misspelled, not missing: the unknown key's "did you mean" says so
+        at, problem, key = _pydantic_problem(err, model, path)
+        try:
+            _raise(source, at, problem, key=key)
+        except SchemaDefinitionError as one:
+            found.append(one.errors[0])
+    return SchemaDefinitionError.of(found)
+
+
+def _close_key(err: Any, model: type[_Strict]) -> str | None:
+    """The key of ``model`` an unknown key (an ``extra_forbidden`` error) is a misspelling of."""
+    loc = [p for p in err["loc"] if p != "[key]"]
+    close = difflib.get_close_matches(str(loc[-1]), _SECTION_KEYS[model] if len(loc) == 1 else (), n=1)
+    return close[0] if close else None
+
+
+def _pydantic_problem(err: Any, model: type[_Strict], path: str) -> tuple[str, str, str | None]:
+    """The key path, the problem and (for an unknown key) the path of the key itself."""
     loc = [p for p in err["loc"] if p != "[key]"]
     for p in loc[:-1] if err["type"] in ("extra_forbidden", "missing") else loc:
         path = f"{path}[{p}]" if isinstance(p, int) else _join(path, p)
     kind, found, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _SECTION_KEYS[model] if len(loc) == 1 else (), n=1)
-        return path, f"unknown key {loc[-1]!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+        close = _close_key(err, model)
+        hint = f"; did you mean {close!r}?" if close else ""
+        return path, f"unknown key {loc[-1]!r}{hint}", _join(path, loc[-1])
     if kind == "missing":
-        return path, f"missing required key {loc[-1]!r}"
+        return path, f"missing required key {loc[-1]!r}", None
     if kind in _EXPECTED:
-        return path, f"expected {_EXPECTED[kind]}, found {_show(found)}{_string_hint(found)}"
+        return path, f"expected {_EXPECTED[kind]}, found {_show(found)}{_string_hint(found)}", None
     if kind == "literal_error":
-        return path, f"expected {ctx.get('expected')}, found {_show(found)}"
+        return path, f"expected {ctx.get('expected')}, found {_show(found)}", None
     if kind == "value_error" and isinstance(ctx.get("error"), ValueError):
-        return path, str(ctx["error"])  # our own validators' words
+        return path, str(ctx["error"]), None  # our own validators' words
     if kind == "less_than_equal" and ctx.get("le") == _MAX_SIZE:
-        return path, f"{_num(found)} is larger than {_MAX_SIZE_TEXT}"
+        return path, f"{_num(found)} is larger than {_MAX_SIZE_TEXT}", None
     if kind in ("greater_than_equal", "greater_than"):
         bound = f">= {ctx.get('ge')}" if "ge" in ctx else f"> {ctx.get('gt')}"
-        return path, f"must be {bound}, found {_num(found)}"
-    return path, f"{err['msg']} (found {_show(found)})"
+        return path, f"must be {bound}, found {_num(found)}", None
+    return path, f"{err['msg']} (found {_show(found)})", None
 
 
 def _check_name(name: str, source: str, path: str, what: str) -> None:
@@ -184,35 +218,97 @@ def _check_names_list(names: list[str], source: str, key: str, what: str) -> Non
         seen.add(n)
 
 
-def _decl(data: Any, source: str) -> _SchemaDecl:
+def _decl(data: Any, source: str, errors: ErrorsMode = "all", *, partial: bool = False) -> _SchemaDecl:
+    """One file's declarations, every key checked on its own.
+
+    With ``errors="all"`` the problems of every key are found together (the tree's own,
+    hostile YAML, end the reading first). They are raised at once, unless ``partial``: then
+    the declarations that passed come back, with the problems and the names of the entries
+    left out (`_SchemaDecl.problems`, `_SchemaDecl.broken`), for the compiler to check the
+    rest and report everything together. A problem of ``name``, ``extends`` or ``dims`` itself,
+    or a misspelling of one of them (``dimz:``), is raised at once all the same: without
+    them what the file declares is not known.
+    """
     if not isinstance(data, Mapping):
         found = "an empty file" if data is None else _show(data)
         _raise(source, "", f"expected a mapping at the top level (name:, fields:, ...), found {found}")
     _check_tree(data, source)
-    top = _validate(_TopDecl, data, source, "")
-    _check_name(top.name, source, "name", "schema name")
-    _check_names_list(top.architectures, source, "architectures", "architecture")
-    _check_names_list(top.extends, source, "extends", "parent")
-    for n in top.dims:
-        if not _DIM_NAME.fullmatch(n):
-            _raise(source, f"dims.{n}", f"dim name {n!r} is not an identifier (ASCII letters, digits and _)")
-    for section in ("fields", "tags"):
-        for n in getattr(top, section):
-            at = f"{section}.{n}" if n and n.strip() == n and n.isprintable() else f"{section}.{n!r}"
-            _check_name(n, source, at, f"{section[:-1]} name")
+    problems = Problems(errors)
+    top, named, blocking = _top(data, source, problems)
+    if named:
+        with problems.each():
+            _check_name(top.name, source, "name", "schema name")
+    with problems.each():
+        _check_names_list(top.extends, source, "extends", "parent")
+    blocking = blocking or any(p.path.split("[")[0] in ("name", "extends") for p in problems.found)
+    with problems.each():
+        _check_names_list(top.architectures, source, "architectures", "architecture")
+    sections = _sections(top, source, problems)
+    if problems.found and (blocking or not partial):
+        problems.raise_if_any()
     return _SchemaDecl(
         name=top.name,
         description=top.description,
         architectures=top.architectures,
         extends=top.extends,
-        dims={n: _dim_decl(v, source, f"dims.{n}") for n, v in top.dims.items()},
-        fields={
-            n: _entry(_FieldDecl, v, source, f"fields.{n}", "shape, dtype, pad, ...") for n, v in top.fields.items()
-        },
-        tags={n: _entry(_TagDecl, v, source, f"tags.{n}", "kind, equals, default, ...") for n, v in top.tags.items()},
-        padding={n: _padding_size(v, source, f"padding.{n}") for n, v in top.padding.items()},
+        dims=sections["dims"],
+        fields=sections["fields"],
+        tags=sections["tags"],
+        padding=sections["padding"],
         extra=top.extra,
+        problems=tuple(problems.found),
+        broken={s: frozenset(n for n in getattr(top, s) if n not in sections[s]) for s in sections},
     )
+
+
+def _sections(top: _TopDecl, source: str, problems: Problems) -> dict[str, dict[str, Any]]:
+    """The entries of ``dims``, ``fields``, ``tags`` and ``padding`` that pass, each checked on its own."""
+    out: dict[str, dict[str, Any]] = {"dims": {}, "fields": {}, "tags": {}, "padding": {}}
+    for n, v in top.dims.items():
+        with problems.each():
+            if not _DIM_NAME.fullmatch(n):
+                _raise(source, f"dims.{n}", f"dim name {n!r} is not an identifier (ASCII letters, digits and _)")
+            out["dims"][n] = _dim_decl(v, source, f"dims.{n}")
+    for section, model, keys in (("fields", _FieldDecl, "shape, dtype, pad, ..."), ("tags", _TagDecl, _TAG_KEYS)):
+        for n, v in getattr(top, section).items():
+            with problems.each():
+                _check_entry_name(n, source, section)
+                out[section][n] = _entry(model, v, source, f"{section}.{n}", keys)
+    for n, v in top.padding.items():
+        with problems.each():
+            out["padding"][n] = _padding_size(v, source, f"padding.{n}")
+    return out
+
+
+_TAG_KEYS = "kind, equals, default, ..."
+
+
+def _top(data: Mapping[str, Any], source: str, problems: Problems) -> tuple[_TopDecl, bool, bool]:
+    """The top-level keys, whether ``name`` is one to check, and whether a problem leaves the
+    file's declarations unknown (see `_decl`). A top-level key with a problem is reported and
+    left out, so that the other sections are still checked entry by entry."""
+    try:
+        return _validate(_TopDecl, data, source, ""), True, False
+    except SchemaDefinitionError as exc:
+        problems.add(exc)
+        bad = {p.path.split(".")[0].split("[")[0] for p in exc.errors}
+    unknown = [k for k in data if k not in _TopDecl.model_fields]
+    meant = {c for k in unknown for c in difflib.get_close_matches(str(k), _SECTION_KEYS[_TopDecl], n=1)}
+    kept = {k: v for k, v in data.items() if k in _TopDecl.model_fields and k not in bad}
+    blocking = not {"name", "extends", "dims"}.isdisjoint({*bad, *meant}) or "name" not in kept
+    try:
+        return _TopDecl.model_validate({"name": "", **kept}), "name" in kept, blocking
+    except pydantic.ValidationError:  # the keys left validated on their own: cannot happen
+        problems.raise_if_any()
+        raise
+
+
+def _check_entry_name(n: str, source: str, section: str) -> None:
+    at = f"{section}.{n}" if n and n.strip() == n and n.isprintable() else f"{section}.{n!r}"
+    try:
+        _check_name(n, source, at, f"{section[:-1]} name")
+    except SchemaDefinitionError as exc:  # the key itself: its path cannot be written out in a message
+        _raise(exc.source, exc.path, exc.problem, key=f"{section}.{n}")
 
 
 def _entry(model: type[_Strict], v: Any, source: str, path: str, keys: str) -> Any:

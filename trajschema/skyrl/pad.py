@@ -10,9 +10,10 @@ from typing import Any
 
 import torch
 
-from trajschema import dense
 from trajschema._schema import Schema
 from trajschema.core import DenseBatch, Layout, SchemaError, check_int
+from trajschema.dense import check_dense, one_row, read_dense
+from trajschema.dense import sliced_layout as _sliced
 from trajschema.load import load_layout, load_schema, schema_names
 
 __all__ = [
@@ -197,7 +198,7 @@ def _no_padding(batch: Any, metadata: dict[str, Any], real: list[bool]) -> Any:
 def sliced_layout(layout: Layout | str = "skyrl") -> Layout:
     """``layout`` with every block ``length: fixed``: for a slice of a batch (a SkyRL
     mini- or micro-batch), whose widths are the whole batch's, not its own rows' maximum."""
-    return dense.sliced_layout(load_layout(layout) if isinstance(layout, str) else layout)
+    return _sliced(load_layout(layout) if isinstance(layout, str) else layout)
 
 
 def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "skyrl") -> Schema:
@@ -219,7 +220,7 @@ def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "sky
     closest: tuple[int, Schema, list[Any]] | None = None
     for name in schema_names():
         schema = load_schema(name)
-        checked = dense.check_dense(schema, one, layout, depth="shapes", extract=True)
+        checked = check_dense(schema, one, layout, depth="shapes", extract=True)
         found = checked.violations
         if found or checked.jagged is None:
             if closest is None or len(found) < closest[0]:
@@ -238,8 +239,8 @@ def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "sky
 
 def _row_batch(batch: Any, row: int) -> Any:
     """Row ``row`` of ``batch`` as a one-row dense batch (a plain dict with ``metadata``)."""
-    view, _ = dense.read_dense(_row_free(batch))
-    return dense.one_row(view, row, PER_ROW_METADATA)
+    view, _ = read_dense(_row_free(batch))
+    return one_row(view, row, PER_ROW_METADATA)
 
 
 def _meta(batch: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import torch
 
 from trajschema._schema import Schema
 from trajschema.core import check_int
-from trajschema.runtime.patches import Patches
+from trajschema.runtime import Patches
 from trajschema.skyrl.pad import (
     PER_ROW_METADATA,
     first_real,

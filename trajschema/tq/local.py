@@ -93,7 +93,7 @@ def start_local_transfer_queue(
 
     Raises:
         ImportError: if ray or transfer_queue is not installed
-            (``pip install 'trajschema[tq]'``).
+            (the ``tq`` extra: ``pip install -e '.[tq]'`` in a trajschema checkout).
         TransferQueueStartError: if ``num_cpus`` (or an existing Ray's free CPUs) is
             below what the controller plus storage units need, if a TransferQueue
             controller is already running in this Ray, if ``transfer_queue.init``
@@ -140,7 +140,8 @@ def import_tq() -> tuple[Any, Any]:
         import transfer_queue as tq
     except ImportError as exc:
         raise ImportError(
-            "start_local_transfer_queue needs Ray and TransferQueue: pip install 'trajschema[tq]'"
+            "start_local_transfer_queue needs Ray and TransferQueue: install the tq extra "
+            "(pip install -e '.[tq]' in a trajschema checkout)"
         ) from exc
     return ray, tq
 

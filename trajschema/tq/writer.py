@@ -152,7 +152,8 @@ class TransferQueueWriter:
                 import transfer_queue
             except ImportError as exc:
                 raise ImportError(
-                    "TransferQueueWriter needs TransferQueue: pip install 'trajschema[tq]' (or pass client=)"
+                    "TransferQueueWriter needs TransferQueue: install the tq extra "
+                    "(pip install -e '.[tq]' in a trajschema checkout), or pass client="
                 ) from exc
             self._client = transfer_queue
         return self._client

@@ -1,6 +1,8 @@
 """trajschema for verl 0.9.1's TransferQueue trainer: a drop-in padding, the batch multiple, and ``install()``.
 
-Importable without verl: verl is imported only by [`install`][trajschema.verl.install]. The two-line switch::
+Importable without verl: verl is imported only by [`install`][trajschema.verl.install], and
+each name is imported when first read (`padding_dims`, which `trajschema plan` uses, needs
+no torch). The two-line switch::
 
     import trajschema.verl
     trajschema.verl.install()   # in the driver, before trainer.fit()
@@ -10,10 +12,15 @@ See ``docs/verl.md`` for what changes, and what cannot be checked on CPU.
 
 from __future__ import annotations
 
-from trajschema.verl.config import VerlConfigError, padding_dims, required_batch_multiple
-from trajschema.verl.loss import LOSS_AGG_MODES, agg_loss_real
-from trajschema.verl.patch import SUPPORTED_VERL_VERSIONS, VERL_SIGNATURES, install, installed, uninstall
-from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
+from typing import TYPE_CHECKING
+
+from trajschema.core import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.verl.config import VerlConfigError, padding_dims, required_batch_multiple
+    from trajschema.verl.loss import LOSS_AGG_MODES, agg_loss_real
+    from trajschema.verl.patch import SUPPORTED_VERL_VERSIONS, VERL_SIGNATURES, install, installed, uninstall
+    from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
 
 __all__ = [
     "LOSS_AGG_MODES",
@@ -29,3 +36,13 @@ __all__ = [
     "uninstall",
     "upsample_batch_to_divisible_size",
 ]
+
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.verl.config": ("VerlConfigError", "padding_dims", "required_batch_multiple"),
+    "trajschema.verl.loss": ("LOSS_AGG_MODES", "agg_loss_real"),
+    "trajschema.verl.patch": ("SUPPORTED_VERL_VERSIONS", "VERL_SIGNATURES", "install", "installed", "uninstall"),
+    "trajschema.verl.upsample": ("non_padding_mask", "upsample_batch_to_divisible_size"),
+}
+
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

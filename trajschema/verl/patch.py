@@ -22,7 +22,7 @@ from trajschema.check import column_shapes
 from trajschema.contract import is_padding
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
 from trajschema.padding import padding_needed
-from trajschema.runtime.patches import Patches
+from trajschema.runtime import Patches
 from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
 from trajschema.verl.config import (
     VerlConfigError,

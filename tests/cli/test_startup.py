@@ -1,0 +1,121 @@
+"""The fast commands import nothing heavy: `--version`, `--help`, each `COMMAND --help`, `plan`, `completion`.
+
+Every command used to take 4 to 6 seconds because importing the package imported torch
+and tensordict. Nothing here is timed (a loaded machine would make that flaky); what
+is pinned is the cause: the modules these commands import. All of them run in ONE
+fresh interpreter, in order, each checked against everything imported so far, so a
+command is blamed only for what it loaded itself; a meta-test shows the check fails
+when a heavy import is forced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from trajschema.cli.app import build_parser
+
+# Not one of these for a command that prints help, a version, plan's numbers or a script.
+HEAVY = (
+    "torch",
+    "tensordict",
+    "numpy",
+    "ray",
+    "transfer_queue",
+    "rich",
+    "pydantic",
+    "yaml",
+    "jaxtyping",
+    "beartype",
+    "hypothesis",
+)
+
+PLAN = ["plan", "--dp-size", "2", "--batch-size", "353", "--rollout-n", "8", "--actor-mini-batch-size", "15"]
+
+
+def _commands() -> list[str]:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+FAST = {
+    "--version": ["--version"],
+    "--help": ["--help"],
+    **{f"{name} --help": [name, "--help"] for name in _commands()},
+    "plan": PLAN,
+    "plan --json": [*PLAN, "--json"],
+    "plan usage error": ["plan", "--dp-size", "0"],
+    "unknown command": ["plann"],
+    "completion bash": ["completion", "bash"],
+    "completion zsh": ["completion", "zsh"],
+    "completion fish": ["completion", "fish"],
+}
+
+# Runs each (id, argv) through main() in one interpreter and prints, per id, the heavy
+# modules loaded so far and the status. Output goes to a buffer: only the JSON is printed.
+_PROBE = """
+import contextlib, io, json, sys
+def heavy():
+    loaded = [m for m, v in list(sys.modules.items()) if v is not None]
+    return sorted(h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in loaded))
+results = {}
+for step, code in PRELUDE:
+    exec(code, {})
+    results[step] = {"heavy": heavy(), "status": None}
+from trajschema.cli.app import main
+for step, argv in STEPS:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        status = main(argv)
+    results[step] = {"heavy": heavy(), "status": status}
+print(json.dumps(results))
+"""
+
+
+def _probe(tmp_path: Any, steps: dict[str, list[str]], prelude: dict[str, str] | None = None) -> dict[str, Any]:
+    code = f"HEAVY = {HEAVY!r}\nPRELUDE = {list((prelude or {}).items())!r}\nSTEPS = {list(steps.items())!r}\n{_PROBE}"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,  # not the checkout: the installed package, as a user runs it
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _blame(results: dict[str, Any]) -> dict[str, list[str]]:
+    """For each step, the heavy modules loaded after it (the first step to load one is the culprit)."""
+    return {step: seen["heavy"] for step, seen in results.items() if seen["heavy"]}
+
+
+@pytest.fixture(scope="module")
+def fast_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _probe(tmp_path_factory.mktemp("cwd"), FAST)
+
+
+@pytest.mark.slow
+def test_the_fast_commands_import_nothing_heavy(fast_results: dict[str, Any]) -> None:
+    assert _blame(fast_results) == {}
+    assert set(fast_results) == set(FAST)  # every step ran
+
+
+@pytest.mark.slow
+def test_the_fast_commands_really_ran(fast_results: dict[str, Any]) -> None:
+    statuses = {step: seen["status"] for step, seen in fast_results.items()}
+    assert statuses == {**dict.fromkeys(FAST, 0), "plan usage error": 2, "unknown command": 2}
+
+
+@pytest.mark.slow
+def test_the_check_sees_a_forced_heavy_import(tmp_path: Any) -> None:
+    # rich stands in for any heavy module: forcing it first must blame that step, and every
+    # step after it, as the check would if a command imported it.
+    results = _probe(tmp_path, {"--version": ["--version"]}, prelude={"forced": "import rich.console"})
+    assert _blame(results) == {"forced": ["rich"], "--version": ["rich"]}
+    assert results["--version"]["status"] == 0
