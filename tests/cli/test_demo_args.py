@@ -56,8 +56,8 @@ BAD_ARGS = [
     ),
     pytest.param(
         {"prompts": 10**9},
-        "--prompts 1000000000 x up to 15 trajectories, padded to a multiple of 120 (--dp-size, --actor-mini-batch-size x "
-        "--rollout-n), may reach 15000000119 samples; the demo writes at most 100,000",
+        "--prompts 1000000000 x up to 15 trajectories, padded to a multiple of 120 (--dp-size, "
+        "--actor-mini-batch-size x --rollout-n), may reach 15000000119 samples; the demo writes at most 100,000",
         id="prompts-past-memory",
     ),
     pytest.param({"schema": 3}, "--schema must be a schema name or file, got 3", id="schema-int"),
