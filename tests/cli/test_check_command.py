@@ -515,6 +515,7 @@ def test_max_violations_bounds_the_list_and_all_lifts_it(capsys, many):
 def test_max_violations_refuses_what_is_no_count(capsys, good, value):
     code, out, err = run(capsys, "check", good, "--schema", "text", "--max-violations", value)
     assert (code, out) == (2, "") and "--max-violations" in err and len(err.splitlines()) == 1
+    assert f"expected an integer >= 0 or 'all', found {value!r}" in err  # both spellings it takes are named
 
 
 def test_quiet_prints_only_the_verdicts_and_the_totals(capsys, good, many):

@@ -118,7 +118,12 @@ def add_check(sub: Any) -> None:
 
 def violation_limit(text: str) -> int | None:
     """An argparse type: an integer >= 0, or ``all`` (``None``: no limit)."""
-    return None if text.strip().lower() == "all" else non_negative_int(text)
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0 or 'all', found {text!r}") from None
 
 
 # -- checking -------------------------------------------------------------------------------
