@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
 import inspect
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,3 +263,30 @@ def test_the_import_check_can_fail(import_results: dict[str, dict[str, Any]]) ->
         "control-passes-poisoned": [],
     }
     assert set(import_results) == {c.id for c in (*IMPORT_CLAIMS, *CONTROLS)}  # every step ran, in one interpreter
+
+
+LAZY_FRONTS = ["trajschema", "trajschema.core", "trajschema.padding", "trajschema.verl"]
+
+
+def _type_checking_imports(source: str) -> dict[str, str]:
+    """name -> module of the ``from module import name`` statements under ``if TYPE_CHECKING:``."""
+    out: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    out.update({(a.asname or a.name): stmt.module or "" for a in stmt.names})
+    return out
+
+
+@pytest.mark.parametrize("front", LAZY_FRONTS)
+def test_a_lazy_fronts_three_lists_of_names_agree(front: str) -> None:
+    """Each lazy front names its public names three times (the imports type checkers read, ``__all__``
+    and the name -> module table it imports from at run time): all three must say the same."""
+    module = importlib.import_module(front)
+    typed = _type_checking_imports(Path(module.__file__ or "").read_text())
+    table = {name: where for where, names in vars(module)["_ROOMS"].items() for name in names}
+    eager = {n for n in module.__all__ if n in vars(module) and n not in table}  # imported at once (VERSION)
+    assert set(table) | eager == set(module.__all__), front
+    assert {n: typed[n] for n in table if n in typed} == table, front  # the same module for each name
+    assert set(typed) - eager == set(table), front

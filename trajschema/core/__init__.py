@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trajschema.core.lazy import lazy_front
+from trajschema.core.lazy import lazy_front  # eager: the front is built with it (and other fronts take it from here)
 
 if TYPE_CHECKING:
     from trajschema.core.decl import (
@@ -283,7 +283,6 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "values_label",
     ),
     "trajschema.core.version": ("VERSION",),
-    "trajschema.core.lazy": ("lazy_front",),
 }
 
 __getattr__, __dir__ = lazy_front(__name__, _ROOMS)
