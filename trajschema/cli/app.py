@@ -20,12 +20,11 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import re
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from trajschema.cli.args import FORMATTER, add_shared, closest, non_negative_int, printable
+from trajschema.cli.args import FORMATTER, add_shared, closest, non_negative_int, printable, uncoloured
 from trajschema.cli.check import add_check
 from trajschema.cli.completion import add_completion
 from trajschema.cli.output import make_console
@@ -287,7 +286,7 @@ def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> Non
 
 def one_line(text: str) -> str:
     """``text`` as one line: colour codes dropped, its lines joined with ``; ``, other control characters escaped."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    text = uncoloured(text)
     return printable("; ".join(line.strip() for line in text.splitlines() if line.strip()))
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "positive_size",
     "printable",
     "size_int",
+    "uncoloured",
     "write",
 ]
 
@@ -325,6 +326,11 @@ def _spelling(word: str) -> str:
     # "--dp_size", "JSON-Schema" and "jsonschema" name the same thing; the leading dashes stay.
     dashes = len(word) - len(word.lstrip("-"))
     return word[:dashes] + re.sub(r"[-_\s]", "", word[dashes:].lower())
+
+
+def uncoloured(text: str) -> str:
+    """``text`` without terminal colour codes (torch and rich colour parts of their messages)."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 def printable(text: str) -> str:

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from trajschema.cli.args import CommandError
+from trajschema.cli.args import CommandError, uncoloured
 
 if TYPE_CHECKING:
     import torch
@@ -294,7 +294,7 @@ def _unreadable(source: Source, exc: BaseException) -> str:
 
 
 def reason(exc: BaseException) -> str:
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()  # torch colours parts of its messages
+    text = uncoloured(str(exc)).strip()
     first = text.splitlines()[0].strip().split(". ")[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
