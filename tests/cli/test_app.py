@@ -84,8 +84,21 @@ SUGGESTIONS = {
     ),
     "option with _": (
         ["plan", "--dp_size", "2"],
-        "trajschema plan: error: unrecognized arguments: --dp_size; did you mean --dp-size?",
+        "trajschema plan: error: unrecognized option '--dp_size'; did you mean '--dp-size'?",
     ),
+    "top-level option typo": (
+        ["--verison"],
+        "trajschema: error: unrecognized option '--verison'; did you mean '--version'?",
+    ),
+    "top-level option typo before a command": (
+        ["--verison", "list"],
+        "trajschema: error: unrecognized option '--verison'; did you mean '--version'?",
+    ),
+    "top-level option prefix": (
+        ["--vers"],
+        "trajschema: error: unrecognized option '--vers'; did you mean '--version'?",
+    ),
+    "top-level short option": (["-V"], "trajschema: error: unrecognized option '-V'"),
 }
 
 
@@ -96,7 +109,20 @@ def test_a_misspelling_gets_one_line_with_the_likely_word(capsys, argv, expected
 
 def test_a_hidden_alias_is_accepted_but_never_suggested(capsys):
     line = _error(capsys, "demo", "--mini-batch-sise", "3")
-    assert "--mini-batch-size" not in line and line.startswith("trajschema demo: error: unrecognized arguments")
+    assert "--mini-batch-size" not in line and line.startswith("trajschema demo: error: unrecognized option")
+
+
+def test_no_command_lists_the_commands_on_stderr(capsys):
+    code = main([])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    summaries = {choice.dest: choice.help for choice in sub._choices_actions}
+    assert list(summaries) == list(sub.choices)  # every command has its summary
+    words = " ".join(err.split())  # argparse may put a long command's summary on the next line
+    for command, summary in summaries.items():
+        assert f"{command} {summary}" in words, command
+    assert err.startswith("usage: trajschema ")
 
 
 @pytest.mark.parametrize(
@@ -156,6 +182,17 @@ def test_plan_and_demo_show_the_same_metavars(capsys, monkeypatch):
             assert words in out, (command, words)
 
 
+def test_every_command_but_completion_takes_json_as_the_readme_says():
+    without = [
+        command
+        for command, parser in _subparsers().items()
+        if command and "--json" not in parser._option_string_actions
+    ]
+    assert without == ["completion"]  # it prints a script, not a result
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert "Every command but `completion` (which prints a script) takes `--json`" in readme
+
+
 # -- help at the terminal's width ------------------------------------------------------------
 
 
@@ -172,7 +209,44 @@ def _examples(parser: argparse.ArgumentParser) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("columns", [80, 60])
+def _margin(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _terms(text: str) -> list[tuple[str, int, int]]:
+    """The items of a definition list in help ``text``: ``(term, its indent, the column its text starts at)``.
+
+    An item is an indented term, two or more blanks, then its text, with the lines under
+    it starting at that column (``  yaml         the resolved schema ...``).
+    """
+    lines = text.splitlines()
+    found = []
+    for line, below in zip(lines, [*lines[1:], ""]):
+        item = re.match(r" +(\S+) {2,}(?=\S)", line)
+        if item and (not below.strip() or _margin(below) in (item.end(), _margin(line))):
+            found.append((item[1], _margin(line), item.end()))
+    return found
+
+
+def _lost_columns(parser: argparse.ArgumentParser, out: str) -> list[str]:
+    """The definition-list items of the help whose text no longer starts in its own column, or wraps out of it."""
+    lines = out.splitlines()
+    lost = []
+    for text in (parser.description or "", parser.epilog or ""):
+        for term, indent, column in _terms(text):
+            at = next(i for i, line in enumerate(lines) if _margin(line) == indent and line.split()[:1] == [term])
+            head = lines[at]
+            if len(head) <= column or head[column - 1] != " " or head[column] == " ":
+                lost.append(f"{term!r}: its text does not start at column {column}: {head!r}")
+            for line in lines[at + 1 :]:
+                if not line.strip() or _margin(line) <= indent:
+                    break
+                if _margin(line) != column:
+                    lost.append(f"{term!r}: a line of its text is not at column {column}: {line!r}")
+    return lost
+
+
+@pytest.mark.parametrize("columns", [120, 80, 60])
 @pytest.mark.parametrize("command", list(_subparsers()))
 def test_help_fits_the_terminal_without_splitting_a_word(capsys, monkeypatch, command, columns):
     parser = _subparsers()[command]
@@ -180,6 +254,7 @@ def test_help_fits_the_terminal_without_splitting_a_word(capsys, monkeypatch, co
     code, out, err = in_terminal(monkeypatch, capsys, *argv, columns=columns)
     assert (code, err) == (0, "")
     assert layout_problems(out, _words_of(parser), columns=columns) == []
+    assert _lost_columns(parser, out) == []
     pasted = re.sub(r" \\\n\s+", " ", out)  # what a shell reads of the continuation lines
     for example in _examples(parser):
         assert example in pasted, example
@@ -197,6 +272,22 @@ def test_help_keeps_its_paragraphs_and_examples_apart():
         "  trajschema plan --dp-size 2",
         "    indented deeper",
     ]
+
+
+@pytest.mark.parametrize("width", [78, 60, 40])  # 78: what argparse leaves of an 80-column terminal
+def test_a_definition_list_keeps_its_column_when_re_flowed(width):
+    text = (
+        "Formats:\n"
+        "  yaml         the resolved schema as a YAML file that load_schema accepts\n"
+        "               (inherited entries restated);\n"
+        "  json-schema  a JSON Schema (2020-12) document describing one sample, with each\n"
+        "               tensor written as {'shape': [...], 'dtype': ...}"
+    )
+    lines = reflow(text, width)
+    heads = [line for line in lines if _margin(line) != 15]
+    assert heads[0] == "Formats:" and heads[1].startswith("  yaml         the ") and len(heads) == 3
+    assert heads[2].startswith("  json-schema  a ")
+    assert " ".join(lines).split() == text.split() and max(map(len, lines)) <= width
 
 
 def test_a_word_longer_than_the_width_stays_whole():

@@ -512,6 +512,90 @@ def test_pad_says_what_to_type_for_a_copy_field_without_a_reference(capsys, tmp_
     )
 
 
+# The padding words its refusals for a Python caller (dims=, like=, eos_token_id=); pad names the flags typed.
+
+_MOE_SIZES = ["--dim", "prompt=3", "--dim", "response=2", "--dim", "layers=2", "--dim", "topk=4"]
+PAD_REFUSALS = {
+    # id: (schema: a name, or the YAML of one; the arguments after it; the whole error line after "error: ")
+    "dim below its bound": ("text", ["--dim", "prompt=0"], "--dim prompt=0 breaks the dim's bounds (>= 1)"),
+    "expert count below its bound": (
+        "moe_routed",
+        [*_MOE_SIZES, "--dim", "experts=0"],
+        "--dim experts=0 breaks the dim's bounds (>= 1)",
+    ),
+    "derived dim": (
+        "text",
+        ["--dim", "seq=5"],
+        "--dim seq: seq is derived (seq = prompt + response); set --dim prompt=SIZE and --dim response=SIZE instead",
+    ),
+    "fixed dim": (
+        "vlm_mrope",
+        ["--dim", "prompt=3", "--dim", "response=2", "--dim", "rope_rows=2"],
+        "--dim rope_rows=2: rope_rows is fixed at 4 by schema 'vlm_mrope'",
+    ),
+    "fewer experts than slots": (
+        "moe_routed",
+        [*_MOE_SIZES, "--dim", "experts=2"],
+        "schema 'moe_routed': padding field 'routed_experts' with {spread: experts}: experts=2 (from --dim) ids "
+        "cannot fill 4 slots with distinct ids (the last axis, topk=4); experts must be at least 4",
+    ),
+    "eos beyond the dtype": (
+        "name: small\nextends: [text]\nfields:\n  tiny: {shape: [response], dtype: int8, pad: eos}\n",
+        ["--dim", "prompt=2", "--dim", "response=1", "--eos-token-id", "300"],
+        "schema 'small': padding field 'tiny' with --eos-token-id 300 does not fit dtype torch.int8",
+    ),
+    "eos outside the values": (
+        "name: capped\nextends: [text]\nfields:\n  capped: {shape: [response], dtype: int64, values: [0, 1], "
+        "pad: eos}\n",
+        ["--dim", "prompt=2", "--dim", "response=1", "--eos-token-id", "300"],
+        "schema 'capped': padding field 'capped' with --eos-token-id 300 breaks its value checks (values [0, 1], "
+        "min None, max None, finite False)",
+    ),
+    "like sample off the schema": (
+        "text",
+        ["--like", "{like}"],
+        "--like {like}: sample 0 breaks schema 'text' (1 violation; first: input_ids: --like sample: on input_ids, "
+        "position_ids, attention_mask agree on 8 but seq = prompt + response = 7 (prompt=4, response=3))",
+    ),
+}
+
+
+@pytest.mark.parametrize(("schema", "args", "message"), list(PAD_REFUSALS.values()), ids=list(PAD_REFUSALS))
+def test_pad_refusals_name_the_flags_typed(capsys, tmp_path, schema, args, message):
+    if "\n" in schema:
+        path = tmp_path / "schema.yaml"
+        path.write_text(schema)
+        schema = str(path)
+    like = sample_of("text")
+    like["prompts"] = like["prompts"][:-1]  # one prompt token short of its input_ids
+    like_file = str(saved(tmp_path / "like.pt", [like]))
+    args = [a.replace("{like}", like_file) for a in args]
+    eos = [] if "--eos-token-id" in args else ["--eos-token-id", "2"]
+    code, out, err = run(capsys, "pad", schema, "--count", 2, *eos, *args, "--out", tmp_path / "p.pt")
+    line = error_line(err, "pad")
+    assert (code, out) == (2, "") and not (tmp_path / "p.pt").exists()
+    assert line == "trajschema pad: error: " + message.replace("{like}", like_file)
+    for python in ("dims=", "dims[", "like=", "eos_token_id", "count="):
+        assert python not in line
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("padding size prompt=0 (from dims=) breaks the dim's bounds (>= 1)", "--dim prompt=0 breaks"),
+        ("dims['rope_rows']=2: rope_rows is fixed at 4", "--dim rope_rows=2: rope_rows is fixed at 4"),
+        ('dims["a b"]: a b is derived (a b = x + y); set x, y instead', "--dim a b: a b is derived (a b = x + y); "
+         "set --dim x=SIZE and --dim y=SIZE instead"),
+        ("padding sizes give field 'x' a negative axis (n - 2=-1); pass other dims=", "pass other --dim sizes"),
+        ("field 'extra' of like= is nested too deeply", "field 'extra' of the --like sample is nested"),
+        ("spread over experts=8 (from the like= sample: its shapes)", "(from the --like sample: its shapes)"),
+        ("a message with no argument in it", "a message with no argument in it"),
+    ],
+)  # fmt: skip
+def test_cli_words_translates_each_python_argument_name(message, expected):
+    assert expected in _cli_pad.cli_words(message)
+
+
 # -- infer ----------------------------------------------------------------------------------
 
 
@@ -711,9 +795,9 @@ PAD = ["--count", "1", "--eos-token-id", "2"]
 PLAN = ["--batch-size", "10", "--rollout-n", "2", "--actor-mini-batch-size", "3"]
 BAD_INPUT = {
     # id: (argv, a fragment of the error line). {name} is replaced by the path of _files()[name].
-    "no command": ([], "required: COMMAND"),
+    "misspelt top option": (["--verison"], "unrecognized option '--verison'; did you mean '--version'?"),
     "unknown command": (["chek"], "unknown command 'chek'; did you mean 'check'?"),
-    "unknown top option": (["--colour", "list"], "unrecognized arguments: --colour"),
+    "unknown top option": (["--colour"], "unrecognized option '--colour'"),
     "list extra argument": (["list", "now"], "unrecognized arguments: now"),
     "show unknown schema": (["show", "txet"], "did you mean 'text'?"),
     "show missing name": (["show"], "required: NAME"),
@@ -740,7 +824,7 @@ BAD_INPUT = {
     "check auto fits none": (["check", "{fits_none}", "--schema", "auto"], "no schema fits the sample"),
     "check bad depth": (["check", "{good}", "--schema", "text", "--depth", "deep"], "invalid choice: 'deep'"),
     "check missing schema": (["check", "{good}"], "required: --schema"),
-    "check unknown option": (["check", "{good}", "--schema", "text", "--strict"], "unrecognized arguments: --strict"),
+    "check unknown option": (["check", "{good}", "--schema", "text", "--strict"], "unrecognized option '--strict'"),
     "completion without a shell": (["completion"], "expected a shell: bash, zsh or fish"),
     "completion unknown shell": (["completion", "tcsh"], "invalid choice: 'tcsh'"),
     "plan zero dp": (["plan", "--dp-size", "0", *PLAN], "argument --dp-size: expected a positive integer, found '0'"),
@@ -1251,18 +1335,21 @@ def test_demo_at_the_size_limit_still_runs(capsys, demo_stand_in):
 
 OPTIONS = {
     # id: (argv, the whole error line after "error: ")
-    "prefix of an option": (["plan", "--dp", "2", *PLAN], "unrecognized arguments: --dp; did you mean --dp-size?"),
-    "truncated option": (["plan", "--dp-siz", "2", *PLAN], "unrecognized arguments: --dp-siz; did you mean --dp-size?"),
+    "prefix of an option": (["plan", "--dp", "2", *PLAN], "unrecognized option '--dp'; did you mean '--dp-size'?"),
+    "truncated option": (
+        ["plan", "--dp-siz", "2", *PLAN],
+        "unrecognized option '--dp-siz'; did you mean '--dp-size'?",
+    ),
     "shorter option": (
         ["plan", "--dp-size", "2", "--batch", "10", "--rollout-n", "2", "--actor-mini-batch-size", "3"],
-        "unrecognized arguments: --batch; did you mean --batch-size?",
+        "unrecognized option '--batch'; did you mean '--batch-size'?",
     ),
     "typo with =": (
         ["check", "f.pt", "--schema=text", "--dpeth=shapes"],
-        "unrecognized arguments: --dpeth; did you mean --depth?",
+        "unrecognized option '--dpeth'; did you mean '--depth'?",
     ),
-    "no --trust suggested": (["check", "f.pt", "--schema", "text", "--strict"], "unrecognized arguments: --strict"),
-    "option of another command": (["show", "text", "--format", "yaml"], "unrecognized arguments: --format"),
+    "no --trust suggested": (["check", "f.pt", "--schema", "text", "--strict"], "unrecognized option '--strict'"),
+    "option of another command": (["show", "text", "--format", "yaml"], "unrecognized option '--format'"),
 }
 
 

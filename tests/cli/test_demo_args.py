@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import logging
+import re
 import warnings
 
 import pytest
@@ -20,7 +22,8 @@ from demo_support import expected_metrics
 
 import trajschema as ts
 from trajschema.cli import demo as _demo
-from trajschema.cli.demo import DemoReport, render_report, run_demo
+from trajschema.cli.app import main
+from trajschema.cli.demo import DemoReport, render_report, report_json, run_demo
 from trajschema.cli.rollout import EOS_TOKEN_ID, MAX_RESPONSE_LEN, Rollout, build_rollout, rollout_metrics
 from trajschema.core.errors import Violation
 from trajschema.testing import MemoryTransferQueue
@@ -198,7 +201,7 @@ def test_the_metrics_filter_keeps_an_all_zero_loss_mask_real_sample():
 
 def _report(**changes) -> DemoReport:
     base = DemoReport(
-        schema="text", prompts=3, rollout_n=2, dp_size=2, mini_batch_size=2, trajectories_per_prompt=(1, 3),
+        schema="text", prompts=3, rollout_n=2, dp_size=2, mini_batch_size=2, seed=7, trajectories_per_prompt=(1, 3),
         real_samples=7, padding_samples=1, required_multiple=4, total_samples=8, invalid_samples=0, problems=(),
         start_s=10.0, write_s=0.02, pad_s=0.01, read_s=0.03, validate_s=0.004, stop_s=1.5,
         metrics_unfiltered={"score/mean": 0.25}, metrics_filtered={"score/mean": 2 / 7},
@@ -249,30 +252,69 @@ def test_the_report_fits_80_columns_and_says_what_was_measured():
     assert text.rstrip().endswith("ok: every sample valid, padding kept out of the metrics")
 
 
+# -- --json ---------------------------------------------------------------------------------------
+
+
+def test_report_json_holds_the_report_and_its_help_names_every_key():
+    from trajschema.cli.app import DEMO_JSON_HELP
+
+    report = _report(problems=("sample 1, x: bad",), processes_left=None)
+    shown = report_json(report)
+    assert json.loads(json.dumps(shown)) == shown  # plain JSON, nothing lost on the way
+    assert shown["ok"] is False and shown["problems"] == ["sample 1, x: bad"] and shown["processes_left"] is None
+    sizes = ("prompts", "rollout_n", "dp_size", "seed", "real_samples", "padding_samples", "total_samples")
+    assert {k: shown[k] for k in sizes} == {k: getattr(report, k) for k in sizes}
+    assert shown["actor_mini_batch_size"] == report.mini_batch_size
+    assert shown["trajectories_per_prompt"] == dict(zip(("fewest", "most"), report.trajectories_per_prompt))
+    assert shown["metrics"] == {"score/mean": {"real": 2 / 7, "all": 0.25}}
+    assert shown["seconds"]["write"] == report.write_s and shown["seconds"]["total"] == report.elapsed_s
+    help_words = set(re.findall(r"[a-z_]+", DEMO_JSON_HELP))
+    keys = {*shown, *shown["seconds"], *shown["trajectories_per_prompt"], *shown["metrics"]["score/mean"]}
+    assert keys | {"version", "command"} <= help_words, keys - help_words
+
+
+def test_demo_json_prints_one_object_and_nothing_else(capsys, monkeypatch):
+    calls = []
+
+    def stand_in(**kwargs):
+        calls.append(kwargs)
+        return _report()
+
+    monkeypatch.setattr(_demo, "run_demo", stand_in)
+    code = main(["demo", "--json", "--prompts", "3", "--seed", "7"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"version": 1, "command": "demo", **report_json(_report())}
+    [kwargs] = calls
+    assert (kwargs["show"], kwargs["progress"], kwargs["prompts"], kwargs["seed"]) == (False, False, 3, 7)
+
+
+def test_demo_json_exits_1_when_a_step_failed(capsys, monkeypatch):
+    monkeypatch.setattr(_demo, "run_demo", lambda **kwargs: _report(invalid_samples=2))
+    assert main(["demo", "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["ok"] is False
+
+
 # -- quiet and progress ---------------------------------------------------------------------------
 
 
-def test_quiet_hushes_only_the_listed_notices_and_restores_everything():
+def test_quiet_hushes_only_transfer_queue_loggers_and_restores_them():
     tq_logger = logging.getLogger("transfer_queue.client")
     tq_logger.setLevel(logging.WARNING)
     other = logging.getLogger("someone.else")
     other.setLevel(logging.INFO)
+    torch_note = logging.getLogger("torch.fx._symbolic_trace")  # the library keeps its note quiet itself
+    torch_level = torch_note.level
     filters_before = list(warnings.filters)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        with _demo._quiet() as hush:
-            assert tq_logger.level == logging.ERROR and other.level == logging.INFO
-            late = logging.getLogger("transfer_queue.created_later")
-            late.setLevel(logging.DEBUG)
-            hush()
-            assert late.level == logging.ERROR
-            warnings.warn(
-                "The PyTorch API of nested tensors is in prototype stage and will change", UserWarning, stacklevel=1
-            )
-            warnings.warn("a warning of the user's own", UserWarning, stacklevel=1)
-        assert [str(w.message) for w in caught] == ["a warning of the user's own"]
+    with _demo._quiet() as hush:
+        assert tq_logger.level == logging.ERROR and other.level == logging.INFO
+        assert torch_note.level == torch_level
+        late = logging.getLogger("transfer_queue.created_later")
+        late.setLevel(logging.DEBUG)
+        hush()
+        assert late.level == logging.ERROR
+        assert warnings.filters == filters_before
     assert tq_logger.level == logging.WARNING and late.level == logging.DEBUG and other.level == logging.INFO
-    assert warnings.filters == filters_before
 
 
 def test_quiet_restores_the_loggers_when_the_demo_fails():

@@ -2,12 +2,14 @@
 
 The session's TransferQueue (``trajschema_tq_session``) is running in this process while
 the subprocess starts a second local Ray on the same machine; both must work, and the
-subprocess must leave nothing running and print nothing but its report.
+subprocess must leave nothing running and print nothing but its report (with ``--json``, one
+JSON object saying what the report says).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -16,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -35,9 +36,9 @@ RUN_TIMEOUT_S = 180
 EXIT_WAIT_S = 15  # for Ray's processes to exit after the subprocess did
 
 
-def _command() -> list[str]:
+def _command(*extra: str) -> list[str]:
     options = [f"--{k.replace('_', '-')}={v}" for k, v in ARGS.items()]
-    return [sys.executable, "-m", "trajschema", "demo", *options]
+    return [sys.executable, "-m", "trajschema", "demo", *options, *extra]
 
 
 def _processes_using(marker: str) -> list[str]:
@@ -81,13 +82,13 @@ class DemoRun:
     left: list[str]  # processes of its Ray still running after it exited
 
 
-def _run(ray_tmp: str) -> DemoRun:
+def _run(ray_tmp: str, *extra: str) -> DemoRun:
     env = {**os.environ, "RAY_TMPDIR": ray_tmp}
     out, err = Path(ray_tmp, "stdout"), Path(ray_tmp, "stderr")
     started = time.perf_counter()
     seen = 0
     with out.open("w") as out_f, err.open("w") as err_f:
-        proc = subprocess.Popen(_command(), cwd=REPO, env=env, stdout=out_f, stderr=err_f, text=True)
+        proc = subprocess.Popen(_command(*extra), cwd=REPO, env=env, stdout=out_f, stderr=err_f, text=True)
         try:
             while proc.poll() is None and time.perf_counter() - started < RUN_TIMEOUT_S:
                 seen = max(seen, len(_processes_using(os.path.join(ray_tmp, "ray"))))
@@ -102,17 +103,26 @@ def _run(ray_tmp: str) -> DemoRun:
     return DemoRun(proc.returncode, out.read_text(), err.read_text(), seconds, seen, sessions, left)
 
 
-@pytest.fixture(scope="module")
-def demo_run(trajschema_tq_session) -> Iterator[DemoRun]:
+def _run_apart(*extra: str) -> DemoRun:
     """Run the demo once, in a subprocess with a Ray temp dir of its own."""
-    assert trajschema_tq_session.client is not None  # this process's Ray + TransferQueue is up meanwhile
     # Every process of the subprocess's Ray (workers too) holds a file under its temp dir:
     # a dir of our own tells its processes from the session's Ray and any other on the machine.
     ray_tmp = tempfile.mkdtemp(prefix="tsdemo-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     try:
-        yield _run(ray_tmp)
+        return _run(ray_tmp, *extra)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def demo_run(trajschema_tq_session) -> DemoRun:
+    assert trajschema_tq_session.client is not None  # this process's Ray + TransferQueue is up meanwhile
+    return _run_apart()
+
+
+@pytest.fixture(scope="module")
+def demo_json_run(trajschema_tq_session) -> DemoRun:
+    return _run_apart("--json")
 
 
 def test_demo_exits_0_and_prints_only_its_report(demo_run):
@@ -166,6 +176,30 @@ def test_demo_leaves_no_ray_process_and_the_session_ray_still_works(demo_run, tq
     writer = ts.TransferQueueWriter(ts.load_schema("text"), partition_id=partition, eos_token_id=2, client=tq_client)
     meta = writer.put(["k0"], [verl_sample("text", 5, 3)])
     assert tq_client.kv_batch_get(list(meta.keys), partition)["responses"].shape[0] == 1
+
+
+def test_demo_json_is_one_object_saying_what_the_report_says(demo_run, demo_json_run):
+    done = demo_json_run
+    assert (done.returncode, done.stderr) == (0, ""), f"exit {done.returncode}\nstderr:\n{done.stderr}"
+    report = json.loads(done.stdout)  # one JSON object and nothing else: no progress, no report, no log line
+    assert (report["version"], report["command"], report["ok"]) == (1, "demo", True)
+    assert {k: report[k] for k in ("schema", "prompts", "rollout_n", "dp_size", "seed")} == {
+        k: ARGS[k] for k in ("schema", "prompts", "rollout_n", "dp_size", "seed")
+    }
+    assert report["actor_mini_batch_size"] == ARGS["mini_batch_size"]
+    text = demo_run.stdout  # the same arguments, so the same rollout, padding and metrics
+    assert _field(text, "rollout", r"(\d+) samples") == (str(report["real_samples"]),)
+    assert _field(text, "required multiple", r"(\d+) = ") == (str(report["required_multiple"]),)
+    assert _field(text, "padding added", r"(\d+) -> (\d+) samples") == (
+        str(report["padding_samples"]),
+        str(report["total_samples"]),
+    )
+    assert report["invalid_samples"] == 0 and report["problems"] == [] and report["processes_left"] == 0
+    for name, values in report["metrics"].items():
+        shown = tuple(map(float, _field(text, name, r"([-\d.]+)\s+([-\d.]+)")))
+        assert shown == pytest.approx((values["real"], values["all"]), abs=6e-5), name
+    assert all(seconds > 0 for seconds in report["seconds"].values()), report["seconds"]
+    assert done.left == [], done.left
 
 
 def test_the_leftover_finder_can_fail(tmp_path):

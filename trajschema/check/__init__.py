@@ -17,6 +17,7 @@ from trajschema.check.columns import (
     is_tensordict,
     nontensor_column,
     nonzero_per_row,
+    without_fx_note,
 )
 from trajschema.check.plan import Plan, build_plan, dtype_overflow
 
@@ -40,4 +41,5 @@ __all__ = [
     "one_sample",
     "tags_length_violation",
     "validate_sample",
+    "without_fx_note",
 ]

@@ -15,10 +15,12 @@ a tensor to another device or reads device memory except where a function says s
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import multiprocessing.managers
 import multiprocessing.sharedctypes
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -40,11 +42,52 @@ __all__ = [
     "ragged_axis_is_last",
     "rows_flagged",
     "rows_hit",
+    "without_fx_note",
 ]
 
 
 class BatchShapeError(ValueError):
     """A batch TensorDict without exactly one batch dim."""
+
+
+#: torch's logger of the note, and the note's first words. The first time a process builds a
+#: jagged tensor from values and offsets (``torch.nested.nested_tensor_from_jagged``, which
+#: tensordict also calls to index, slice or concatenate a jagged column), torch 2.13 logs
+#: "W1205 ... is_fx_tracing will return true for both fx.symbolic_trace and torch.export. Please
+#: use ..." on stderr. It is addressed to callers of ``torch.fx``'s ``is_fx_tracing``, and the
+#: caller is torch's own nested-tensor code: a user of trajschema can do nothing about it.
+_FX_NOTE_LOGGER = "torch.fx._symbolic_trace"
+_FX_NOTE = "is_fx_tracing will return true"
+
+
+class _DropFxNote(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(_FX_NOTE)
+
+
+@contextlib.contextmanager
+def without_fx_note() -> Iterator[None]:
+    """Keep torch's note on ``is_fx_tracing`` (see ``_FX_NOTE``) off stderr while the block builds jagged tensors.
+
+    Only that note, only inside the block: the filter sits on torch's own logger of it and
+    is removed on exit, so no other message and no caller's logging configuration is
+    touched. torch logs the note once per process, so a block that drops it also keeps it
+    from appearing later.
+
+    Examples:
+        >>> offsets = torch.tensor([0, 2, 5])
+        >>> with without_fx_note():
+        ...     column = torch.nested.nested_tensor_from_jagged(torch.arange(5), offsets)
+        >>> [len(row) for row in column.unbind()]
+        [2, 3]
+    """
+    logger = logging.getLogger(_FX_NOTE_LOGGER)
+    drop = _DropFxNote()  # one per block: a nested block must not remove the outer one's
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
 
 
 def is_tensordict(x: Any) -> bool:
@@ -406,7 +449,8 @@ def index_rows(td: Any, rows: torch.Tensor) -> Any:
     the TensorDict is rebuilt column by column.
     """
     try:
-        return td[rows]
+        with without_fx_note():  # tensordict indexes a jagged column through nested_tensor_from_jagged
+            return td[rows]
     except (NotImplementedError, RuntimeError, IndexError, TypeError):
         pass
     from tensordict import TensorDict, TensorDictBase

@@ -7,7 +7,8 @@ imports its runner only when it runs.
 
 Start-up is part of the interface: building the parser imports no torch, tensordict or
 rich (`tests/cli/test_startup.py` pins it), so ``--help``, ``--version`` and ``plan``
-answer at once. A misspelt command, option or choice value gets one "did you mean".
+answer at once. A misspelt command, option or choice value gets one "did you mean"; no
+command at all lists the commands, on stderr with exit status 2.
 
 Exit status: 0 success, 1 a negative answer (invalid data, a breaking change, a schema
 file that does not load), 2 unusable input. Every error is one line on stderr,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
     from rich.console import Console
 
-__all__ = ["DEBUG_VAR", "build_parser", "main"]
+__all__ = ["DEBUG_VAR", "DEMO_JSON_HELP", "build_parser", "main"]
 
 #: Set to 1 to see the traceback of an unexpected error instead of its one-line summary.
 DEBUG_VAR = "TRAJSCHEMA_DEBUG"
@@ -115,6 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The shape of ``demo --json`` (`trajschema.cli.demo.report_json`), for the command's epilog.
+DEMO_JSON_HELP = (
+    '--json prints one object: version (1), command ("demo"), ok, the arguments (schema,\n'
+    "prompts, rollout_n, dp_size, actor_mini_batch_size, seed), trajectories_per_prompt\n"
+    "(fewest, most), real_samples (written), required_multiple, padding_samples (added by\n"
+    "pad_to_multiple), total_samples (read back), invalid_samples, problems (the first few\n"
+    "violations), metrics (per metric: real, its value over the real samples, and all,\n"
+    "padding included), seconds (start, write, pad, read, validate, stop, total) and\n"
+    "processes_left (null when not checked). Nothing else is printed."
+)
+
+
 def _add_demo(sub: Any) -> None:
     p = sub.add_parser(
         "demo",
@@ -127,7 +140,11 @@ def _add_demo(sub: Any) -> None:
             "padding filter, stop everything and print a report. The arguments are checked before\n"
             "anything starts."
         ),
-        epilog="Exit status: 0 when every step succeeds, 1 when one fails.\n\nExample:\n  trajschema demo --prompts 45",
+        epilog=(
+            f"{DEMO_JSON_HELP}\n\n"
+            "Exit status: 0 when every step succeeds, 1 when one fails.\n\n"
+            "Example:\n  trajschema demo --prompts 45"
+        ),
         formatter_class=FORMATTER,
     )
     p.add_argument("--schema", default="vlm_mrope_moe", metavar="NAME", help="the schema (default: vlm_mrope_moe)")
@@ -138,6 +155,7 @@ def _add_demo(sub: Any) -> None:
     p.add_argument(
         "--seed", type=_seed, default=0, metavar="SEED", help="random seed of the samples, 0 to 2**32-1 (default 0)"
     )
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object (and no progress)")
     p.set_defaults(run=_run_demo)
 
 
@@ -151,7 +169,8 @@ def _seed(text: str) -> int:
 
 
 def _run_demo(args: argparse.Namespace, console: Console) -> int:
-    from trajschema.cli.demo import check_arguments, run_demo
+    from trajschema.cli.demo import check_arguments, report_json, run_demo
+    from trajschema.cli.output import emit_json
 
     # Bad sizes and an unknown schema fail here, before anything is built or Ray starts.
     check_arguments(
@@ -169,9 +188,12 @@ def _run_demo(args: argparse.Namespace, console: Console) -> int:
         dp_size=args.dp_size,
         mini_batch_size=args.actor_mini_batch_size,
         seed=args.seed,
-        console=getattr(console, "made", console),  # rich's progress display wants the console itself
-        progress=console.is_terminal,
+        console=None if args.json else getattr(console, "made", console),  # rich's progress wants the console itself
+        progress=not args.json and console.is_terminal,
+        show=not args.json,
     )
+    if args.json:
+        emit_json("demo", report_json(report))
     return 0 if report.ok else 1
 
 
@@ -201,8 +223,12 @@ def _run(argv: list[str] | None) -> int:
         _fail(command, "standard output is closed; nothing could be written")
         return 2
     try:
+        parser = build_parser()
+        if not (sys.argv[1:] if argv is None else argv):  # as ruff does: the commands, and a usage error
+            parser.print_help(sys.stderr)
+            return 2
         try:
-            args = _parse(build_parser(), argv)
+            args = _parse(parser, argv)
         except SystemExit as exc:  # argparse: --help, --version and usage errors (already printed)
             status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
         else:
@@ -262,26 +288,39 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 
 def _check_option_names(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """Refuse a misspelled ``--option`` of a subcommand with a suggestion, before argparse parses.
+    """Refuse a misspelled ``--option`` with a suggestion, before argparse parses.
 
     Left to argparse, ``plan --dp-siz 2`` would first fail for the missing ``--dp-size``,
-    and the typo would only show up in a second run.
+    and ``trajschema --verison`` for the missing command, and the typo would only show up
+    in a second run. An option before the command is one of ``trajschema``'s own; after
+    it, one of the command's.
     """
     # argparse has no public way to list a subcommand's options: read its tables.
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    command = next((a for a in argv if a in sub.choices), None)
-    if command is None:
+    at = next((i for i, a in enumerate(argv) if a in sub.choices), len(argv))
+    for token in argv[:at]:  # nothing but trajschema's own options comes before the command
+        if token == "--":
+            return
+        if token.startswith("-"):
+            _check_option(parser, token)
+    if at == len(argv):
         return
-    command_parser = sub.choices[command]
-    actions = command_parser._option_string_actions
-    shown = [k for k, action in actions.items() if action.help != argparse.SUPPRESS]  # no hidden alias
-    for token in argv[argv.index(command) + 1 :]:
+    command_parser = sub.choices[argv[at]]
+    for token in argv[at + 1 :]:
         if token == "--":
             break
-        name = token.partition("=")[0]
-        if name.startswith("--") and name not in actions:
-            guess = closest(name, shown)
-            command_parser.error(f"unrecognized arguments: {name}" + (f"; did you mean {guess}?" if guess else ""))
+        if token.startswith("--"):
+            _check_option(command_parser, token)
+
+
+def _check_option(parser: argparse.ArgumentParser, token: str) -> None:
+    name = token.partition("=")[0]
+    actions = parser._option_string_actions
+    if name in actions:
+        return
+    shown = [k for k, action in actions.items() if action.help != argparse.SUPPRESS]  # no hidden alias
+    guess = closest(name, shown)
+    parser.error(f"unrecognized option {name!r}" + (f"; did you mean {guess!r}?" if guess else ""))
 
 
 def one_line(text: str) -> str:

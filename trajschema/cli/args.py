@@ -88,7 +88,7 @@ def reflow(text: str, width: int, indent: str = "") -> list[str]:
         >>> reflow("  trajschema pad text --count 2 --out pad.pt", 30)
         ['  trajschema pad text \\\\', '      --count 2 --out pad.pt']
         >>> reflow("  yaml   the schema as a YAML file\\n         (inherited entries restated)", 30)
-        ['  yaml the schema as a YAML', '         file (inherited', '         entries restated)']
+        ['  yaml   the schema as a YAML', '         file (inherited', '         entries restated)']
     """
     width = max(width, 20)
     lines: list[str] = []
@@ -102,9 +102,28 @@ def reflow(text: str, width: int, indent: str = "") -> list[str]:
         elif block[0].split()[0] in _COMMANDS:
             lines += [part for line in block for part in _continued(indent + line.rstrip(), width)]
         else:
-            first, rest = _margin(block[0]), (_margin(block[1]) if len(block) > 1 else _margin(block[0]) + 2)
-            lines += _fill(" ".join(block), width, indent + " " * first, indent + " " * rest)
+            lines += _item(block, width, indent)
     return lines
+
+
+def _item(block: list[str], width: int, indent: str) -> list[str]:
+    """An indented item too wide for ``width``, re-flowed under its hanging indent.
+
+    A term set apart by two or more blanks, with the lines below it starting where its
+    text starts (``  yaml   the schema as ...``), keeps its blanks: the text re-flows in
+    its own column, so the terms of a list stay lined up.
+    """
+    term = _TERM.match(block[0])
+    column = term.end() if term else 0
+    if term and column <= width // 2 and all(_margin(line) == column for line in block[1:]):
+        text = " ".join([block[0][column:], *block[1:]])
+        return _fill(text, width, indent + block[0][:column], indent + " " * column)
+    first, rest = _margin(block[0]), (_margin(block[1]) if len(block) > 1 else _margin(block[0]) + 2)
+    return _fill(" ".join(block), width, indent + " " * first, indent + " " * rest)
+
+
+#: The term of a definition-list item: its indent, the term, and the two or more blanks before its text.
+_TERM = re.compile(r"\s+\S+(?: \S+)*? {2,}(?=\S)")
 
 
 #: The first words of an indented line that make it a command to copy (wrapped with `` \\``).

@@ -16,9 +16,7 @@ import dataclasses
 import logging
 import numbers
 import os
-import re
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +31,7 @@ from trajschema.tq import TransferQueueWriter, import_tq, start_local_transfer_q
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
-__all__ = ["DEMO_MAX_SAMPLES", "MAX_SEED", "DemoReport", "check_arguments", "run_demo"]
+__all__ = ["DEMO_MAX_SAMPLES", "MAX_SEED", "DemoReport", "check_arguments", "report_json", "run_demo"]
 
 _PARTITION = "train_step_1"
 _WARMUP_PARTITION = "warmup"
@@ -46,13 +44,10 @@ _MAX_PROBLEMS = 5
 # Progress steps: start, warm-up, write, pad, read back, validate, metrics, stop.
 _STEPS = 8
 
-# What the demo's own run prints through loggers and warnings although nothing is wrong:
-# TransferQueue's per-call loggers, torch's one-time note on is_fx_tracing (logged when a
-# jagged tensor is first built), and torch's nested-tensor prototype notice. Only these,
-# only while the demo runs.
+# What the demo's own run logs although nothing is wrong: TransferQueue's per-call loggers.
+# Only these, only while the demo runs. (torch's notes on nested tensors are kept off stderr
+# where trajschema builds them, `trajschema.check.without_fx_note`.)
 _HUSHED_LOGGER_PREFIXES = ("transfer_queue",)
-_HUSHED_LOGGERS = ("torch.fx._symbolic_trace",)
-_IGNORED_WARNINGS = (("The PyTorch API of nested tensors is in prototype stage", UserWarning),)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +57,7 @@ class DemoReport:
     Attributes:
         schema: the schema's name.
         prompts: GRPO groups in the rollout.
+        seed: the seed the rollout was generated from.
         real_samples: trajectories the rollout wrote.
         padding_samples: padding samples ``pad_to_multiple`` added.
         required_multiple: what the batch size must be a multiple of.
@@ -85,6 +81,7 @@ class DemoReport:
     rollout_n: int
     dp_size: int
     mini_batch_size: int
+    seed: int
     trajectories_per_prompt: tuple[int, int]
     real_samples: int
     padding_samples: int
@@ -141,6 +138,7 @@ def run_demo(
     seed: int = 0,
     console: Console | None = None,
     progress: bool = True,
+    show: bool = True,
 ) -> DemoReport:
     """Run one step's data path on a local Ray + TransferQueue, print a report, and return it.
 
@@ -158,6 +156,7 @@ def run_demo(
         seed: for the rollout's lengths, rewards and token ids.
         console: where the report (and progress) goes; a rich Console on stdout by default.
         progress: show a transient progress bar (only on a terminal).
+        show: print the report on ``console`` (``False``: only return it, as ``demo --json`` does).
 
     Raises:
         ValueError: an argument is not a positive integer (``seed``: not from 0 to
@@ -176,11 +175,11 @@ def run_demo(
     rollout = build_rollout(loaded, prompts, rollout_n, seed)
     _check_rollout(loaded, rollout)
     ray, _ = import_tq()  # an ImportError naming the extra, before anything starts
-    if console is None:
+    if console is None and (show or progress):
         from rich.console import Console
 
         console = Console()
-    with _quiet() as hush, _progress(console, progress) as advance:
+    with _quiet() as hush, _progress(console if progress else None, progress) as advance:
         # A Ray that was already running is left running, its idle workers with it: only
         # processes of a Ray the demo starts must be gone afterwards.
         before = None if ray.is_initialized() else _descendants()
@@ -194,9 +193,12 @@ def run_demo(
             t0 = time.perf_counter()
         stop_s = time.perf_counter() - t0
         left = _survivors(before)
-    report = _report(loaded, rollout, (rollout_n, dp_size, mini_batch_size), multiple, step, start_s, stop_s, left)
+    report = _report(
+        loaded, rollout, (rollout_n, dp_size, mini_batch_size, seed), multiple, step, start_s, stop_s, left
+    )
     report = dataclasses.replace(report, elapsed_s=time.perf_counter() - started)
-    console.print(render_report(report))
+    if show and console is not None:
+        console.print(render_report(report))
     return report
 
 
@@ -326,20 +328,21 @@ def _invalid_count(found: Sequence[Violation], total: int) -> int:
 def _report(
     schema: Schema,
     rollout: Rollout,
-    sizes: tuple[int, int, int],
+    sizes: tuple[int, int, int, int],
     multiple: int,
     step: _Step,
     start_s: float,
     stop_s: float,
     left: int | None,
 ) -> DemoReport:
-    rollout_n, dp_size, mini_batch_size = sizes
+    rollout_n, dp_size, mini_batch_size, seed = sizes
     return DemoReport(
         schema=schema.name,
         prompts=rollout.prompts,
         rollout_n=rollout_n,
         dp_size=dp_size,
         mini_batch_size=mini_batch_size,
+        seed=seed,
         trajectories_per_prompt=rollout.trajectories_per_prompt,
         real_samples=len(rollout.keys),
         padding_samples=step.padding,
@@ -387,6 +390,44 @@ def render_report(report: DemoReport) -> RenderableType:
     )
     title = Text(f"trajschema demo: {report.schema} on a local Ray + TransferQueue", style="bold")
     return Group(title, Text(""), summary, Text(""), metrics, Text(""), verdict)
+
+
+def report_json(report: DemoReport) -> dict[str, Any]:
+    """The report as the JSON-ready dict ``demo --json`` prints after its version and command.
+
+    ``DEMO_JSON_HELP`` in `trajschema.cli.app` (the command's help) says what each key holds.
+    """
+    fewest, most = report.trajectories_per_prompt
+    return {
+        "ok": report.ok,
+        "schema": report.schema,
+        "prompts": report.prompts,
+        "rollout_n": report.rollout_n,
+        "dp_size": report.dp_size,
+        "actor_mini_batch_size": report.mini_batch_size,
+        "seed": report.seed,
+        "trajectories_per_prompt": {"fewest": fewest, "most": most},
+        "real_samples": report.real_samples,
+        "required_multiple": report.required_multiple,
+        "padding_samples": report.padding_samples,
+        "total_samples": report.total_samples,
+        "invalid_samples": report.invalid_samples,
+        "problems": list(report.problems),
+        "metrics": {
+            name: {"real": real, "all": report.metrics_unfiltered.get(name)}
+            for name, real in report.metrics_filtered.items()
+        },
+        "seconds": {
+            "start": report.start_s,
+            "write": report.write_s,
+            "pad": report.pad_s,
+            "read": report.read_s,
+            "validate": report.validate_s,
+            "stop": report.stop_s,
+            "total": report.elapsed_s,
+        },
+        "processes_left": report.processes_left,
+    }
 
 
 def _summary_lines(r: DemoReport) -> list[tuple[str, str]]:
@@ -440,35 +481,32 @@ def _failures(r: DemoReport) -> list[str]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[Callable[[], None]]:
-    """Silence the notices listed above while the demo runs; yields ``hush`` to cover loggers created since.
+    """Silence the loggers listed above while the demo runs; yields ``hush`` to cover loggers created since.
 
-    Logger levels and warning filters are restored on exit.
+    Logger levels are restored on exit.
     """
     saved: dict[str, int] = {}
 
     def hush() -> None:
         names = [n for n in list(logging.Logger.manager.loggerDict) if n.startswith(_HUSHED_LOGGER_PREFIXES)]
-        for name in [*names, *_HUSHED_LOGGERS]:
+        for name in names:
             if name not in saved:
                 logger = logging.getLogger(name)
                 saved[name] = logger.level
                 logger.setLevel(logging.ERROR)
 
-    with warnings.catch_warnings():
-        for message, category in _IGNORED_WARNINGS:
-            warnings.filterwarnings("ignore", message=re.escape(message), category=category)
-        hush()
-        try:
-            yield hush
-        finally:
-            for name, level in saved.items():
-                logging.getLogger(name).setLevel(level)
+    hush()
+    try:
+        yield hush
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 @contextlib.contextmanager
-def _progress(console: Console, enabled: bool) -> Iterator[Callable[[str], None]]:
+def _progress(console: Console | None, enabled: bool) -> Iterator[Callable[[str], None]]:
     """A transient progress bar on ``console`` (only if ``enabled`` and a terminal); yields ``advance(what)``."""
-    if not (enabled and console.is_terminal):
+    if not (enabled and console is not None and console.is_terminal):
         # Not even a disabled rich Progress: some rich versions print a blank line on stop.
         yield lambda what: None
         return

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, CommandError, add_shared, dim_setting, printable
+from trajschema.cli.args import FORMATTER, CommandError, add_shared, closest, dim_setting, printable
 from trajschema.cli.output import emit_json
 from trajschema.cli.read import load_samples, reason
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from trajschema._schema import Schema
     from trajschema.padding import PaddingMemoryError
 
-__all__ = ["PAD_MEMORY_LIMIT", "add_pad", "padding_bytes", "run_pad", "spread_notes"]
+__all__ = ["PAD_MEMORY_LIMIT", "add_pad", "cli_words", "padding_bytes", "run_pad", "spread_notes"]
 
 
 def add_pad(sub: Any) -> None:
@@ -106,7 +106,7 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         pad = schema.padding(args.count, eos_token_id=args.eos_token_id, like=like, dims=dims or None)
     except SchemaError as exc:  # only `like` can break the schema here
         n = len(exc.violations)
-        first = f"; first: {exc.violations[0]}" if exc.violations else ""
+        first = f"; first: {cli_words(str(exc.violations[0]))}" if exc.violations else ""
         raise CommandError(
             f"--like {args.like}: sample 0 breaks schema {schema.name!r} ({n} violation{'s' if n != 1 else ''}{first})"
         ) from None
@@ -114,7 +114,9 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
         raise CommandError(_memory_refusal(exc)) from None
     except PaddingSizeError as exc:
         remedy = f" or --dim {exc.dim}=SIZE" if exc.dim is not None else ""
-        raise CommandError(f"{exc.problem}\npass --like FILE (a real sample){remedy}") from None
+        raise CommandError(f"{cli_words(exc.problem)}\npass --like FILE (a real sample){remedy}") from None
+    except (ValueError, TypeError) as exc:  # any other refusal of the sizes, the fills or the --like sample
+        raise CommandError(cli_words(str(exc))) from None
     envelope = {
         "samples": [_plain(s, f"padding sample {i}") for i, s in enumerate(pad.samples)],
         "tags": [_plain(t, f"tags of padding sample {i}") for i, t in enumerate(pad.tags)],
@@ -135,6 +137,50 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
     for line in notes:
         console.print(printable(line))
     return 0
+
+
+def _derived(m: re.Match[str]) -> str:
+    names = [n.strip() for n in m[2].split(",")]
+    return f"is derived ({m[1]}); set " + " and ".join(f"--dim {n}=SIZE" for n in names) + " instead"
+
+
+#: How the padding's messages name its Python arguments, and what the command line calls them: the
+#: most specific first, so that ``padding size prompt=0 (from dims=)`` reads ``--dim prompt=0``.
+_CLI_WORDS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = tuple(
+    (re.compile(pattern), words)
+    for pattern, words in (
+        (r"padding size ([^\s=]+)=(\d+) \(from dims=\)", r"--dim \1=\2"),
+        (r"\bdims\[(['\"])(.+?)\1\]=(\d+)", r"--dim \2=\3"),
+        (r"\bdims\[(['\"])(.+?)\1\]", r"--dim \2"),
+        (r"is derived \((.+?)\); set (.+?) instead", _derived),
+        (r"\(from dims=\)", "(from --dim)"),
+        (r"\bother dims=", "other --dim sizes"),
+        (r"\beos_token_id=", "--eos-token-id "),
+        (r"\bof like=", "of the --like sample"),
+        (r"\bthe like= sample\b", "the --like sample"),
+        (r"\blike= sample\b", "--like sample"),
+        (r"\bdims=", "--dim"),
+        (r"\blike=", "--like"),
+    )
+)
+
+
+def cli_words(message: str) -> str:
+    """A message of the padding, naming its arguments as the command line spells them.
+
+    `Schema.padding` words its errors for a Python caller (``dims=``, ``like=``,
+    ``eos_token_id=``); ``pad`` passes the flags ``--dim``, ``--like`` and
+    ``--eos-token-id`` in their place, so every refusal it reports names the flag typed.
+
+    Examples:
+        >>> cli_words("padding size prompt=0 (from dims=) breaks the dim's bounds (>= 1)")
+        "--dim prompt=0 breaks the dim's bounds (>= 1)"
+        >>> cli_words("padding field 'tiny' with eos_token_id=300 does not fit dtype torch.int8")
+        "padding field 'tiny' with --eos-token-id 300 does not fit dtype torch.int8"
+    """
+    for pattern, words in _CLI_WORDS:
+        message = pattern.sub(words, message)
+    return message
 
 
 #: Where a padding size came from (`PaddingBatch.sources`), in the command line's words.
@@ -209,8 +255,8 @@ def _dims_for(schema: Schema, settings: list[tuple[str, int]]) -> dict[str, int]
     dims: dict[str, int] = {}
     for name, size in settings:
         if name not in schema.dims:
-            close = difflib.get_close_matches(name, list(schema.dims), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest(name, schema.dims)
+            hint = f"; did you mean {close!r}?" if close else ""
             raise CommandError(
                 f"--dim {name}={size}: schema {schema.name!r} has no dim {name!r}{hint} "
                 f"(its dims: {', '.join(schema.dims)})"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.check import nontensor_column
+from trajschema.check import nontensor_column, without_fx_note
 
 if TYPE_CHECKING:
     from tensordict import TensorDict
@@ -45,9 +45,10 @@ def jagged_column(
     else:
         total = int(offsets[-1]) if lengths.numel() else 0
         flat = torch.zeros((), dtype=dense.dtype, device=dense.device).expand(total, *moved.shape[2:])
-    if axis == 1:
-        return torch.nested.nested_tensor_from_jagged(flat, offsets)
-    return torch.nested.nested_tensor_from_jagged(flat.movedim(0, axis - 1), offsets, jagged_dim=axis)
+    with without_fx_note():
+        if axis == 1:
+            return torch.nested.nested_tensor_from_jagged(flat, offsets)
+        return torch.nested.nested_tensor_from_jagged(flat.movedim(0, axis - 1), offsets, jagged_dim=axis)
 
 
 def _stacked(parts: list[Any]) -> Any:
