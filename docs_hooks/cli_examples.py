@@ -5,7 +5,9 @@ sample files to a temporary directory (with `trajschema.testing.verl_sample` and
 `torch.save`), runs each example's ``trajschema.cli.app.main([...])`` in this process
 as on an 80-column terminal without colour, and prints the command and what it printed
 (stdout and stderr, in order). A command whose exit status is not the one the example
-expects fails the build, so the page cannot drift from the command line.
+expects fails the build, so the page cannot drift from the command line. The build
+machine's absolute paths are rewritten (`portable`): the page shows ``<repo>/schemas/…``,
+never where the site happened to be built.
 
 The "Machine output" section shows ``--json`` for every command whose parser has that
 option, so a command that gains ``--json`` appears there with no edit here.
@@ -29,6 +31,9 @@ from typing import Any
 COLUMNS = 80
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+#: The checkout the site is built from; the page shows it as ``<repo>``.
+REPO = Path(__file__).resolve().parents[1]
 
 #: Environment variables a build machine may set that would change what the commands print.
 _ENV = ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "TRAJSCHEMA_PATH", "TRAJSCHEMA_DEBUG")
@@ -185,20 +190,41 @@ def _terminal(directory: Path) -> Iterator[tuple[io.StringIO, io.StringIO]]:
                 os.environ[key] = value
 
 
+def portable(text: str, directory: Path, repo: Path = REPO, home: Path | None = None) -> str:
+    """``text`` without the build machine's absolute paths.
+
+    The examples' working ``directory`` becomes ``.``, the ``repo`` checkout ``<repo>``
+    and the ``home`` directory (default: the user's) ``~``; the longest path is replaced
+    first, so a checkout inside the home directory is still ``<repo>``.
+
+    >>> portable("source: /home/me/trajschema/schemas/text.yaml, /home/me2, /home/me/x, /tmp/x1/pad.pt",
+    ...          Path("/tmp/x1"), repo=Path("/home/me/trajschema"), home=Path("/home/me"))
+    'source: <repo>/schemas/text.yaml, /home/me2, ~/x, ./pad.pt'
+    """
+    home = Path.home() if home is None else home
+    places = {".": directory, "<repo>": repo, "~": home}
+    # A path may print in its resolved form too (a temporary directory behind a symbolic link).
+    found = {str(p): shown for shown, place in places.items() for p in {place, place.resolve()}}
+    for path in sorted((p for p in found if p.strip("/")), key=len, reverse=True):
+        # A whole path only: ``/home/me`` is not the start of ``/home/me2``.
+        text = re.sub(re.escape(path) + r"(?![\w.-])", found[path], text)
+    return text
+
+
 def run(example: Example, directory: Path) -> Run:
     """Run one example in ``directory``; `ExampleError` when its exit status is not the expected one."""
     from trajschema.cli.app import main
 
     with _terminal(directory) as (both, out):
         status = main(list(example.argv))
-    printed = _ANSI.sub("", both.getvalue())
+    printed = portable(_ANSI.sub("", both.getvalue()), directory)
     if status != example.status:
         raise ExampleError(
             f"CLI by example: `{example.command}` exited with status {status}, not {example.status}: "
             + (printed.strip().splitlines() or ["(no output)"])[-1]
         )
     shown = "\n".join(line.rstrip() for line in printed.rstrip("\n").splitlines())
-    return Run(example, status, shown, _ANSI.sub("", out.getvalue()))
+    return Run(example, status, shown, portable(_ANSI.sub("", out.getvalue()), directory))
 
 
 def json_commands(parser: argparse.ArgumentParser) -> list[str]:
@@ -284,7 +310,8 @@ def examples_page() -> str:
         "What the `trajschema` command prints, on an 80-column terminal. The outputs on this page "
         "are not written by hand: the site build runs each command on sample files it writes "
         "(8 `text` samples from `trajschema.testing.verl_sample`, saved with `torch.save`), so "
-        "they are what this version prints. Every option is on the [CLI reference](cli.md).",
+        "they are what this version prints; `<repo>` stands for the checkout of the repository. "
+        "Every option is on the [CLI reference](cli.md).",
         "",
         *_section(runs),
         *_machine_section(machine),

@@ -1,6 +1,7 @@
 """The mkdocs hooks (``hooks:`` in ``mkdocs.yml``): generated pages, nav, the padding picture, the API
-pages' completeness, a check of every rendered page for Markdown left unrendered, and the
-HTML fixes of `docs_hooks.built_html` (scrolling tables, console blocks copied without prompts).
+pages' completeness, the repository URL in the pages, a check of every rendered page for
+Markdown left unrendered, and the HTML fixes of `docs_hooks.built_html` (scrolling tables,
+console blocks copied without prompts).
 
 mkdocs loads this file by path, with only its own directory on ``sys.path``; the
 repository root is added so that ``docs_hooks`` imports as a package (an editable
@@ -45,6 +46,9 @@ CHANGELOG_PAGE = "changelog.md"
 CHANGELOG = Path(_ROOT) / "CHANGELOG.md"
 PADDING_PAGE = "padding.md"
 DENSE_PAGE = "dense.md"
+#: What the pages write where the repository's address goes (``git clone <repository URL>``);
+#: filled in when the site is built with ``repo_url`` set (``TRAJSCHEMA_REPO_URL``, see mkdocs.yml).
+REPO_URL_PLACEHOLDER = "<repository URL>"
 
 
 def _expand_schema_section(nav: list[Any], schemas: list[schema_pages.PackagedSchema]) -> bool:
@@ -122,6 +126,9 @@ def on_page_markdown(markdown: str, page: Page, config: MkDocsConfig, files: Fil
         markdown = setup_blocks.strip_setup_blocks(markdown, f"docs/{uri}")
     except setup_blocks.SetupBlockError as e:
         raise PluginError(str(e)) from None
+    if config.repo_url:
+        # Without a trailing slash, so that `git+<repository URL>@<commit>` stays a valid pip URL.
+        markdown = markdown.replace(REPO_URL_PLACEHOLDER, config.repo_url.rstrip("/"))
     if uri == PADDING_PAGE:
         if markdown.count(padding_picture.MARKER) != 1:
             raise PluginError(f"docs/{PADDING_PAGE} must hold the marker {padding_picture.MARKER} exactly once")

@@ -13,7 +13,10 @@ passes. `raw_markdown` finds what such a page shows:
   resolve), ``{:`` (an attribute list), ``:::`` (an mkdocstrings block that was not
   expanded);
 - a code block (`<pre>`) whose first line is a fence: an indented fenced block that was
-  read as indented code.
+  read as indented code;
+- a list inside a paragraph: a line of a `<p>` that starts with ``- ``, ``* ``, ``+ `` or a
+  number and a dot (Markdown starts a list only after a blank line, so a list written right under
+  its sentence renders as one run-on paragraph).
 
 The build hooks run it on every page (`docs_hooks.mkdocs_hooks`), and the site test on
 every built `.html` file.
@@ -30,22 +33,30 @@ _SKIP = frozenset({"script", "style", "template", "textarea"})
 # ``**`` counts next to a letter only: ``2**24`` is arithmetic, ``**word`` is emphasis left unrendered.
 _PROSE_MARKUP = re.compile(r"\?\?\?|!!!|`+|\*\*(?=[^\W\d])|(?<=[^\W\d])\*\*|\]\(|\]\[|\{:|:::")
 _FENCE_LINE = re.compile(r"\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+\.)[ \t]")
 
 
 class _Reader(HTMLParser):
-    """Collects the page's text outside code, and the text of each `<pre>`, with line numbers."""
+    """Collects the page's text outside code, the text of each `<pre>` and of each `<p>`, with line numbers.
+
+    A paragraph's text is kept as runs of (text, whether it is inline code): a line that
+    starts with code is not a list item, whatever the code says.
+    """
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.open: dict[str, int] = {}  # tag -> how many are open (only the ones that matter)
         self.prose: list[tuple[int, str]] = []
         self.pre: list[tuple[int, list[str]]] = []
+        self.paragraphs: list[tuple[int, list[tuple[str, bool]]]] = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _CODE or tag in _SKIP:
+        if tag in _CODE or tag in _SKIP or tag == "p":
             self.open[tag] = self.open.get(tag, 0) + 1
             if tag == "pre":
                 self.pre.append((self.getpos()[0], []))
+            if tag == "p":
+                self.paragraphs.append((self.getpos()[0], []))
 
     def handle_endtag(self, tag: str) -> None:
         if self.open.get(tag):
@@ -54,9 +65,12 @@ class _Reader(HTMLParser):
     def handle_data(self, data: str) -> None:
         if any(self.open.get(t) for t in _SKIP):
             return
+        code = any(self.open.get(t) for t in _CODE)
+        if self.open.get("p") and self.paragraphs:
+            self.paragraphs[-1][1].append((data, code))
         if self.open.get("pre"):
             self.pre[-1][1].append(data)
-        elif not any(self.open.get(t) for t in _CODE):
+        elif not code:
             self.prose.append((self.getpos()[0], data))
 
 
@@ -71,10 +85,10 @@ def raw_markdown(page: str) -> list[str]:
     ["line 1: '][ts.Schema]' in the text"]
     >>> len(raw_markdown("<p>**bold**</p>")), raw_markdown("<p>2**24 and x ** 2</p>")
     (2, [])
+    >>> raw_markdown("<p>It checks:\\n- shapes.</p>")
+    ["line 2: a list inside a paragraph (no blank line before the list?): '- shapes.'"]
     """
-    reader = _Reader()
-    reader.feed(page)
-    reader.close()
+    reader = _read(page)
     problems = []
     for line, text in reader.prose:
         for match in _PROSE_MARKUP.finditer(text):
@@ -86,4 +100,37 @@ def raw_markdown(page: str) -> list[str]:
         first = next((ln for ln in "".join(parts).splitlines() if ln.strip()), "")
         if _FENCE_LINE.match(first):
             problems.append(f"line {line}: a code block starting with a fence: {first.strip()[:80]!r}")
+    return problems + _lists_in_paragraphs(reader)
+
+
+def lists_in_paragraphs(page: str) -> list[str]:
+    """The lines of ``page``'s paragraphs (HTML) that start like a list item: one message per line.
+
+    Part of `raw_markdown`; on its own for pages whose other Markdown is expanded later
+    (a page of ``:::`` blocks rendered without mkdocstrings).
+
+    >>> lists_in_paragraphs("<p>Two steps:\\n1. write;\\n<code>- x</code> is code</p><ul><li>a real list</li></ul>")
+    ["line 2: a list inside a paragraph (no blank line before the list?): '1. write;'"]
+    """
+    return _lists_in_paragraphs(_read(page))
+
+
+def _read(page: str) -> _Reader:
+    reader = _Reader()
+    reader.feed(page)
+    reader.close()
+    return reader
+
+
+def _lists_in_paragraphs(reader: _Reader) -> list[str]:
+    problems = []
+    for line, runs in reader.paragraphs:
+        # Code's characters are masked (its line breaks kept) to find where the text's lines start.
+        masked = "".join(re.sub(r"[^\n]", "x", text) if code else text for text, code in runs).split("\n")
+        for offset, text in enumerate("".join(text for text, _ in runs).split("\n")):
+            if _LIST_ITEM.match(masked[offset]):
+                problems.append(
+                    f"line {line + offset}: a list inside a paragraph (no blank line before the list?): "
+                    f"{text.strip()[:80]!r}"
+                )
     return problems

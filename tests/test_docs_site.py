@@ -44,6 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGED = ROOT / "schemas"
 PACKAGED_NAMES = sorted(p.stem for p in PACKAGED.glob("*.yaml"))
 BUILD_TIMEOUT_S = 240
+#: The hand-written Markdown: the site's own pages, and the README, which the site does not build.
+MARKDOWN_SOURCES = sorted([*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"])
+
+
+def needs_docs_extra(module: str) -> Any:
+    """``module``, or a skip that says what to install: mkdocs and its Markdown libraries are in the docs extra."""
+    return pytest.importorskip(
+        module, reason=f'{module} is not installed: install the docs extra, pip install -e ".[docs]"'
+    )
+
 
 # -- reading Markdown tables without a Markdown library (the floor venv has none) ---------
 
@@ -379,7 +389,7 @@ def test_docstring_examples(module: Any) -> None:
 
 
 def test_nav_gets_a_section_of_schema_pages() -> None:
-    pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
+    needs_docs_extra("mkdocs")
     from docs_hooks import mkdocs_hooks
 
     schemas = schema_pages.packaged_schemas()
@@ -389,6 +399,45 @@ def test_nav_gets_a_section_of_schema_pages() -> None:
     assert section[0] == "schemas/index.md"
     assert section[1:] == [{s.name: f"schemas/{s.name}.md"} for s in schemas]
     assert not mkdocs_hooks._expand_schema_section([{"Home": "index.md"}], schemas)
+
+
+# -- the repository URL: set by whoever publishes the site ------------------------------------------
+
+EXAMPLE_REPO_URL = "https://git.example.org/ml/trajschema"
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [pytest.param(None, None, id="unset"), pytest.param(EXAMPLE_REPO_URL, EXAMPLE_REPO_URL, id="set")],
+)
+def test_repo_url_comes_from_the_environment(
+    env: str | None, expected: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    needs_docs_extra("mkdocs")
+    from mkdocs.config import load_config
+
+    if env is None:
+        monkeypatch.delenv("TRAJSCHEMA_REPO_URL", raising=False)
+    else:
+        monkeypatch.setenv("TRAJSCHEMA_REPO_URL", env)
+    assert load_config(str(ROOT / "mkdocs.yml")).repo_url == expected
+    assert _mkdocs_yml()["repo_url"] == expected  # and the tests' reader of mkdocs.yml agrees
+
+
+def test_pages_show_the_repository_url_when_the_site_has_one() -> None:
+    needs_docs_extra("mkdocs")
+    from docs_hooks import mkdocs_hooks
+
+    page: Any = SimpleNamespace(file=SimpleNamespace(src_uri="getting-started.md"))
+    text = "$ git clone <repository URL> trajschema\n`pip install git+<repository URL>@<commit hash>`\n"
+    assert mkdocs_hooks.on_page_markdown(text, page, SimpleNamespace(repo_url=None), None) == text  # type: ignore[arg-type]
+    filled = mkdocs_hooks.on_page_markdown(text, page, SimpleNamespace(repo_url=EXAMPLE_REPO_URL + "/"), None)  # type: ignore[arg-type]
+    assert filled == (
+        f"$ git clone {EXAMPLE_REPO_URL} trajschema\n`pip install git+{EXAMPLE_REPO_URL}@<commit hash>`\n"
+    )
+    clone = "git clone <repository URL> trajschema && cd trajschema"
+    assert clone in (ROOT / "docs" / "getting-started.md").read_text()
+    assert mkdocs_hooks.REPO_URL_PLACEHOLDER in clone
 
 
 # -- Markdown left unrendered ------------------------------------------------------------------------
@@ -416,16 +465,56 @@ def test_nav_gets_a_section_of_schema_pages() -> None:
         pytest.param("<p>::: trajschema.Schema</p>", 1, id="mkdocstrings-block"),
         pytest.param("<p>a `code span that never closed</p>", 1, id="backtick"),
         pytest.param("<p>2**24 elements, x ** 2, [a] [b] (c)</p>", 0, id="arithmetic-and-brackets"),
+        pytest.param("<p>It checks:\n- shapes;\n- dtypes.</p>", 2, id="dash-list-in-a-paragraph"),
+        pytest.param("<p>Either\n* this\n  + or that</p>", 2, id="star-and-plus-list-in-a-paragraph"),
+        pytest.param("<p>Three steps:\n1. write;\n12. read.</p>", 2, id="numbered-list-in-a-paragraph"),
+        pytest.param("<p>The flag\n<code>- x</code> and <code>1. y</code>\nare code.</p>", 0, id="code-at-line-start"),
+        pytest.param("<p>a - b, 3. c, 1.5 d</p><ul><li>a list</li></ul><pre><code>- x</code></pre>", 0, id="not-lists"),
     ],
 )
 def test_raw_markdown_finds(page: str, finds: int) -> None:
     assert len(rendered.raw_markdown(page)) == finds
 
 
+@pytest.mark.parametrize("source", MARKDOWN_SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_list_inside_a_paragraph(source: Path) -> None:
+    """A list needs a blank line before it; without one it renders as part of the sentence above."""
+    out = _render(source.read_text(), *_markdown_extensions())
+    assert rendered.lists_in_paragraphs(out) == []
+
+
+def test_a_list_right_under_its_sentence_is_found() -> None:
+    names, options = _markdown_extensions()
+    page = "It checks:\n- shapes;\n- dtypes.\n\nIt checks:\n\n- shapes;\n- dtypes.\n"
+    assert [p.split(": ", 1)[0] for p in rendered.lists_in_paragraphs(_render(page, names, options))] == [
+        "line 2",
+        "line 3",
+    ]
+
+
+class _MkdocsYaml(yaml.SafeLoader):
+    """Reads ``mkdocs.yml`` as mkdocs does: ``!ENV NAME`` or ``!ENV [NAME, ..., default]`` is the variable's value."""
+
+
+def _env_tag(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return os.environ.get(loader.construct_scalar(node))
+    *names, default = loader.construct_sequence(node)  # type: ignore[arg-type]
+    return next((os.environ[n] for n in names if n in os.environ), default)
+
+
+_MkdocsYaml.add_constructor("!ENV", _env_tag)
+
+
+def _mkdocs_yml() -> dict[str, Any]:
+    config: dict[str, Any] = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_MkdocsYaml)
+    return config
+
+
 def _markdown_extensions() -> tuple[list[str], dict[str, Any]]:
     """The Markdown extensions ``mkdocs.yml`` enables, and their options."""
     names, options = [], {}
-    for entry in yaml.safe_load((ROOT / "mkdocs.yml").read_text())["markdown_extensions"]:
+    for entry in _mkdocs_yml()["markdown_extensions"]:
         name, opts = next(iter(entry.items())) if isinstance(entry, dict) else (entry, None)
         names.append(name)
         if opts:
@@ -434,8 +523,8 @@ def _markdown_extensions() -> tuple[list[str], dict[str, Any]]:
 
 
 def _render(page: str, names: list[str], options: dict[str, Any]) -> str:
-    markdown = pytest.importorskip("markdown", reason="Markdown comes with mkdocs, in the docs extra")
-    pytest.importorskip("pymdownx", reason="pymdown-extensions comes with mkdocs-material, in the docs extra")
+    markdown = needs_docs_extra("markdown")
+    needs_docs_extra("pymdownx")
     body = re.sub(r"\A---\n.*?\n---\n", "", page, flags=re.S)  # front matter is mkdocs', not Markdown's
     return markdown.Markdown(extensions=names, extension_configs=options).convert(body)
 
@@ -458,7 +547,7 @@ def test_without_the_details_extension_the_check_finds_the_resolved_note(pages: 
 
 
 def test_the_build_fails_on_a_page_with_raw_markdown() -> None:
-    pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
+    needs_docs_extra("mkdocs")
     from mkdocs.exceptions import PluginError
 
     from docs_hooks import mkdocs_hooks
@@ -503,12 +592,12 @@ def _api_html(site: Path) -> str:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
+    needs_docs_extra("mkdocs")
     tmp = tmp_path_factory.mktemp("docs_site")
     extra = tmp / "extra_schemas"
     extra.mkdir()
     (extra / "mine.yaml").write_text("name: mine\nextends: [text]\n")
-    _build(ROOT, tmp / "site", TRAJSCHEMA_PATH=str(extra))
+    _build(ROOT, tmp / "site", TRAJSCHEMA_PATH=str(extra), TRAJSCHEMA_REPO_URL=EXAMPLE_REPO_URL)
     return tmp / "site"
 
 
@@ -717,6 +806,51 @@ def test_json_examples_follow_the_parser() -> None:
     assert example.argv == ("check", "broken.pt", "--schema", "text", "--json") and example.status == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("source: {repo}/schemas/text.yaml", "source: <repo>/schemas/text.yaml", id="repository"),
+        pytest.param('"source": "{repo}/schemas/text.yaml",', '"source": "<repo>/schemas/text.yaml",', id="json"),
+        pytest.param("wrote {work}/pad.pt", "wrote ./pad.pt", id="working-directory"),
+        pytest.param("wrote {real}/pad.pt", "wrote ./pad.pt", id="working-directory-resolved"),
+        pytest.param("{home}/.cache/x", "~/.cache/x", id="home"),
+        pytest.param("{repo}-old/x {home}2/x", "~/trajschema-old/x {home}2/x", id="whole-paths-only"),
+    ],
+)
+def test_cli_examples_hide_the_build_machines_paths(text: str, expected: str, tmp_path: Path) -> None:
+    home, real = tmp_path / "home" / "me", tmp_path / "real"
+    repo, work = home / "trajschema", tmp_path / "work"
+    real.mkdir()
+    work.symlink_to(real)  # the working directory may print in its resolved form
+    places = {"repo": repo, "home": home, "work": work, "real": real}
+    assert cli_examples.portable(text.format(**places), work, repo=repo, home=home) == expected.format(**places)
+
+
+def test_cli_examples_show_the_repository_as_repo(tmp_path: Path) -> None:
+    shown = cli_examples.run(cli_examples.Example("t", "", ("show", "text")), tmp_path)
+    assert "  source: <repo>/schemas/text.yaml" in shown.output.splitlines() and str(ROOT) not in shown.output
+    report = cli_examples.run(cli_examples.Example("t", "", ("show", "text", "--json")), tmp_path)
+    assert json.loads(report.stdout)["source"] == "<repo>/schemas/text.yaml"
+
+
+#: An absolute path of a build machine: under /root, /home or /tmp.
+_MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:root|home|tmp)(?![\w.-])")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_no_built_page_shows_the_build_machines_paths(site: Path) -> None:
+    built = [*sorted(site.rglob("*.html")), site / "search" / "search_index.json"]
+    assert {p.relative_to(site).as_posix() for p in built if str(ROOT) in p.read_text()} == set()
+    page = _text((site / "cli-by-example" / "index.html").read_text())
+    assert _MACHINE_PATH.findall(page) == [] and "source: <repo>/schemas/text.yaml" in page
+    assert _MACHINE_PATH.findall("source: /root/x, /home/me, /tmp, ~/x, /tmpfile, a/tmp/b") == [
+        "/root",
+        "/home",
+        "/tmp",
+    ]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
 def test_cli_by_example_page_shows_each_command_and_its_output(site: Path) -> None:
@@ -767,6 +901,16 @@ def test_setup_blocks_and_test_wording_are_not_shown(site: Path) -> None:
         assert "setup:" not in built, source
     text = _text((site / "verl" / "index.html").read_text())
     assert "Stand-ins" not in text and "A test runs" not in text and "MemoryTransferQueue()" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT_S + 30)
+def test_the_site_links_the_repository_it_was_built_with(site: Path) -> None:
+    page = (site / "getting-started" / "index.html").read_text()
+    assert f'href="{EXAMPLE_REPO_URL}"' in page  # the header's repository link
+    clone, _ = _console_blocks(page)[0]
+    assert clone == f"git clone {EXAMPLE_REPO_URL} trajschema && cd trajschema"
+    assert "<repository URL>" not in _text(page)
 
 
 @pytest.mark.slow
