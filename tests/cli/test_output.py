@@ -12,7 +12,7 @@ from terminal_support import in_terminal, layout_problems, plain
 
 import trajschema as ts
 from trajschema.cli.app import main
-from trajschema.cli.output import Table, cells, color_wanted
+from trajschema.cli.output import PIPED, Table, cells, color_wanted
 from trajschema.export import extends, field_rows
 from trajschema.testing import verl_sample
 
@@ -145,6 +145,14 @@ def test_piped_records_are_tab_separated_one_line_each_with_cells_made_inert():
     assert t.records() == ["fields", "name\tdescription", "a\\tb\ttwo\\nlines \\x1b[31m"]
     with pytest.raises(ValueError, match="table row has 1 cells, the table 2 columns"):
         t.add_row("x")
+
+
+@pytest.mark.parametrize("title", [None, "fields"], ids=["untitled (list, check)", "titled (show)"])
+def test_a_piped_table_has_a_title_line_only_when_it_has_a_title_as_the_help_says(title):
+    t = Table(title, ["name", "shape"])
+    t.add_row("input_ids", "[seq]")
+    assert t.records() == [*([title] if title else []), "name\tshape", "input_ids\t[seq]"]
+    assert "a header line (after its title line, for a table with a title" in " ".join(PIPED.split())
 
 
 # -- 80 and 120 columns -------------------------------------------------------------------------

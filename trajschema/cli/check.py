@@ -10,9 +10,9 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, CommandError, non_negative_int, printable
+from trajschema.cli.args import FORMATTER, CommandError, closest, non_negative_int, printable
 from trajschema.cli.output import PIPED, emit_json, print_table, table
-from trajschema.cli.read import STDIN, SampleFile, open_source, read_jsonl, read_torch, sniff
+from trajschema.cli.read import STDIN, SampleFile, open_source, read_dense_batch, read_jsonl, read_torch, sniff
 from trajschema.core import DEPTHS
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from trajschema._schema import Schema
-    from trajschema.core import Violation
+    from trajschema.core import Layout, Violation
 
 __all__ = ["DEFAULT_MAX_VIOLATIONS", "add_check", "group_violations", "run_check"]
 
@@ -48,8 +48,22 @@ _DESCRIPTION = (
     "blank lines skipped. Its keys are looked up by name in the schema: a tensor field's "
     "value (a number or nested lists) becomes a tensor of the field's dtype, and any other "
     "key stays as JSON gave it, for the schema's kinds and its extra: policy to judge. "
-    "Tables then show line numbers instead of sample indices. A FILE of - is standard "
-    "input, read once (torch.save bytes or JSON Lines). A file named twice is checked once.\n\n"
+    "Tables then show line numbers instead of sample indices. A value that does not "
+    "convert to its field's tensor (1.5 for int64, a string, a number out of range, ragged "
+    "lists) is a violation of its line, named file:line:column and key, and a line that "
+    "holds no sample (not JSON, not an object) a violation of field <line>: the rest of the "
+    "file is still checked. A FILE of - is standard input, read once (torch.save bytes or "
+    "JSON Lines). A file named twice is checked once; when several files are checked, "
+    "every violation row names its file.\n\n"
+    "With --layout, each FILE is a torch.save file of one dense padded batch in that layout "
+    "(a mapping of batch key to (B, ...) tensor such as Schema.to_dense returns, a "
+    "TensorDict, or verl's DataProto or a dict of its batch, non_tensor_batch and "
+    "meta_info; SkyRL's TrainingInputBatch and verl's DataProto objects need --trust), "
+    "checked as Schema.batch_violations(batch, layout=...) checks it: every row's real "
+    "region against the schema, and the masks and padded regions against the layout. "
+    "Without --layout, a file that looks like a dense batch (its tensors share one leading "
+    "size, and more of its keys fit a layout's dense columns than the schema's fields) is "
+    "still checked as samples, with a note naming the layout to check it with.\n\n"
     "verl's rollout dump (trainer.rollout_data_dir) is JSON Lines of decoded text: input, "
     "output, gts, score, step and the reward's extra keys, with no token ids. check reads "
     "it as any JSON Lines, and says so when the schema's tensor fields are missing from "
@@ -58,18 +72,22 @@ _DESCRIPTION = (
 )
 
 _EPILOG = (
-    "Exit status: 0 every file valid; 1 a file invalid; 2 a file unusable (missing, "
-    "corrupt, of another kind, no samples), the others still checked and the unusable "
-    "ones named, or an unknown schema.\n\n"
+    "Exit status: 0 every file valid; 1 a file invalid (a violation, or a line of JSON "
+    "Lines that cannot be read); 2 a file unusable (missing, corrupt, of another kind, no "
+    "samples, not a dense batch with --layout), the others still checked and the unusable "
+    "ones named, or an unknown schema or layout.\n\n"
     "--json prints one object: {'version': 1, 'command': 'check', 'valid', 'depth', "
-    "'totals': {files, valid, invalid, unusable, samples, violations}, 'files': [...]}, "
-    "each file with its status, schema, samples, 'summary' (the groups), 'violations' "
-    "(as many as --max-violations lets through, with 'line' for JSON Lines) and "
-    "'violations_omitted', or the 'error' that made it unusable.\n\n"
+    "'layout' (the --layout used, or null), 'totals': {files, valid, invalid, unusable, "
+    "samples, violations}, 'files': [...]}, each file with its status, schema, layout, "
+    "samples, 'summary' (the groups), 'violations' (as many as --max-violations lets "
+    "through, each with its 'file', and 'line' for JSON Lines), 'violations_omitted', "
+    "'notes' and 'suggested_layout' (a layout the file looks like a dense batch of, or "
+    "null), or the 'error' that made it unusable.\n\n"
     f"{PIPED}\n\n"
     "Example:\n"
     "  trajschema check rollout.pt --schema vlm_mrope_moe --depth shapes\n"
     "  trajschema check step_*.jsonl --schema mine.yaml --max-violations 0\n"
+    "  trajschema check skyrl_batch.pt --schema text --layout skyrl\n"
     "  cat rollout.pt | trajschema check - --schema auto --quiet"
 )
 
@@ -93,6 +111,14 @@ def add_check(sub: Any) -> None:
         help=(
             "a schema name, a path to a .yaml file, or 'auto' to pick, for each file, the schema that fits "
             "its first sample best (search path files that do not load are left out, and named on stderr)"
+        ),
+    )
+    p.add_argument(
+        "--layout",
+        metavar="NAME",
+        help=(
+            "a layout name (verl_dataproto, skyrl, or one on TRAJSCHEMA_LAYOUT_PATH) or a path to a layout "
+            ".yaml file: each FILE is then one dense padded batch in that layout (see above)"
         ),
     )
     p.add_argument(
@@ -144,6 +170,8 @@ class FileResult:
     depth: str = "values"
     caveat: str = ""
     notes: tuple[str, ...] = ()
+    layout: str | None = None
+    suggested: str | None = None
 
     @property
     def status(self) -> str:
@@ -159,18 +187,26 @@ class FileResult:
 def run_check(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema
 
+    layout = _layout(args.layout) if args.layout is not None else None
+    if layout is not None and args.schema == "auto":
+        raise CommandError(
+            "--schema auto picks a schema from a sample, and a dense batch (--layout) has none; name the schema"
+        )
     schema = None if args.schema == "auto" else load_schema(args.schema)  # an unknown schema stops everything
     warned: set[str] = set()
     results = []
-    for name in _distinct(args.files):
-        result = _check_file(name, schema, args, warned)
+    names = _distinct(args.files)
+    several = len(names) > 1
+    for name in names:
+        result = _check_file(name, schema, layout, args, warned)
         if result.error is not None:
             _say("error", result.error)
         elif not args.json:
-            _print_file(console, result, args)
+            _print_file(console, result, args, several)
         results.append(result)
     if args.json:
-        emit_json("check", json_report(results, args.depth, args.max_violations))
+        used = None if layout is None else layout.name
+        emit_json("check", json_report(results, args.depth, args.max_violations, layout=used))
     elif len(results) > 1:
         console.print(_totals_line(results))
     statuses = {r.status for r in results}
@@ -193,28 +229,70 @@ def _distinct(names: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def _check_file(name: str, schema: Schema | None, args: argparse.Namespace, warned: set[str]) -> FileResult:
+def _layout(name: str) -> Layout:
+    """The layout ``--layout`` names, resolved as the library resolves ``layout=``; a misspelt name gets a guess.
+
+    Raises:
+        SchemaNotFoundError: no such layout (with "did you mean" when a name is close).
+        LayoutDefinitionError: the layout file is malformed.
+    """
+    from trajschema.core import SchemaNotFoundError, as_layout
+    from trajschema.load import layout_names
+
+    try:
+        return as_layout(name, argument="--layout")
+    except SchemaNotFoundError as exc:
+        guess = closest(name, layout_names())
+        text = str(exc)
+        hint = f"; did you mean {guess!r}?" if guess is not None and repr(guess) not in text else ""
+        raise SchemaNotFoundError(f"--layout: {text}{hint}") from None
+
+
+def _check_file(
+    name: str, schema: Schema | None, layout: Layout | None, args: argparse.Namespace, warned: set[str]
+) -> FileResult:
     shown = "<stdin>" if name == STDIN else printable(name)
     try:
-        data, chosen = _read(name, schema, args.trust, warned)
-        found = tuple(chosen.batch_violations(data.batch, tags=data.tags, depth=args.depth))
+        if layout is not None and schema is not None:  # run_check refuses --schema auto with --layout
+            data, chosen = _read_dense(name, args.trust), schema
+            found = tuple(chosen.batch_violations(data.batch, depth=args.depth, layout=layout))
+        else:
+            data, chosen = _read(name, schema, args.trust, warned)
+            checked = chosen.batch_violations(data.batch, tags=data.tags, depth=args.depth)
+            found = tuple(data.renumbered(checked))
     except OSError as exc:  # permission denied, an I/O error: the file's, not the command's
         return FileResult(shown, error=f"{shown}: cannot be read: {exc.strerror or exc}")
     except (CommandError, ValueError, TypeError, LookupError) as exc:  # unusable: say so, check the rest
         return FileResult(shown, error=printable(" ".join(str(exc).split())) or type(exc).__name__)
     auto = " (chosen by --schema auto from sample 0)" if schema is None else ""
+    path = printable(data.path)
+    suggested = _dense_lookalike(data, chosen) if found and layout is None else None
+    notes = [_verl_note(data, chosen, found)]
+    if suggested is not None:
+        notes.append(
+            f"{path}: this looks like a dense batch in the {suggested} layout; check it with --layout {suggested}"
+        )
     return FileResult(
-        printable(data.path),
+        path,
         format=data.format,
         schema=chosen.name,
-        label=f"schema {chosen.name!r}{auto}",
+        label=f"schema {chosen.name!r}{auto}" + (f" in layout {layout.name!r}" if layout is not None else ""),
         samples=data.count,
         found=found,
         lines=data.lines,
         depth=args.depth,
-        caveat=_meta_note(data, args.depth),
-        notes=tuple(n for n in [_verl_note(data, chosen, found)] if n),
+        caveat=_meta_note(data, args.depth) if layout is None else "",
+        notes=tuple(n for n in notes if n),
+        layout=None if layout is None else layout.name,
+        suggested=suggested,
     )
+
+
+def _read_dense(name: str, trust: bool) -> SampleFile:
+    source = open_source(name)
+    if sniff(source, READS) != "torch":
+        raise CommandError(f"{source.label}: is JSON Lines; --layout reads one dense batch from a torch.save file")
+    return read_dense_batch(source, trust=trust)
 
 
 def _read(name: str, schema: Schema | None, trust: bool, warned: set[str]) -> tuple[SampleFile, Schema]:
@@ -248,6 +326,67 @@ def _auto_schema(sample: Any, tag: Any, warned: set[str]) -> Schema:
 def _say(label: str, message: str) -> None:
     with contextlib.suppress(OSError, ValueError, AttributeError):  # stderr is closed (or None): check anyway
         sys.stderr.write(f"trajschema check: {label}: {message}\n")
+
+
+def _dense_lookalike(data: SampleFile, schema: Schema) -> str | None:
+    """The layout a torch.save file read as samples looks like a dense batch of, or ``None``.
+
+    The rule: the file holds one mapping (read as one sample) or a TensorDict (read as its
+    rows); every tensor in it has a leading dim, all of one size; and for some layout, more
+    of its keys are dense columns of that layout for ``schema`` with the ``(B, ...)`` number
+    of dims such a column has, than are tensor fields of ``schema`` with the number of dims
+    a sample holds them with. The layout with the most such keys is named (the first by
+    name on a tie); a layout that does not load or cannot hold the schema is passed over.
+    A real sample's tensors have the schema's dims, so it scores 0 for every layout; a
+    TensorDict of dense rows with the schema's own key names scores alike as samples and
+    in a layout that keeps those names, and is left alone.
+    """
+    import torch
+
+    from trajschema.check import batch_view, is_tensordict
+    from trajschema.core import as_layout
+    from trajschema.dense import bind_layout
+    from trajschema.load import layout_names
+
+    batch = data.batch
+    if data.lines is not None:
+        return None
+    if is_tensordict(batch):
+        view = batch_view(batch)
+        if not view.is_table:  # a lazy stack of ragged rows: samples, never one dense batch
+            return None
+        columns, row_dims = {k: view.column(k) for k in view.keys()}, 1
+    elif isinstance(batch, list) and len(batch) == 1:
+        columns, row_dims = dict(batch[0]), 0
+    else:
+        return None
+    tensors = {k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}
+    if not tensors or any(t.dim() == 0 for t in tensors.values()):
+        return None
+    if len({t.shape[0] for t in tensors.values()}) != 1:
+        return None
+
+    def fits(declared: dict[str, int], extra: int) -> int:
+        return sum(1 for k, t in tensors.items() if declared.get(k, -1) == t.dim() - extra)
+
+    as_samples = fits(
+        {n: len(f.shape) for n, f in schema.fields.items() if f.is_tensor and f.shape is not None}, row_dims
+    )
+    best: tuple[int, str] | None = None
+    for name in layout_names():
+        try:
+            bound = bind_layout(as_layout(name), schema)
+        except (ValueError, LookupError, OSError):  # a broken layout file, one that cannot hold this schema
+            continue
+        dense = {
+            p.key: len(p.field.shape)
+            for p in bound.columns()
+            if p.key is not None and p.field.is_tensor and p.field.shape is not None
+        }
+        score = fits(dense, 1)
+        if score > as_samples and (best is None or score > best[0]):
+            best = (score, name)
+    return None if best is None else best[1]
 
 
 def _meta_note(data: SampleFile, depth: str) -> str:
@@ -328,36 +467,43 @@ def _samples_cell(result: FileResult, group: Group) -> str:
 # -- human output ---------------------------------------------------------------------------
 
 
-def _print_file(console: Console, result: FileResult, args: argparse.Namespace) -> None:
+def _print_file(console: Console, result: FileResult, args: argparse.Namespace, several: bool) -> None:
+    """One file's report; with ``several`` files checked, every violation row starts with its file."""
     found = result.found
     if found and not args.quiet:
         limit = len(found) if args.max_violations is None else args.max_violations
         if limit:
-            _print_violations(console, result, found[:limit])
+            _print_violations(console, result, found[:limit], several)
         if len(found) > limit:
             more = len(found) - limit
-            console.print(f"... and {more} more violation{'s' if more != 1 else ''} (--max-violations all lists them)")
+            of = f" of {result.file}" if several else ""
+            console.print(
+                f"... and {more} more violation{'s' if more != 1 else ''}{of} (--max-violations all lists them)"
+            )
         groups = group_violations(found)
         if len(groups) < len(found) or len(found) > limit:  # else the list above says it all
-            _print_groups(console, result, groups)
+            _print_groups(console, result, groups, several)
     console.print(_verdict(result))
     if not args.quiet:
         for note in result.notes:
             console.print(f"note: {note}")
 
 
-def _print_violations(console: Console, result: FileResult, found: tuple[Violation, ...]) -> None:
+def _print_violations(console: Console, result: FileResult, found: tuple[Violation, ...], several: bool) -> None:
     head = "line" if result.lines is not None else "sample"
-    t = table(None, [head, "field", "code", "message"], right=(head,))  # the message wraps; the rest is whole
+    first = ["file"] if several else []
+    t = table(None, [*first, head, "field", "code", "message"], right=(head,))  # the message wraps; the rest is whole
     for v in found:
-        t.add_row(result.where(v.sample), v.field, v.code, v.message)
+        t.add_row(*([result.file] if several else []), result.where(v.sample), v.field, v.code, v.message)
     print_table(console, t)
 
 
-def _print_groups(console: Console, result: FileResult, groups: list[Group]) -> None:
-    t = table(None, ["field", "code", "count", "lines" if result.lines is not None else "samples"], right=("count",))
+def _print_groups(console: Console, result: FileResult, groups: list[Group], several: bool) -> None:
+    first = ["file"] if several else []
+    where = "lines" if result.lines is not None else "samples"
+    t = table(None, [*first, "field", "code", "count", where], right=("count",))
     for g in groups:
-        t.add_row(g.field, g.code, str(g.count), _samples_cell(result, g))
+        t.add_row(*([result.file] if several else []), g.field, g.code, str(g.count), _samples_cell(result, g))
     print_table(console, t)
 
 
@@ -393,15 +539,18 @@ def _totals_line(results: list[FileResult]) -> Text:
 # -- machine output -------------------------------------------------------------------------
 
 
-def json_report(results: list[FileResult], depth: str, limit: int | None) -> dict[str, Any]:
-    """The ``--json`` object of a check (after ``version`` and ``command``)."""
+def json_report(
+    results: list[FileResult], depth: str, limit: int | None, *, layout: str | None = None
+) -> dict[str, Any]:
+    """The ``--json`` object of a check (after ``version`` and ``command``); ``layout``: the ``--layout`` used."""
     files = [_file_json(r, limit) for r in results]
     totals = {
         "files": len(results),
         **{s: sum(r.status == s for r in results) for s in ("valid", "invalid", "unusable")},
     }
     totals |= {"samples": sum(r.samples for r in results), "violations": sum(len(r.found) for r in results)}
-    return {"valid": all(r.status == "valid" for r in results), "depth": depth, "totals": totals, "files": files}
+    valid = all(r.status == "valid" for r in results)
+    return {"valid": valid, "depth": depth, "layout": layout, "totals": totals, "files": files}
 
 
 #: How many of a group's samples ``--json`` names (``sample_count`` counts them all).
@@ -421,7 +570,7 @@ def _file_json(result: FileResult, limit: int | None) -> dict[str, Any]:
     if result.error is not None:
         return {"file": result.file, "status": "unusable", "error": result.error}
     shown = result.found if limit is None else result.found[:limit]
-    violations = [dataclasses.asdict(v) for v in shown]
+    violations = [{"file": result.file, **dataclasses.asdict(v)} for v in shown]
     if result.lines is not None:
         for v in violations:
             v["line"] = None if v["sample"] is None else result.lines[v["sample"]]
@@ -431,10 +580,12 @@ def _file_json(result: FileResult, limit: int | None) -> dict[str, Any]:
         "status": result.status,
         "format": result.format,
         "schema": result.schema,
+        "layout": result.layout,
         "samples": result.samples,
         "invalid_samples": len({v.sample for v in result.found if v.sample is not None}),
         "summary": summary,
         "violations": violations,
         "violations_omitted": len(result.found) - len(shown),
         "notes": [n.lstrip("; ") for n in (result.caveat, *result.notes) if n],
+        "suggested_layout": result.suggested,
     }

@@ -3,8 +3,9 @@
 On a terminal a table is laid out at the terminal's width: the cells a user copies (names,
 shapes, dtypes) are never cut or split, long cells wrap between words, and what still does
 not fit (descriptions first) moves under its row. Off a terminal (a pipe, a file) every
-table is plain records: a title line, a header line, then one tab-separated line per row,
-with no padding, so ``grep``, ``cut -f`` and ``awk -F'\\t'`` read it.
+table is plain records: its title line (if it has a title), a header line, then one
+tab-separated line per row, with no padding, so ``grep``, ``cut -f`` and ``awk -F'\\t'``
+read it.
 
 Colour follows no-color.org and force-color.org: ``NO_COLOR`` (set and not empty) turns it
 off, even on a terminal; otherwise ``FORCE_COLOR`` (set and not empty) turns it on, even off
@@ -51,8 +52,9 @@ JSON_VERSION = 1
 #: How a table prints, for the help of every command that prints one.
 PIPED = (
     "On a terminal the tables fit its width (long cells wrap, descriptions go under their\n"
-    "row); piped or redirected, each table is a title line, a header line and one\n"
-    "tab-separated line per row, never cut or padded (cut -f, awk -F'\\t')."
+    "row); piped or redirected, each table is a header line (after its title line, for a\n"
+    "table with a title, such as show's sections) and one tab-separated line per row,\n"
+    "never cut or padded (cut -f, awk -F'\\t')."
 )
 
 #: Blanks between two columns of a table on a terminal.

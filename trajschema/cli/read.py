@@ -5,8 +5,9 @@ batch), a list of sample dicts, one sample dict, or the ``{"samples": [...], "ta
 [...]}`` envelope that ``trajschema pad --out`` writes. Files are read with
 ``torch.load(weights_only=True)``, which cannot run code; full unpickling happens only
 when the user passes ``--trust``. ``check`` also reads JSON Lines (`read_jsonl`), one
-sample object a line, as verl's rollout dump is written. ``-`` names standard input,
-read once, as bytes.
+sample object a line, as verl's rollout dump is written, and one dense padded batch
+(`read_dense_batch`, for ``check --layout``). ``-`` names standard input, read once, as
+bytes.
 
 What a file holds is sniffed from its first bytes before anything parses it, so a YAML
 schema, a JSON document or plain text given by mistake is named as such instead of
@@ -24,7 +25,7 @@ import math
 import re
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -33,15 +34,18 @@ from trajschema.cli.args import CommandError, uncoloured
 if TYPE_CHECKING:
     import torch
 
-    from trajschema.core import Field
+    from trajschema.core import Field, Violation, ViolationCode
 
 __all__ = [
+    "LINE",
     "STDIN",
     "TORCH_ONLY",
+    "DataProtoParts",
     "SampleFile",
     "Source",
     "load_samples",
     "open_source",
+    "read_dense_batch",
     "read_jsonl",
     "read_torch",
     "reason",
@@ -64,9 +68,14 @@ _YAML_LINE = re.compile(r"(---|%YAML|[A-Za-z_][\w.-]*[ \t]*:([ \t]|$))")
 
 @dataclasses.dataclass(frozen=True)
 class SampleFile:
-    """The samples of one file: ``batch`` is a list of sample mappings or a TensorDict.
+    """The samples of one file: ``batch`` is a list of sample mappings or a TensorDict (or,
+    from `read_dense_batch`, one dense batch of ``count`` rows).
 
-    ``lines`` holds, for JSON Lines, the line number of each sample (blank lines hold none).
+    For JSON Lines, every non-blank line is one sample, numbered from 0 in file order:
+    ``lines`` holds each one's line number, ``problems`` what could not be read (a line
+    that holds no sample, a value that did not convert), and ``kept`` the number of each
+    sample of ``batch`` when some line is not in it (``None``: all are). `renumbered`
+    puts a check of ``batch`` and the problems together.
     """
 
     path: str
@@ -75,6 +84,28 @@ class SampleFile:
     count: int
     format: str = "torch.save"
     lines: tuple[int, ...] | None = None
+    problems: tuple[Violation, ...] = ()
+    kept: tuple[int, ...] | None = None
+
+    def renumbered(self, found: Iterable[Violation]) -> list[Violation]:
+        """``found`` (a check of ``batch``) with the reading problems, in sample order.
+
+        Samples are renumbered as the file numbers them (a line left out of ``batch`` keeps
+        its number), and a key left out of a sample because its value did not convert is
+        not also reported ``missing``: its problem says why it is not there.
+        """
+        if not self.problems:
+            return list(found)
+        kept = self.kept
+        left_out = {(p.sample, p.field) for p in self.problems}
+        merged = list(self.problems)
+        for v in found:
+            if kept is not None and v.sample is not None:
+                v = dataclasses.replace(v, sample=kept[v.sample])
+            if v.code != "missing" or (v.sample, v.field) not in left_out:
+                merged.append(v)
+        # Stable: each sample's reading problems first, then the check's in its own order.
+        return sorted(merged, key=lambda v: -1 if v.sample is None else v.sample)
 
     def first(self) -> Mapping[str, Any]:
         """The first sample, as a mapping of plain values (a TensorDict row unwrapped)."""
@@ -220,7 +251,7 @@ def _torch_load(source: Source, trust: bool) -> Any:
 
     path = source.label
     try:
-        with warnings.catch_warnings(), torch.serialization.safe_globals(_tensordict_globals()):
+        with warnings.catch_warnings(), torch.serialization.safe_globals(_safe_globals()):
             warnings.simplefilter("ignore")  # torch warns about pickle protocols of files it then refuses
             with source.open() as f:
                 return torch.load(f, map_location="cpu", weights_only=True)
@@ -238,18 +269,21 @@ def _torch_load(source: Source, trust: bool) -> Any:
         raise CommandError(f"{path}: not a readable torch.save file, even with --trust ({reason(exc)})") from None
 
 
-def _tensordict_globals() -> list[Any]:
-    """What the pickle of a TensorDict references, for torch's weights_only loader.
+def _safe_globals() -> list[Any]:
+    """What the pickle of a TensorDict or a `DenseBatch` references, for torch's weights_only loader.
 
-    tensordict 0.15 allowlists exactly these itself when imported; 0.10.0 (the floor) does
-    not, so without this a TensorDict file would need --trust there. None of them imports
-    a module named in the file or unpickles nested data: every value inside still passes
-    the restricted loader.
+    tensordict 0.15 allowlists its classes itself when imported; 0.10.0 (the floor) does
+    not, so without this a TensorDict file would need --trust there. A `DenseBatch` (what
+    ``Schema.to_dense`` returns) is a dict with a ``metadata`` dict. None of them imports a
+    module named in the file or unpickles nested data: every value inside still passes the
+    restricted loader.
     """
     from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict, _reductions
 
+    from trajschema.core import DenseBatch
+
     rebuilders = [getattr(_reductions, n, None) for n in ("_make_td", "_rebuild_tensordict_files_consolidated")]
-    return [TensorDict, LazyStackedTensorDict, NonTensorData, NonTensorStack, *(f for f in rebuilders if f)]
+    return [TensorDict, LazyStackedTensorDict, NonTensorData, NonTensorStack, DenseBatch, *(f for f in rebuilders if f)]
 
 
 def _needs_unpickling(exc: Exception) -> bool:
@@ -328,6 +362,90 @@ def _samples_of(obj: Any, path: str) -> SampleFile:
     return SampleFile(path, obj, _tags_of(tags, count, path), count)
 
 
+#: What ``check --layout`` reads from a file.
+_DENSE_SHAPES = (
+    "a mapping of batch key to (B, ...) tensor or per-sample list (what Schema.to_dense returns, "
+    "SkyRL's TrainingInputBatch), a TensorDict, or verl's DataProto (or a dict of its batch, "
+    "non_tensor_batch and meta_info)"
+)
+_DATAPROTO_KEYS = frozenset({"batch", "non_tensor_batch", "meta_info"})
+
+
+@dataclasses.dataclass(frozen=True)
+class DataProtoParts:
+    """verl's ``DataProto`` as a file holds it without the class: ``torch.save({"batch": dp.batch,
+    "non_tensor_batch": dp.non_tensor_batch, "meta_info": dp.meta_info})``.
+
+    It has the three attributes a ``DataProto`` has, so a dense check reads it as one.
+    """
+
+    batch: Any
+    non_tensor_batch: Mapping[str, Any]
+    meta_info: Mapping[str, Any]
+
+
+def read_dense_batch(source: Source, *, trust: bool = False) -> SampleFile:
+    """The one dense padded batch of a torch.save file or stream (for ``check --layout``).
+
+    The batch is handed to the check as the file holds it: a mapping (a dict, a
+    ``DenseBatch`` with its ``metadata``, SkyRL's ``TrainingInputBatch`` under ``--trust``),
+    a TensorDict, verl's ``DataProto`` (under ``--trust``), or a dict of a DataProto's
+    ``batch``, ``non_tensor_batch`` and ``meta_info``, read as a DataProto. ``count`` is its
+    rows, as the check counts them.
+
+    Raises:
+        CommandError: as `read_torch`, or the file holds samples (a list of them, the
+            ``pad --out`` envelope) or something else, or a batch of no rows.
+    """
+    from trajschema.dense import read_dense
+
+    path = source.label
+    batch = _dense_of(_torch_load(source, trust), path)
+    try:
+        view, _ = read_dense(batch)
+    except TypeError:  # a DataProto-like object whose parts are not what a DataProto holds
+        raise CommandError(
+            f"{path}: holds {_what(batch)} that is not a dense batch; expected {_DENSE_SHAPES}"
+        ) from None
+    if view.n == 0:
+        raise CommandError(f"{path}: holds a dense batch of no rows")
+    return SampleFile(path, batch, None, view.n)
+
+
+def _dense_of(obj: Any, path: str) -> Any:
+    from trajschema.check import is_tensordict
+
+    if is_tensordict(obj) or all(hasattr(obj, a) for a in _DATAPROTO_KEYS):
+        return obj
+    if isinstance(obj, Mapping):
+        if not all(isinstance(k, str) for k in obj):
+            raise CommandError(
+                f"{path}: holds a mapping whose keys are not all batch keys (str); expected {_DENSE_SHAPES}"
+            )
+        if "samples" in obj and set(obj) <= {"samples", "tags"}:
+            raise CommandError(
+                f"{path}: holds samples (the envelope pad --out writes), not a dense batch; check it without --layout"
+            )
+        if "batch" in obj and set(obj) <= _DATAPROTO_KEYS:
+            if not is_tensordict(obj["batch"]) and obj["batch"] is not None:
+                raise CommandError(
+                    f"{path}: 'batch' of a DataProto's parts must be a TensorDict (as DataProto.batch is), "
+                    f"found {_what(obj['batch'])}"
+                )
+            parts = {k: obj.get(k) or {} for k in ("non_tensor_batch", "meta_info")}
+            for key, part in parts.items():
+                if not isinstance(part, Mapping):
+                    raise CommandError(f"{path}: {key!r} of a DataProto's parts must be a dict, found {_what(part)}")
+            return DataProtoParts(obj["batch"], parts["non_tensor_batch"], parts["meta_info"])
+        return obj
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)) and all(isinstance(s, Mapping) for s in obj):
+        n = len(obj)
+        raise CommandError(
+            f"{path}: holds a list of {n} sample{'s' if n != 1 else ''}, not a dense batch; check it without --layout"
+        )
+    raise CommandError(f"{path}: holds {_what(obj)}; expected {_DENSE_SHAPES}")
+
+
 def _tags_of(tags: Any, count: int, path: str) -> list[Mapping[str, Any]] | None:
     if tags is None:
         return None
@@ -344,7 +462,7 @@ def _tags_of(tags: Any, count: int, path: str) -> list[Mapping[str, Any]] | None
 def _what(obj: Any) -> str:
     if obj is None:
         return "None"
-    if isinstance(obj, Mapping):
+    if isinstance(obj, Mapping) and not all(isinstance(k, str) for k in obj):
         return "a mapping with non-str keys"
     name = type(obj).__name__
     return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
@@ -352,53 +470,121 @@ def _what(obj: Any) -> str:
 
 # -- JSON Lines -----------------------------------------------------------------------------
 
+#: The ``field`` of a violation that concerns a whole line of JSON Lines, not one of its keys.
+LINE = "<line>"
+#: What every non-blank line of JSON Lines must be.
+_SAMPLE_OBJECT = "a JSON object of field name to value"
+
 
 def read_jsonl(source: Source, fields: Mapping[str, Field] | None, *, limit: int | None = None) -> SampleFile:
     """The samples of a JSON Lines file or stream: one JSON object a line, blank lines skipped.
 
     Each key a tensor field of ``fields`` names becomes a tensor of the field's (first)
-    dtype, nested lists giving its shape; every other value stays as JSON gave it, for the
-    schema's ``extra:`` policy and non-tensor ``kind``s to judge. ``fields=None`` reads
-    integers as int64 and other numbers as float32, as every packaged schema declares them
-    (to choose a schema with ``--schema auto``). Lines are parsed one at a time.
+    dtype, nested lists giving its shape; every other value stays as JSON gave it (``null``
+    as None), for the schema's ``extra:`` policy and non-tensor ``kind``s to judge.
+    ``fields=None`` reads integers as int64 and other numbers as float32, as every
+    packaged schema declares them (to choose a schema with ``--schema auto``). Lines are
+    parsed one at a time; ``limit`` stops after that many samples.
+
+    Reading is lazy in the way a schema check is: what cannot be read is a violation of
+    its line (``SampleFile.problems``, numbered like the samples: every non-blank line is
+    one) and the rest is still read. A value that does not convert to its field's tensor
+    leaves that key out of the sample, with a violation naming ``file:line:column`` and the
+    key: ``kind`` (strings, objects or nulls where numbers belong), ``dtype`` (numbers of
+    another class: ``1.5`` or ``true`` for integers), ``shape`` (ragged lists) or ``value``
+    (a number the dtype cannot hold). A line that is no sample (not UTF-8, not JSON, not an
+    object, a key given twice, nested too deeply) is a ``kind`` violation of field ``<line>``.
 
     Raises:
-        CommandError: naming the file, the line and the key: a line that is not UTF-8 or
-            not a JSON object, a key given twice, a tensor value of the wrong JSON type, a
-            ragged list or a number its dtype cannot hold; or no sample in the file.
+        CommandError: no line holds a sample (naming the first line's problem).
     """
     samples: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, obj in _objects(source):
-        where = f"{source.label}: line {number}"
-        samples.append({k: _value(v, fields, k, f"{where}: key {k!r}") for k, v in obj.items()})
+    kept: list[int] = []
+    problems: list[Violation] = []
+    for number, record in _records(source):
+        index = len(lines)
         lines.append(number)
+        if isinstance(record, _Unreadable):
+            problems.append(record.violation(index))
+            continue
+        obj, text = record
+        sample: dict[str, Any] = {}
+        for key, value in obj.items():
+            try:
+                sample[key] = _value(value, fields, key)
+            except _Unconvertible as exc:
+                where = f"{source.label}:{number}"
+                column = _value_column(text, key)
+                where += f":{column}" if column is not None else ""
+                problems.append(exc.violation(index, key, f"{where}: key {key!r}: {exc.reason}"))
+        samples.append(sample)
+        kept.append(index)
         if limit is not None and len(samples) >= limit:
             break
     if not samples:
-        raise CommandError(f"{source.label}: holds no samples (no JSON object on any line)")
-    return SampleFile(source.label, samples, None, len(samples), format="JSON Lines", lines=tuple(lines))
+        if not problems:
+            raise CommandError(f"{source.label}: holds no samples (no JSON object on any line)")
+        more = len(problems) - 1
+        rest = f" (and {more} more line{'s' if more != 1 else ''} like it)" if more else ""
+        raise CommandError(f"{problems[0].message}{rest}; no line holds a sample")
+    return SampleFile(
+        source.label,
+        samples,
+        None,
+        len(lines),
+        format="JSON Lines",
+        lines=tuple(lines),
+        problems=tuple(problems),
+        kept=tuple(kept) if len(kept) < len(lines) else None,
+    )
 
 
-def _objects(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
+@dataclasses.dataclass(frozen=True)
+class _Unreadable:
+    """A line that holds no sample: ``where`` (``file:line[:column]``), what it is, and why."""
+
+    where: str
+    actual: str
+    why: str
+
+    def violation(self, index: int) -> Violation:
+        from trajschema.core import Violation
+
+        return Violation(index, LINE, "kind", _SAMPLE_OBJECT, self.actual, f"{self.where}: {self.why}")
+
+
+def _records(source: Source) -> Iterator[tuple[int, tuple[dict[str, Any], str] | _Unreadable]]:
+    """Each non-blank line's number and its object with its text, or why it holds no sample."""
     with source.open() as f:
         for number, raw in enumerate(f, 1):
             if number == 1:
                 raw = raw.removeprefix(codecs.BOM_UTF8)
             if not raw.strip():  # blank lines (a trailing newline, CRLF ends) hold no sample
                 continue
-            where = f"{source.label}: line {number}"
+            where = f"{source.label}:{number}"
             try:  # without its line end, so that a column in a message counts on this line
-                obj = json.loads(raw.rstrip(b"\r\n").decode("utf-8"), object_pairs_hook=_unique_keys)
+                text = raw.rstrip(b"\r\n").decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise CommandError(f"{where}: not UTF-8 text (byte {exc.start + 1})") from None
+                yield number, _Unreadable(where, "not UTF-8", f"not UTF-8 text (byte {exc.start + 1})")
+                continue
+            try:
+                obj = json.loads(text, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as exc:
-                raise CommandError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
+                yield number, _Unreadable(f"{where}:{exc.colno}", "not JSON", f"not JSON ({exc.msg})")
+                continue
             except _DuplicateKey as exc:
-                raise CommandError(f"{where}: key {exc.args[0]!r} appears twice in one object") from None
+                why = f"key {exc.args[0]!r} appears twice in one object"
+                yield number, _Unreadable(where, f"key {exc.args[0]!r} twice", why)
+                continue
+            except RecursionError:  # json recurses once per nesting level
+                yield number, _Unreadable(where, "nested too deeply", "nested too deeply to read")
+                continue
             if not isinstance(obj, dict):
-                raise CommandError(f"{where}: {_json_name(obj)}, not a sample (a JSON object of field name to value)")
-            yield number, obj
+                what = _json_name(obj)
+                yield number, _Unreadable(where, what, f"{what}, not a sample ({_SAMPLE_OBJECT})")
+                continue
+            yield number, (obj, text)
 
 
 class _DuplicateKey(ValueError):
@@ -413,39 +599,97 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _value(value: Any, fields: Mapping[str, Field] | None, key: str, where: str) -> Any:
+_DECODER = json.JSONDecoder()
+
+
+def _value_column(text: str, key: str) -> int | None:
+    """The column (from 1, as ``json`` counts) where ``key``'s value starts on a line holding one object.
+
+    Called only for a value that did not convert, so a line is scanned again only then.
+    """
+    try:
+        at = _blanks(text, 0)
+        if text[at : at + 1] != "{":
+            return None
+        at = _blanks(text, at + 1)
+        while text[at : at + 1] == '"':
+            name, at = _DECODER.raw_decode(text, at)
+            at = _blanks(text, at)
+            if text[at : at + 1] != ":":
+                return None
+            at = _blanks(text, at + 1)
+            if name == key:
+                return at + 1
+            _, at = _DECODER.raw_decode(text, at)
+            at = _blanks(text, at)
+            if text[at : at + 1] != ",":
+                return None
+            at = _blanks(text, at + 1)
+        return None
+    except (ValueError, RecursionError):
+        return None
+
+
+def _blanks(text: str, at: int) -> int:
+    """Where the JSON whitespace from ``at`` ends."""
+    while at < len(text) and text[at] in " \t\n\r":
+        at += 1
+    return at
+
+
+class _Unconvertible(ValueError):
+    """A JSON value that is not the tensor its field declares: a violation ``code``, and why."""
+
+    def __init__(self, code: ViolationCode, expected: str, actual: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.expected, self.actual, self.reason = code, expected, actual, reason
+
+    def violation(self, sample: int, key: str, message: str) -> Violation:
+        from trajschema.core import Violation
+
+        return Violation(sample, key, self.code, self.expected, self.actual, message)
+
+
+def _value(value: Any, fields: Mapping[str, Field] | None, key: str) -> Any:
     import torch
 
     if fields is None:  # no schema yet: numbers and lists of them as the packaged schemas hold them
         if type(value) in (int, float, list):
-            with contextlib.suppress(CommandError):  # not a tensor: left for the schema to judge
-                _, leaves = _nested(value, where)
+            with contextlib.suppress(_Unconvertible):  # not a tensor: left for the schema to judge
+                _, leaves = _nested(value, "")
                 if {type(x) for x in leaves} <= {int, float}:
                     dtype = torch.int64 if all(type(x) is int for x in leaves) else torch.float32
-                    return _tensor(value, (dtype,), str(dtype), where)
+                    return _tensor(value, (dtype,), str(dtype))
         return value
     field = fields.get(key)
-    if field is None or not field.is_tensor:  # extra keys and non-tensor kinds: the check judges them
+    if field is None or not field.is_tensor or value is None:  # extra keys, non-tensor kinds, null: the check judges
         return value
-    return _tensor(value, field.dtypes, field.describe(), where)
+    return _tensor(value, field.dtypes, field.describe())
 
 
-def _tensor(value: Any, dtypes: tuple[torch.dtype, ...], declared: str, where: str) -> torch.Tensor:
-    """``value`` as a tensor of the first of ``dtypes`` that holds its numbers exactly."""
+def _tensor(value: Any, dtypes: tuple[torch.dtype, ...], declared: str) -> torch.Tensor:
+    """``value`` as a tensor of the first of ``dtypes`` that holds its numbers exactly.
+
+    Raises:
+        _Unconvertible: ``kind`` (a leaf that is no number or true/false), ``dtype`` (numbers
+            of another class), ``shape`` (ragged lists) or ``value`` (a number no dtype holds).
+    """
     import torch
 
-    shape, leaves = _nested(value, where)
+    shape, leaves = _nested(value, declared)
     kinds = set(map(type, leaves))
     usable = [d for d in dtypes if kinds <= _JSON_TYPES[_dtype_class(d)]]
     if not usable:
-        bad = next(x for x in leaves if type(x) not in _JSON_TYPES[_dtype_class(dtypes[0])])
+        wanted = _dtype_class(dtypes[0])
+        bad = next(x for x in leaves if type(x) not in _JSON_TYPES[wanted])
         found = f"a list holding {_json_name(bad)}" if shape else _json_name(bad)
-        raise CommandError(f"{where}: expected {_dtype_class(dtypes[0])} for {declared}, found {found}")
+        code: ViolationCode = "dtype" if type(bad) in (int, float, bool) else "kind"
+        raise _Unconvertible(code, declared, found, f"expected {wanted} for {declared}, found {found}")
     for dtype in usable:
         if _fits(leaves, dtype):
             return torch.tensor(leaves, dtype=dtype).reshape(shape)
     big = max(leaves, key=lambda x: abs(x) if type(x) is int or math.isfinite(x) else 0)
-    raise CommandError(f"{where}: {big} does not fit {declared}")
+    raise _Unconvertible("value", declared, str(big), f"{big} does not fit {declared}")
 
 
 #: What JSON values each class of dtype takes: integers are not booleans, and 1.0 is no integer.
@@ -471,18 +715,23 @@ def _fits(leaves: list[Any], dtype: torch.dtype) -> bool:
     return info.min <= min(leaves) and max(leaves) <= info.max
 
 
-def _nested(value: Any, where: str) -> tuple[list[int], list[Any]]:
-    """The shape of nested JSON lists and their leaves, flat; ragged lists are an error."""
+def _nested(value: Any, declared: str) -> tuple[list[int], list[Any]]:
+    """The shape of nested JSON lists and their leaves, flat.
+
+    Raises:
+        _Unconvertible: ``shape``: the lists are ragged.
+    """
     shape: list[int] = []
     level = [value]
     while any(type(x) is list for x in level):
+        depth = len(shape) + 1
         if not all(type(x) is list for x in level):
-            raise CommandError(f"{where}: ragged: lists and single values mixed at depth {len(shape) + 1}")
+            actual = f"lists and single values mixed at depth {depth}"
+            raise _Unconvertible("shape", declared, actual, f"ragged: {actual}")
         lengths = sorted({len(x) for x in level})
         if len(lengths) > 1:
-            raise CommandError(
-                f"{where}: ragged: lists of {lengths[0]} and {lengths[-1]} items at depth {len(shape) + 1}"
-            )
+            actual = f"lists of {lengths[0]} and {lengths[-1]} items at depth {depth}"
+            raise _Unconvertible("shape", declared, actual, f"ragged: {actual}")
         shape.append(lengths[0])
         level = [y for x in level for y in x]
     return shape, level
