@@ -82,9 +82,11 @@ import torch
 import trajschema as ts
 import trajschema.skyrl as sk
 
-# the tests' Python 3.11 import shim for SkyRL (one copy; appended, so nothing in tests/ shadows a real package)
-sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
-from skyrl_shim import import_skyrl_module
+# The tests' Python 3.11 import shim for SkyRL (one copy), as the package tests.skyrl_shim: the
+# repository root goes on the path, never tests/ itself (where tests/skyrl would import as
+# `skyrl`); ahead of site-packages, since verl and TransferQueue install a `tests` package there.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+from tests.skyrl_shim import import_skyrl_module
 
 from bench_dense import PAD_TOKEN_ID, PROMPT_RANGE, RESPONSE_RANGE, Rollout, make_rollout, skyrl_version
 from harness import Row, measure, render

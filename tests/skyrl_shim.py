@@ -20,6 +20,10 @@ Nothing else is touched: SkyRL's batch code (``TrainingInputBatch``, ``TensorLis
 its padding (``convert_prompts_responses_to_batch_tensors``,
 ``pad_training_input_batch``) and its advantage code run unmodified. On 3.12+ the shim
 does nothing.
+
+Before any of it, ``skyrl`` must be an installed SkyRL, not a namespace package or a
+folder of ``tests/`` (``tests/trainer_import.py``); otherwise `import_skyrl_module` raises
+ImportError saying where ``skyrl`` resolved.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import sys
 import typing
 import warnings
 from types import ModuleType
+
+from tests.trainer_import import import_installed
 
 __all__ = ["SHIMMED", "import_skyrl_module", "shimmed_modules"]
 
@@ -59,10 +65,12 @@ def import_skyrl_module(name: str) -> ModuleType:
     """``importlib.import_module(name)`` of a SkyRL module, through the 3.11 shim.
 
     Raises:
-        ImportError: SkyRL is not installed (or not importable).
+        ImportError: SkyRL is not installed (or not importable), or ``skyrl`` resolves to
+            something else (a namespace package, a folder of ``tests/``).
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if name == "skyrl" or name.startswith("skyrl."):  # any of them may import skyrl.backends
+            import_installed("skyrl")  # skyrl/__init__.py itself imports none of SkyRL's modules
             _shim_tinker_types()
         return importlib.import_module(name)

@@ -2,7 +2,9 @@
 ``tests/skyrl_shim.py``, which says why it is needed and what it touches) and batch builders.
 
 A missing SkyRL skips the test that needs it, naming why; ``.ci/run`` sets
-``TRAJSCHEMA_REQUIRE_SKYRL=1``, and then a missing SkyRL fails the test instead.
+``TRAJSCHEMA_REQUIRE_SKYRL=1``, and then a missing SkyRL fails the test instead. A
+``skyrl`` that is no installed SkyRL (a namespace package, a folder of ``tests/``) counts
+as missing (``tests/trainer_import.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 
 import pytest
 import torch
-from skyrl_shim import import_skyrl_module, shimmed_modules
+
+from tests.skyrl_shim import import_skyrl_module, shimmed_modules
 
 __all__ = ["import_skyrl", "routes", "shimmed_modules", "skyrl_batch", "tokens"]
 

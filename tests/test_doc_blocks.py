@@ -23,8 +23,8 @@ not show it (``docs_hooks/setup_blocks.py``): stand-ins a reader does not need. 
 right after a ``<!-- not run: WHY -->`` line is shown but not run (e.g. code that needs a
 Python version the tests do not run on).
 
-Run as a script (``python tests/test_doc_blocks.py PAGE...``) it executes the given
-pages and prints one JSON result per page: that is the subprocess.
+Run as a module in the checkout (``python -m tests.test_doc_blocks PAGE...``) it executes
+the given pages and prints one JSON result per page: that is the subprocess.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from verl_support import verl_module
+
+from tests.verl_support import verl_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,7 +256,7 @@ class _TransferQueueRun:
         # one would stall the subprocess.
         self.out, self.err = out, err
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, *names],
+            [sys.executable, "-m", "tests.test_doc_blocks", *names],  # cwd=ROOT: the repository root on sys.path
             cwd=ROOT,
             env=env,
             stdout=self.out,

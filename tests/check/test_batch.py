@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from meta_support import on_meta
 from tensordict import NonTensorStack, TensorDict
 
 import trajschema as ts
+from tests.meta_support import on_meta
 from trajschema.check import batch as _check
 from trajschema.testing import tq_batch, verl_sample
 

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from terminal_support import in_terminal, layout_problems
 
+from tests.cli.terminal_support import in_terminal, layout_problems
 from trajschema.cli.app import build_parser, main
 from trajschema.cli.args import SHARED_OPTIONS, closest, reflow
 from trajschema.cli.completion import SCHEMA_ARGUMENTS, completion_script

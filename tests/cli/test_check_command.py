@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import torch
-from terminal_support import ANSI, in_terminal, layout_problems
 
 import trajschema as ts
+from tests.cli.terminal_support import ANSI, in_terminal, layout_problems
+from tests.verl_support import verl_module
 from trajschema.cli.app import main
 from trajschema.cli.check import DEFAULT_MAX_VIOLATIONS
 from trajschema.testing import verl_sample
@@ -881,7 +882,7 @@ def test_a_dense_batch_file_has_exactly_the_librarys_violations(capsys, tmp_path
 
 
 def test_a_skyrl_training_input_batch_is_read_with_trust(capsys, tmp_path):
-    from skyrl_support import skyrl_batch, tokens
+    from tests.skyrl_support import skyrl_batch, tokens
 
     batch = skyrl_batch([tokens(3), tokens(2)], [tokens(4), tokens(2)], uids=["a", "b"])
     batch["loss_mask"][1, 0] = 1.0  # row 1's response is 2 long in a width of 4: position 0 is padding
@@ -897,10 +898,7 @@ def test_a_skyrl_training_input_batch_is_read_with_trust(capsys, tmp_path):
 
 def test_a_verl_dataproto_is_read_with_trust(capsys, tmp_path):
     np = pytest.importorskip("numpy")
-    try:
-        from verl import DataProto
-    except ImportError as exc:
-        pytest.skip(f"verl is not importable ({exc})")
+    DataProto = verl_module("verl").DataProto  # an installed verl, or a skip saying why
     schema = ts.load_schema("text")
     batch = schema.to_dense(dense_rows(), layout="verl_dataproto", pad_token_id=0)
     _verl_faults(batch)

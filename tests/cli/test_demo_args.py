@@ -18,9 +18,9 @@ import warnings
 
 import pytest
 import torch
-from demo_support import expected_metrics
 
 import trajschema as ts
+from tests.demo_support import expected_metrics
 from trajschema.cli import demo as _demo
 from trajschema.cli.app import main
 from trajschema.cli.demo import DemoReport, render_report, report_json, run_demo

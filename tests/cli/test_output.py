@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 import torch
-from terminal_support import in_terminal, layout_problems, plain
 
 import trajschema as ts
+from tests.cli.terminal_support import in_terminal, layout_problems, plain
 from trajschema.cli.app import main
 from trajschema.cli.output import PIPED, Table, cells, color_wanted
 from trajschema.export import extends, field_rows

@@ -7,10 +7,10 @@ import re
 
 import pytest
 import torch
-from meta_support import on_meta
 from tensordict import TensorDict
 
 import trajschema as ts
+from tests.meta_support import on_meta
 from trajschema.contract.contract import (
     _zeroed_masks,
     check_padding_contract,

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from dense_builders import EXPERTS, PAD, TensorBatch, skyrl_batch, verl_batch
 
 import trajschema as ts
+from tests.dense.dense_builders import EXPERTS, PAD, TensorBatch, skyrl_batch, verl_batch
 from trajschema.dense import check_dense
 
 LENGTHS = [(3, 2), (1, 4), (5, 0), (2, 1)]

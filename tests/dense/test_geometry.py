@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from dense_builders import skyrl_batch, verl_batch
 from hypothesis import given
 from hypothesis import strategies as st
 
 import trajschema as ts
+from tests.dense.dense_builders import skyrl_batch, verl_batch
 from trajschema.dense import bind_layout, check_dense
 from trajschema.dense.geometry import count_mask, measure
 from trajschema.dense.view import read_dense

@@ -24,9 +24,9 @@ from beartype import beartype as beartype_checker
 from hypothesis import given
 from hypothesis import strategies as st
 from jaxtyping import jaxtyped
-from skyrl_support import TRAINING_BATCH, import_skyrl, routes, shimmed_modules, skyrl_batch, tokens
 
 import trajschema as ts
+from tests.skyrl_support import TRAINING_BATCH, import_skyrl, routes, shimmed_modules, skyrl_batch, tokens
 
 P_LENS = [3, 5, 1, 2]
 R_LENS = [4, 2, 3, 1]

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from verl_support import verl_module
 
 import trajschema as ts
+from tests.verl_support import verl_module
 
 pytestmark = pytest.mark.verl
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from demo_support import expected_metrics
 
 import trajschema as ts
+from tests.demo_support import expected_metrics
 from trajschema.cli.rollout import build_rollout
 
 pytestmark = [pytest.mark.tq, pytest.mark.slow]

@@ -19,10 +19,10 @@ import uuid
 import pytest
 import torch
 from tensordict import NonTensorStack, TensorDict
-from test_tq_roundtrip import assert_same_batch
 
 import trajschema as ts
 import trajschema.verl as tv
+from tests.integration.test_tq_roundtrip import assert_same_batch
 from trajschema.testing import MemoryTransferQueue, random_routes, verl_sample
 from trajschema.tq.layout import to_tq_fields, tq_layout
 

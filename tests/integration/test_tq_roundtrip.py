@@ -7,9 +7,9 @@ import time
 
 import pytest
 import torch
-from layout_cases import layout_sample
 from tensordict import NonTensorStack, TensorDict
 
+from tests.layout_cases import layout_sample
 from trajschema.tq.layout import to_tq_fields, tq_layout
 from trajschema.tq.local import TransferQueueStartError, start_local_transfer_queue
 

@@ -30,8 +30,8 @@ KVBatchMeta = pytest.importorskip("transfer_queue").KVBatchMeta
 
 pytestmark = pytest.mark.tq
 
-# Ray workers cannot import this test module (pytest puts its folder on the driver's
-# sys.path only), so the actor class and the helpers it calls travel by value.
+# Ray workers cannot import this test module (pytest puts the repository root on the
+# driver's sys.path only), so the actor class and the helpers it calls travel by value.
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 EOS = 2

@@ -27,8 +27,11 @@ from typing import Any
 import pytest
 import torch
 
+import trajschema as ts
+import trajschema.verl as tv
+
 # The stub trainer of test_verl_trainer, its config, rollout and fixtures (see ``oracle``).
-from test_verl_trainer import (  # noqa: F401
+from tests.integration.test_verl_trainer import (  # noqa: F401
     _never_left_installed,
     config,
     partitions,
@@ -39,10 +42,7 @@ from test_verl_trainer import (  # noqa: F401
     trainer,
     write,
 )
-from verl_support import verl_module
-
-import trajschema as ts
-import trajschema.verl as tv
+from tests.verl_support import verl_module
 from trajschema.tq import to_tq_fields
 
 pytestmark = [pytest.mark.tq, pytest.mark.verl]

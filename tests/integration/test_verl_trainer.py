@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 import torch
-from verl_support import verl_module
 
 import trajschema as ts
 import trajschema.verl as tv
+from tests.verl_support import verl_module
 from trajschema.testing import verl_sample
 
 pytestmark = [pytest.mark.tq, pytest.mark.verl]

@@ -7,9 +7,9 @@ import pickle
 from pathlib import Path
 
 import pytest
-from loading_cases import BASE, MISTAKES, Mistake, with_mistakes
 
 import trajschema as ts
+from tests.loading_cases import BASE, MISTAKES, Mistake, with_mistakes
 
 
 def _write(tmp_path: Path, text: str, name: str = "bad") -> Path:

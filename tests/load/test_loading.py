@@ -26,10 +26,10 @@ import torch
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from loading_cases import BASE
-from loading_cases import edit_base as _edit
 
 import trajschema as ts
+from tests.loading_cases import BASE
+from tests.loading_cases import edit_base as _edit
 from trajschema.load import resolve_schema, shown_name
 from trajschema.load.filetext import _MAX_DEPTH, _MAX_NODES
 from trajschema.load.reader import _read_text
@@ -2184,7 +2184,7 @@ def test_resolve_schema_takes_a_schema_a_name_or_a_path() -> None:
         (None, "NoneType"),
         (b"text", "bytes"),
         (["text"], "list of 1"),
-        (_BytesPath(), "test_loading._BytesPath"),
+        (_BytesPath(), "tests._BytesPath"),  # a type is named by its top-level package
     ],
     ids=["int", "none", "bytes", "list", "bytes-path"],
 )

@@ -17,10 +17,10 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from skyrl_support import TRAINING_BATCH, import_skyrl, routes, skyrl_batch, tokens
 
 import trajschema as ts
 import trajschema.skyrl as sk
+from tests.skyrl_support import TRAINING_BATCH, import_skyrl, routes, skyrl_batch, tokens
 
 P_LENS = [3, 5, 1, 2]
 R_LENS = [4, 2, 3, 1]

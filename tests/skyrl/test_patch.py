@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 import torch
-from skyrl_support import TRAINING_BATCH, import_skyrl, routes, skyrl_batch, tokens
 
 import trajschema as ts
 import trajschema.skyrl as sk
+from tests.skyrl_support import TRAINING_BATCH, import_skyrl, routes, skyrl_batch, tokens
 from trajschema.skyrl.patch import parameters
 
 ESTIMATORS = ["grpo", "rloo", "reinforce++", "maxrl"]

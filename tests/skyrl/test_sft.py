@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import torch
-from skyrl_support import TRAINING_BATCH, import_skyrl, tokens
 
 import trajschema.skyrl as sk
+from tests.skyrl_support import TRAINING_BATCH, import_skyrl, tokens
 
 
 def theirs(batch: Any, pad: int) -> Any:

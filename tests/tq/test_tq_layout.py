@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from layout_cases import layout_sample
 from tensordict import NonTensorStack, TensorDict
 
+from tests.layout_cases import layout_sample
 from trajschema.tq.layout import to_tq_fields, tq_layout
 
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import trajschema as ts
+from tests.verl_support import verl_module
 from trajschema.core import FixedDim
 from trajschema.testing import MemoryTransferQueue, verl_sample
 from trajschema.verl import VerlConfigError
@@ -220,7 +221,7 @@ def test_an_all_padding_batch_is_left_to_upsample_to_refuse(tq):
 
 @pytest.mark.verl
 def test_install_reads_the_model_config_again(monkeypatch):
-    pytest.importorskip("verl")
+    verl_module("verl")
     _patch._model_configs["x"] = ((0, 0), None)  # type: ignore[assignment]
     monkeypatch.setattr(_patch, "_trainer_module", lambda: (_ for _ in ()).throw(ImportError("no verl")))
     with pytest.raises(ImportError):

@@ -34,10 +34,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from verl_support import verl_module
 
 import trajschema as ts
 import trajschema.verl as tv
+from tests.verl_support import verl_module
 from trajschema.check.columns import batch_view
 from trajschema.testing import verl_sample
 from trajschema.tq.layout import tq_layout
