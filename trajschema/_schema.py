@@ -6,16 +6,16 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from trajschema.check import Plan, build_plan, dtype_overflow
-from trajschema.check import batch as _check
+# The check and padding rooms are imported as their (lazy) fronts and read at call time: a
+# schema is loaded, shown and compared without torch, which only checking and padding need.
+import trajschema.check as _check
+import trajschema.padding as _padding
 from trajschema.core import (
+    DTYPE_NAMES,
     KINDS,
     MAX_SIZE,
     PAD_RULES,
     SPREAD,
-    Batch,
     DenseBatch,
     Depth,
     DerivedDim,
@@ -31,15 +31,16 @@ from trajschema.core import (
     SchemaError,
     Tag,
     TagDict,
+    as_dtype,
     as_layout,
     dtype_name,
     short_dtype,
     value_failures,
 )
-from trajschema.padding import make_padding
 
 if TYPE_CHECKING:
-    from trajschema.core import Violation
+    from trajschema.check import Plan
+    from trajschema.core import Batch, DenseBatch, Depth, Sample, TagDict, Violation
     from trajschema.evolution import Change
     from trajschema.padding import PaddingBatch
 
@@ -111,8 +112,12 @@ def _check_field(f: Field) -> None:
     if f.is_tensor:
         if not isinstance(f.shape, tuple) or not all(isinstance(e, Expr) for e in f.shape):
             raise TypeError(f"{where}.shape must be a tuple of Expr (ts.Expr), found {_what(f.shape)}")
-        if not isinstance(f.dtypes, tuple) or not f.dtypes or not all(isinstance(d, torch.dtype) for d in f.dtypes):
-            raise TypeError(f"{where}.dtypes must be a non-empty tuple of torch dtypes, found {_what(f.dtypes)}")
+        names = f.dtype_names
+        if not isinstance(names, tuple) or not names or not all(n in DTYPE_NAMES for n in names):
+            raise TypeError(
+                f"{where}.dtypes must be a non-empty tuple of torch dtypes (or their names: {', '.join(DTYPE_NAMES)}), "
+                f"found {_what(names)}"
+            )
     if not isinstance(f.pad, PadRule) or f.pad.rule not in (*PAD_RULES, "fill", SPREAD):
         raise ValueError(
             f"{where}.pad must be a PadRule of one of {', '.join(PAD_RULES)}, 'fill' or {SPREAD!r}, "
@@ -122,7 +127,7 @@ def _check_field(f: Field) -> None:
         not isinstance(f.pad.over, str)
         or not f.is_tensor
         or not f.shape
-        or any(d == torch.bool or d.is_floating_point or d.is_complex for d in f.dtypes)
+        or any(d.is_bool or d.is_floating_point or d.is_complex for d in map(as_dtype, f.dtype_names))
     ):
         raise ValueError(
             f"{where}.pad: {f.pad} spreads integer ids along the last axis: it needs a dim name in `over` and "
@@ -272,8 +277,8 @@ def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str,
             raise SchemaDefinitionError(
                 where, f"fields.{f.name}", f"min {b.min} is above max {b.max} at the pinned sizes; no value passes"
             )
-        for d in f.dtypes:
-            found = dtype_overflow(f, d, env)
+        for d in f.dtype_names:
+            found = _check.dtype_overflow(f, d, env)
             if found is not None:
                 raise SchemaDefinitionError(
                     where,
@@ -400,7 +405,7 @@ class Schema:
     def _compiled(self) -> Plan:
         plan = self._plan
         if plan is None:
-            plan = self._plan = build_plan(
+            plan = self._plan = _check.build_plan(
                 name=self.name,
                 dims=self.dims,
                 fields=self.fields,
@@ -833,4 +838,6 @@ class Schema:
                 starts ``like= sample:``), or has an undeclared tensor that seems to
                 follow a dim the padding resizes.
         """
-        return make_padding(self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include)
+        return _padding.make_padding(
+            self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include
+        )

@@ -333,7 +333,7 @@ from unittest import mock  # noqa: E402
 
 from trajschema.check import columns as _columns  # noqa: E402
 from trajschema.check import screen as _screen  # noqa: E402
-from trajschema.core import values as _values  # noqa: E402
+from trajschema.core import elements as _values  # noqa: E402
 
 _X = ts.schema_from_dict(
     {

@@ -710,7 +710,7 @@ def test_the_schema_constructor_accepts_what_the_loader_builds():
 
 from unittest import mock  # noqa: E402
 
-from trajschema.core import values as _values  # noqa: E402
+from trajschema.core import elements as _values  # noqa: E402
 
 _XY = ts.schema_from_dict(
     {

@@ -1,4 +1,6 @@
-"""The fast commands import nothing heavy: `--version`, `--help`, each `COMMAND --help`, `plan`, `completion`.
+"""The fast commands import nothing heavy: `--version`, `--help`, each `COMMAND --help`, `plan`, `completion`;
+and the commands that only read schemas (`list`, `show`, `diff`, `export`) import no torch, tensordict,
+numpy, Ray or rich (they read YAML, with PyYAML and pydantic, and nothing else).
 
 Every command used to take 4 to 6 seconds because importing the package imported torch
 and tensordict. Nothing here is timed (a loaded machine would make that flaky); what
@@ -14,6 +16,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,6 +59,26 @@ FAST = {
     "completion fish": ["completion", "fish"],
 }
 
+# What reading schemas may not import: reading YAML takes PyYAML and pydantic, nothing else.
+TENSOR_HEAVY = tuple(h for h in HEAVY if h not in ("pydantic", "yaml"))
+
+CONFIG = str(Path(__file__).resolve().parents[1] / "fixtures" / "configs" / "qwen3-moe")
+
+#: Every command that only reads schemas, in each form that needs no tensor (piped: no rich).
+SCHEMA_ONLY = {
+    "list": ["list"],
+    "list --json": ["list", "--json"],
+    "show": ["show", "vlm_mrope_moe"],
+    "show --json": ["show", "moe_routed", "--json"],
+    "show --config": ["show", "moe_routed", "--config", CONFIG],
+    "diff": ["diff", "moe_routed", "vlm_mrope_moe"],
+    "diff --json": ["diff", "text", "moe_routed", "--json"],
+    "export yaml": ["export", "vlm_mrope_moe", "--format", "yaml"],
+    "export json-schema": ["export", "moe_routed", "--format", "json-schema"],
+    "export jaxtyping": ["export", "vlm_mrope_moe", "--format", "jaxtyping"],
+    "show a missing schema": ["show", "no_such_schema"],
+}
+
 # Runs each (id, argv) through main() in one interpreter and prints, per id, the heavy
 # modules loaded so far and the status. Output goes to a buffer: only the JSON is printed.
 _PROBE = """
@@ -76,8 +99,10 @@ print(json.dumps(results))
 """
 
 
-def _probe(tmp_path: Any, steps: dict[str, list[str]], prelude: dict[str, str] | None = None) -> dict[str, Any]:
-    code = f"HEAVY = {HEAVY!r}\nPRELUDE = {list((prelude or {}).items())!r}\nSTEPS = {list(steps.items())!r}\n{_PROBE}"
+def _probe(
+    tmp_path: Any, steps: dict[str, list[str]], prelude: dict[str, str] | None = None, heavy: tuple[str, ...] = HEAVY
+) -> dict[str, Any]:
+    code = f"HEAVY = {heavy!r}\nPRELUDE = {list((prelude or {}).items())!r}\nSTEPS = {list(steps.items())!r}\n{_PROBE}"
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,  # not the checkout: the installed package, as a user runs it
@@ -119,3 +144,27 @@ def test_the_check_sees_a_forced_heavy_import(tmp_path: Any) -> None:
     results = _probe(tmp_path, {"--version": ["--version"]}, prelude={"forced": "import rich.console"})
     assert _blame(results) == {"forced": ["rich"], "--version": ["rich"]}
     assert results["--version"]["status"] == 0
+
+
+@pytest.fixture(scope="module")
+def schema_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _probe(tmp_path_factory.mktemp("cwd"), SCHEMA_ONLY, heavy=TENSOR_HEAVY)
+
+
+@pytest.mark.slow
+def test_the_schema_only_commands_import_no_tensor_library(schema_results: dict[str, Any]) -> None:
+    assert _blame(schema_results) == {}
+    assert set(schema_results) == set(SCHEMA_ONLY)
+
+
+@pytest.mark.slow
+def test_the_schema_only_commands_really_ran(schema_results: dict[str, Any]) -> None:
+    statuses = {step: seen["status"] for step, seen in schema_results.items()}
+    # diff exits 1 on a breaking change (both pairs have one); a missing schema is unusable input
+    assert statuses == {**dict.fromkeys(SCHEMA_ONLY, 0), "diff": 1, "diff --json": 1, "show a missing schema": 2}
+
+
+@pytest.mark.slow
+def test_the_schema_check_sees_a_forced_torch_import(tmp_path: Any) -> None:
+    results = _probe(tmp_path, {"list": ["list"]}, prelude={"forced": "import torch"}, heavy=TENSOR_HEAVY)
+    assert _blame(results)["list"] == _blame(results)["forced"] and "torch" in _blame(results)["list"]

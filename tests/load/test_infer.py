@@ -375,7 +375,7 @@ def test_a_base_from_a_file_off_the_search_path(tmp_path):
 import math  # noqa: E402
 from unittest import mock  # noqa: E402
 
-from trajschema.core import values as _values  # noqa: E402
+from trajschema.core import elements as _elements  # noqa: E402
 from trajschema.load import infer as _infer  # noqa: E402
 
 
@@ -427,7 +427,7 @@ def test_drafts_from_views_are_todays_drafts_from_copies(data, dtypes, shapes, b
     copies = [{n: t.contiguous().clone() for n, t in s.items()} for s in samples]
     with mock.patch.object(_infer, "_extremes", _extremes_before_blocks):
         today = infer_schema(copies, name="v")
-    with mock.patch.object(_values, "_BUDGET", budget):
+    with mock.patch.object(_elements, "_BUDGET", budget):
         draft = infer_schema(samples, name="v")
     assert draft.to_yaml() == today.to_yaml()
     assert draft == today

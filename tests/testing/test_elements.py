@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.core import DTYPES_BY_NAME, fits_dtype
-from trajschema.core.values import element_failures, value_failures
+from trajschema.core.elements import element_failures
+from trajschema.core.values import value_failures
 from trajschema.testing import batches, samples
 from trajschema.testing.elements import (
     PER_DRAW,

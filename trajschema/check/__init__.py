@@ -2,24 +2,40 @@
 fast path, the sample check, the vectorized batch screen, and the column reader.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
-front lists what the other rooms take from this one.
+front lists what the other rooms take from this one. Importing it imports nothing: each name
+is imported from its module when first read, so a schema is read without torch.
 """
 
-from trajschema.check.batch import batch_of, check_args, check_batch, one_sample, tags_length_violation, validate_sample
-from trajschema.check.columns import (
-    BatchShapeError,
-    BatchView,
-    as_mapping,
-    batch_view,
-    column_rows,
-    column_shapes,
-    index_rows,
-    is_tensordict,
-    nontensor_column,
-    nonzero_per_row,
-    without_fx_note,
-)
-from trajschema.check.plan import Plan, build_plan, dtype_overflow
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajschema.core import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.check.batch import (
+        batch_of,
+        check_args,
+        check_batch,
+        one_sample,
+        sample_violations,
+        tags_length_violation,
+        validate_sample,
+    )
+    from trajschema.check.columns import (
+        BatchShapeError,
+        BatchView,
+        as_mapping,
+        batch_view,
+        column_rows,
+        column_shapes,
+        index_rows,
+        is_tensordict,
+        nontensor_column,
+        nonzero_per_row,
+        without_fx_note,
+    )
+    from trajschema.check.plan import Plan, build_plan, dtype_overflow
 
 __all__ = [
     "BatchShapeError",
@@ -39,7 +55,37 @@ __all__ = [
     "nontensor_column",
     "nonzero_per_row",
     "one_sample",
+    "sample_violations",
     "tags_length_violation",
     "validate_sample",
     "without_fx_note",
 ]
+
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.check.batch": (
+        "batch_of",
+        "check_args",
+        "check_batch",
+        "one_sample",
+        "sample_violations",
+        "tags_length_violation",
+        "validate_sample",
+    ),
+    "trajschema.check.columns": (
+        "BatchShapeError",
+        "BatchView",
+        "as_mapping",
+        "batch_view",
+        "column_rows",
+        "column_shapes",
+        "index_rows",
+        "is_tensordict",
+        "nontensor_column",
+        "nonzero_per_row",
+        "without_fx_note",
+    ),
+    "trajschema.check.plan": ("Plan", "build_plan", "dtype_overflow"),
+}
+
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

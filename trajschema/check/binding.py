@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import torch
+from trajschema.core import DerivedDim, FreeDim, is_tensor, solve_linear
 
-from trajschema.core import DerivedDim, FreeDim, solve_linear
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["Binding", "DimPlan", "ScalarSizes", "Sizes", "TensorSizes", "bind"]
 
@@ -90,19 +91,27 @@ class ScalarSizes(Sizes[int]):
         return True
 
 
-class TensorSizes(Sizes[torch.Tensor]):
-    """Sizes of ``n`` samples at once: int64 tensors of shape ``(n,)`` on one device."""
+class TensorSizes(Sizes["torch.Tensor"]):
+    """Sizes of ``n`` samples at once: int64 tensors of shape ``(n,)`` on one device.
+
+    torch is imported in the methods: only a batch check makes one (a plan is built, and a
+    schema read, without torch).
+    """
 
     def __init__(self, n: int, device: torch.device) -> None:
         self.n = n
         self.device = device
 
     def lift(self, x: Any) -> torch.Tensor:
+        import torch
+
         if isinstance(x, torch.Tensor):
             return x
         return torch.full((self.n,), int(x), dtype=torch.int64, device=self.device)
 
     def majority(self, sizes: Sequence[torch.Tensor], preferred: torch.Tensor | None) -> torch.Tensor:
+        import torch
+
         obs = torch.stack([self.lift(s) for s in ([preferred] if preferred is not None else []) + list(sizes)])
         if obs.shape[0] == 1:
             return obs[0]
@@ -112,9 +121,13 @@ class TensorSizes(Sizes[torch.Tensor]):
         return obs.gather(0, counts.argmax(0, keepdim=True))[0]
 
     def where(self, cond: Any, a: Any, b: Any) -> torch.Tensor:
+        import torch
+
         return torch.where(cond, self.lift(a), self.lift(b))
 
     def always(self) -> torch.Tensor:
+        import torch
+
         return torch.ones(self.n, dtype=torch.bool, device=self.device)
 
 
@@ -214,12 +227,12 @@ def _relate(
         return
     u = unbound[0]
     sol, ok = solve_linear(d.expr, u, target, env, lift=sizes.lift, where=sizes.where)
-    if not isinstance(ok, torch.Tensor) and not ok:
+    if not is_tensor(ok) and not ok:
         out.relations.append((d.name, target, None, True))
         return
     env[u] = sol  # where unsolved (a tensor) the size is 0 and the relation says so
     out.solved_from[u] = d.name
-    out.relations.append((d.name, target, None, ~ok if isinstance(ok, torch.Tensor) else False))
+    out.relations.append((d.name, target, None, ~ok if is_tensor(ok) else False))
     if isinstance(plan.dims[u], DerivedDim):
         held.append(u)
 

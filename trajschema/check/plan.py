@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from trajschema.check.binding import DimPlan, ScalarSizes, bind
-from trajschema.check.fastpath import compile_fast_checker
 from trajschema.core import (
     DerivedDim,
     Dim,
@@ -91,6 +90,8 @@ class Plan:
     @functools.cached_property
     def fast(self) -> Callable[[Mapping[str, Any]], dict[str, int] | None]:
         """The generated straight-line checker (see `trajschema.check.fastpath`), built on first use."""
+        from trajschema.check.fastpath import compile_fast_checker  # it reads torch: a sample check has one
+
         return compile_fast_checker(self)
 
     def public_dims(self, env: Mapping[str, Any]) -> dict[str, Any]:

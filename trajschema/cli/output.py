@@ -133,7 +133,14 @@ def fold(text: str, width: int | None, *, indent: int = INDENT, first: str = "")
 
 
 def print_styled(console: Console, parts: Iterable[tuple[str, str | None]]) -> None:
-    """Print one line made of ``(text, style)`` parts (style as rich spells it: ``"bold red"``), uncut."""
+    """Print one line made of ``(text, style)`` parts (style as rich spells it: ``"bold red"``), uncut.
+
+    Without colour (piped, or ``NO_COLOR``) the line is written as it is, so that the
+    commands that print nothing else through rich (``diff``) never import it.
+    """
+    if not color_wanted(is_terminal()):
+        write("".join(text for text, _ in parts))
+        return
     from rich.text import Text
 
     console.print(Text.assemble(*((t, s or "") for t, s in parts)), soft_wrap=True)

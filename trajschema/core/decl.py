@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from trajschema.core.dims import DerivedDim, Expr, FixedDim, FreeDim
+from trajschema.core.dtypes import DType, dtype_name, is_dtype, torch_dtype
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
-    "DTYPES_BY_NAME",
     "KINDS",
     "PAD_RULES",
     "SPREAD",
@@ -24,8 +25,6 @@ __all__ = [
     "Field",
     "PadRule",
     "Tag",
-    "dtype_name",
-    "short_dtype",
 ]
 
 #: Pad rules that are names rather than literals.
@@ -36,32 +35,39 @@ SPREAD = "spread"
 #: Non-tensor kinds a field may declare.
 KINDS = ("int", "float", "bool", "str", "mapping", "any")
 
-_SHORT_DTYPE = {
-    torch.bool: "b",
-    torch.uint8: "u8",
-    torch.int8: "i8",
-    torch.int16: "i16",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.float16: "f16",
-    torch.bfloat16: "bf16",
-    torch.float32: "f32",
-    torch.float64: "f64",
-}
+
+class _DTypes:
+    r"""A `Field`'s ``dtypes``: stored by name, so a schema is read without torch, and read as torch dtypes.
+
+    ``Field(..., dtypes=(torch.int64,))``, ``Field(..., dtypes=("int64",))`` (or `DType`\ s) store the
+    same names (`Field.dtype_names`, set by ``Field.__post_init__``); the first read of
+    ``field.dtypes`` imports torch and leaves the ``torch.dtype`` tuple in the instance, where
+    later reads find it as a plain attribute (this is a non-data descriptor: checks read
+    ``dtypes`` on every sample). Anything else given is kept as it is, for the schema's own
+    checks to report.
+    """
+
+    def __get__(self, obj: Any, owner: Any = None) -> tuple[torch.dtype, ...]:
+        if obj is None:
+            raise AttributeError("dtypes")  # a dataclass field without a default
+        names = obj.__dict__["dtype_names"]
+        found = tuple(torch_dtype(n) for n in names) if _known_names(names) else names
+        obj.__dict__["dtypes"] = found
+        return found
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.int64`` -> ``"int64"``."""
-    return str(dtype).removeprefix("torch.")
+def _as_names(value: Any) -> Any:
+    if isinstance(value, (tuple, list)) and all(isinstance(d, (str, DType)) or is_dtype(d) for d in value):
+        return tuple(dtype_name(d) for d in value)
+    return value
 
 
-def short_dtype(dtype: torch.dtype) -> str:
-    """``torch.int16`` -> ``"i16"``, as tensors are printed in reports."""
-    return _SHORT_DTYPE.get(dtype, dtype_name(dtype))
+def _known_names(names: Any) -> bool:
+    from trajschema.core.dtypes import DTYPE_NAMES, integer_capacity
 
-
-#: The dtypes a schema file may declare, by name (``"int64"``).
-DTYPES_BY_NAME: dict[str, torch.dtype] = {dtype_name(d): d for d in _SHORT_DTYPE}
+    return isinstance(names, tuple) and all(
+        isinstance(n, str) and (n in DTYPE_NAMES or integer_capacity(n) is not None) for n in names
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +85,8 @@ class PadRule:
         return repr(self.value) if self.rule == "fill" else self.rule
 
 
-@dataclasses.dataclass(frozen=True)
+# eq, hash and repr are written below: the generated ones would read `dtypes`, and so import torch.
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Field:
     """One field of a sample: a tensor (``shape`` + ``dtypes``) or a non-tensor ``kind``.
 
@@ -101,7 +108,10 @@ class Field:
     name: str
     kind: str
     shape: tuple[Expr, ...] | None
-    dtypes: tuple[torch.dtype, ...]
+    if TYPE_CHECKING:  # a descriptor without a default: torch dtypes read, torch dtypes or names given
+        dtypes: tuple[Any, ...]
+    else:
+        dtypes: tuple[torch.dtype, ...] = _DTypes()
     required: bool
     pad: PadRule
     values: tuple[int | float | bool, ...] | None = None
@@ -112,6 +122,33 @@ class Field:
     min_expr: Expr | None = None
     max_expr: Expr | None = None
     distinct: bool = False
+
+    @property
+    def dtype_names(self) -> tuple[str, ...]:
+        """The allowed dtypes by name (``("int64",)``): what reading a schema needs, without torch."""
+        return self.__dict__["dtype_names"]
+
+    def __post_init__(self) -> None:
+        # __init__ left what was given under "dtypes"; it is kept by name (see `_DTypes`)
+        self.__dict__["dtype_names"] = _as_names(self.__dict__.pop("dtypes"))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "dtypes"}  # the torch dtypes are made again
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(self.__dict__["dtype_names" if f.name == "dtypes" else f.name] for f in dataclasses.fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Field) or other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        shown = (f"{f.name}={v!r}" for f, v in zip(dataclasses.fields(self), self._key()) if f.repr)
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     @property
     def is_tensor(self) -> bool:
@@ -149,6 +186,7 @@ class Field:
             return self
         return dataclasses.replace(
             self,
+            dtypes=self.dtype_names,  # as stored: reading `dtypes` would import torch
             min=self.min if lo is None else (lo if self.min is None else max(self.min, lo)),
             max=self.max if hi is None else (hi if self.max is None else min(self.max, hi)),
             min_expr=self.min_expr if lo is None else None,
@@ -159,7 +197,7 @@ class Field:
         """``int64[prompt + response]`` or ``int``."""
         if not self.is_tensor:
             return self.kind
-        dt = "|".join(dtype_name(d) for d in self.dtypes)
+        dt = "|".join(map(str, self.dtype_names))
         return f"{dt}[{', '.join(str(e) for e in self.shape or ())}]"
 
 

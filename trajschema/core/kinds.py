@@ -6,11 +6,9 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import torch
+from trajschema.core.dtypes import as_dtype, is_tensor, short_dtype
 
-from trajschema.core.decl import short_dtype
-
-__all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok", "shown_value"]
+__all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"]
 
 # Exact types accepted without the (slower) abstract-class checks below.
 _PLAIN_TYPES: dict[str, set[type]] = {
@@ -29,14 +27,8 @@ def kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:
     """
     if kind == "any":
         return True
-    if isinstance(v, torch.Tensor):
-        if not tensors or v.is_nested or v.layout != torch.strided or v.dim() != 0:
-            return False
-        if kind == "int":
-            return not v.is_floating_point() and not v.is_complex() and v.dtype != torch.bool
-        if kind == "float":
-            return v.dtype != torch.bool and not v.is_complex()
-        return kind == "bool" and v.dtype == torch.bool
+    if is_tensor(v):
+        return tensors and _tensor_kind_ok(kind, v)
     if kind == "int":
         return isinstance(v, numbers.Integral) and not isinstance(v, bool)
     if kind == "float":
@@ -48,6 +40,31 @@ def kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:
     if kind == "mapping":
         return isinstance(v, Mapping)
     raise AssertionError(kind)
+
+
+def _tensor_kind_ok(kind: str, v: Any) -> bool:
+    import torch  # loaded: `v` is a tensor
+
+    if v.is_nested or v.layout != torch.strided or v.dim() != 0:
+        return False
+    return scalar_dtype_ok(kind, v.dtype)
+
+
+def scalar_dtype_ok(kind: str, dtype: Any) -> bool:
+    """Whether a 0-d tensor of ``dtype`` (a ``torch.dtype``, a name or a `DType`) is a value of ``kind``.
+
+    Examples:
+        >>> scalar_dtype_ok("int", "int16"), scalar_dtype_ok("int", "bool"), scalar_dtype_ok("float", "int64")
+        (True, False, True)
+    """
+    if kind == "any":
+        return True
+    d = as_dtype(dtype)
+    if kind == "int":
+        return not d.is_floating_point and not d.is_complex and not d.is_bool
+    if kind == "float":
+        return not d.is_bool and not d.is_complex
+    return kind == "bool" and d.is_bool
 
 
 def kinds_ok(kind: str, values: Sequence[Any]) -> bool:
@@ -84,7 +101,9 @@ def shown_value(v: Any) -> str:
 
 
 def _describe(v: Any) -> str:
-    if isinstance(v, torch.Tensor):
+    if is_tensor(v):
+        import torch  # loaded: `v` is a tensor
+
         if v.is_nested:
             layout = "jagged" if v.layout == torch.jagged else "strided"
             return f"{short_dtype(v.dtype)} {layout} nested tensor of {v.size(0)}"

@@ -12,9 +12,10 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "ABSENT",
@@ -220,7 +221,7 @@ def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
         if not _LOADERS:
             # The package front is lazy, so a caller may reach this room before anything imported
             # `trajschema.load`; it is imported by name, as this lower room may not import it.
-            importlib.import_module("trajschema.load")
+            importlib.import_module("trajschema.load.layouts")
         return _LOADERS[0](layout)
     raise TypeError(
         f"{argument} must be a Layout or a layout name (verl_dataproto, skyrl), found {type(layout).__name__}"

@@ -53,6 +53,7 @@ def lazy_front(
             # __module__: the front names they mention must be in it, as an eager front had them.
             for word in sorted(_annotation_words(value) & where.keys() - vars(front).keys()):
                 __getattr__(word)
+            _resolve_method_annotations(value, where.keys(), __getattr__)
         return value
 
     def __dir__() -> list[str]:
@@ -69,3 +70,22 @@ def _annotation_words(cls: type) -> set[str]:
             if isinstance(annotation, str):
                 words.update(re.findall(r"[A-Za-z_]\w*", annotation))
     return words
+
+
+def _resolve_method_annotations(cls: type, names: Any, read: Callable[[str], Any]) -> None:
+    """Put the front names a method's string annotations mention into the method's module globals.
+
+    A module may import names used only in annotations under ``TYPE_CHECKING`` (so that
+    reading a schema imports no tensordict for ``Batch``); ``typing.get_type_hints`` of its
+    methods evaluates them in the method's ``__globals__``, so they are set there when the
+    class is read from the front, as an eager import had them.
+    """
+    for fn in vars(cls).values():
+        fn = getattr(fn, "__func__", fn)  # classmethod, staticmethod
+        annotations = getattr(fn, "__annotations__", None)
+        spaces = getattr(fn, "__globals__", None)
+        if not isinstance(annotations, dict) or not isinstance(spaces, dict):
+            continue
+        words = {w for a in annotations.values() if isinstance(a, str) for w in re.findall(r"[A-Za-z_]\w*", a)}
+        for word in sorted(words & set(names) - spaces.keys()):
+            spaces[word] = read(word)

@@ -1,6 +1,6 @@
-"""The value engine: which elements of a tensor (or which scalar) break a field's value checks.
+"""The value engine's sets: which values of a dtype or a kind a field's checks let through, exactly.
 
-One definition, used by sample checks, batch checks, padding proofs and the loader:
+One definition, used by sample checks, batch checks, padding proofs, compatibility and the loader:
 for the exact value ``x`` of an element, as Python's int/float arithmetic sees it,
 
 * ``values``: ``x`` breaks it unless ``x == v`` for some listed ``v`` (so ``True == 1``,
@@ -8,25 +8,12 @@ for the exact value ``x`` of an element, as Python's int/float arithmetic sees i
 * ``min`` / ``max``: ``x`` breaks it unless ``x >= min`` / ``x <= max`` (so NaN breaks both);
 * ``finite``: a float breaks it unless ``math.isfinite(x)``; integers are finite.
 
-torch compares a tensor with a Python number by first converting the number to the
-tensor's dtype, which rounds (``0.5`` becomes ``0`` in int64, ``1e-8`` becomes ``0`` in
-float16) or overflows. So the bounds and value sets are never converted as given:
-each check becomes, per dtype, the `ValueSet` of the dtype's values it lets through,
-and its test is read off that set, with operands the dtype represents exactly
-(``x >= 0.5`` on integers is ``x >= 1``; ``x <= 300`` on int8 holds
-for every element; ``x >= 1e-8`` on float16 is ``x >= 5.96e-08``, the smallest float16
-above 1e-8). Dtypes that torch cannot compare natively (``uint16``-``uint64``, float8)
-are mapped order-preservingly onto one it can, without rounding.
-
 `ValueSet` is the package's one description of "which values": compatibility takes
 differences of two for a witness, the strategies draw from one, the loader asks one
-whether a bound leaves a dtype any value.
-
-Checks run in bounded memory, whatever a tensor's logical size: an axis of stride 0
-(``expand``) repeats one element, so it is checked once and its repeats are counted;
-the rest is walked in blocks of at most ``_BUDGET`` elements in row-major order, so
-every temporary (the operand's copy, a mask) stays a few MB. Only
-`element_failures` still returns full-size masks, for small tensors.
+whether a bound leaves a dtype any value, and `trajschema.core.elements` reads a
+tensor test off one per check. This module needs no torch: a dtype is known by its name
+(`trajschema.core.dtypes` rounds and steps floats as torch does), so a schema is read
+and compared without it.
 """
 
 from __future__ import annotations
@@ -37,104 +24,31 @@ import fractions
 import functools
 import math
 import numbers
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-import torch
+from trajschema.core.dtypes import DType, as_dtype, float_max, integer_capacity, is_tensor, round_to, step
 
-from trajschema.core.decl import Field
+if TYPE_CHECKING:
+    import torch
+
+    from trajschema.core.decl import Field
 
 __all__ = [
     "Domain",
-    "Failures",
     "ValueSet",
-    "counts_exactly_to",
-    "element_failures",
-    "failing_positions",
-    "failure_summary",
     "fits_dtype",
-    "nonzero_per_position",
+    "float_bound",
+    "number_label",
     "scalar_failures",
-    "tensor_clean",
-    "tensor_extremes",
-    "tensor_has_failures",
     "value_failures",
+    "values_label",
 ]
 
 _INF = math.inf
 
-# Elements per block of a value check. Each block makes a few temporaries of its size
-# (the operand when it is converted, one mask per check), so 2**20 keeps the extra
-# memory of a check near 10 MB for any tensor, while a typical sample is one block.
-_BUDGET = 1 << 20
-
-
-@dataclasses.dataclass(frozen=True)
-class _Check:
-    """One value check compiled for one dtype, in the units of the dtype's operand.
-
-    ``op`` is ``ok`` (no element can break it), ``bad`` (every element does), ``ge`` /
-    ``le`` (compare with ``bound``), ``range`` (``bound <= x <= upper``), ``in``
-    (membership in ``members``) or ``finite``.
-    """
-
-    label: str
-    op: str
-    bound: int | float = 0
-    upper: int | float = 0
-    members: tuple[int | float, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Domain:
-    """How a dtype's elements are compared: on ``operand(t)``, whose element is ``x - shift``."""
-
-    is_float: bool
-    lo: int | float
-    hi: int | float
-    shift: int = 0
-    compute: torch.dtype | None = None  # the operand's dtype when it differs from the tensor's
-
-
-def _domain(dtype: torch.dtype) -> _Domain:
-    if dtype == torch.bool:
-        return _Domain(False, 0, 1, compute=torch.uint8)
-    if dtype.is_complex:
-        raise TypeError(f"value checks do not apply to complex dtype {dtype}")
-    if dtype.is_floating_point:
-        native = dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-        return _Domain(True, -_INF, _INF, compute=None if native else torch.float64)
-    info = torch.iinfo(dtype)
-    if dtype in (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
-        return _Domain(False, info.min, info.max)
-    if info.max < 2**63:  # uint16, uint32: widen to int64, exactly
-        return _Domain(False, info.min, info.max, compute=torch.int64)
-    # uint64: flipping the sign bit of its int64 view maps u to u - 2**63, keeping order.
-    return _Domain(False, info.min, info.max, shift=2**63, compute=torch.int64)
-
-
-def _operand(t: torch.Tensor, dom: _Domain) -> torch.Tensor:
-    if dom.compute is None:
-        return t
-    if t.dtype == torch.bool:
-        return t.view(torch.uint8)
-    if dom.shift:
-        return t.view(torch.int64) ^ -(2**63)
-    return t.to(dom.compute)
-
 
 # -- exact rounding of a bound onto a dtype ------------------------------------------
-
-
-def _to_dtype(x: float, dtype: torch.dtype) -> float:
-    """``x`` rounded to nearest in ``dtype`` (overflowing to ±inf), as a Python float."""
-    return torch.tensor(x, dtype=torch.float64).to(dtype).item()
-
-
-def _step(x: float, dtype: torch.dtype, up: bool) -> float:
-    """The next ``dtype`` value after ``x`` (itself a ``dtype`` value) towards ±inf."""
-    t = torch.tensor(x, dtype=dtype)
-    return torch.nextafter(t, torch.tensor(_INF if up else -_INF, dtype=dtype)).item()
 
 
 def _f64_at_least(b: int | float, up: bool) -> float:
@@ -153,22 +67,26 @@ def _f64_at_least(b: int | float, up: bool) -> float:
     return f
 
 
-def float_bound(b: int | float, dtype: torch.dtype, up: bool) -> float:
-    """The smallest ``dtype`` value >= b (``up``), or the largest <= b; may be ±inf."""
+def float_bound(b: int | float, dtype: Any, up: bool) -> float:
+    """The smallest ``dtype`` value >= b (``up``), or the largest <= b; may be ±inf.
+
+    ``dtype`` is float16, bfloat16, float32 or float64 (a name, a `DType` or a ``torch.dtype``).
+    """
     f = _f64_at_least(b, up)
-    if dtype == torch.float64 or math.isinf(f):
+    if as_dtype(dtype).name == "float64" or math.isinf(f):
         return f
-    d = _to_dtype(f, dtype)
+    d = round_to(f, dtype)
     if (up and d < f) or (not up and d > f):
-        d = _step(d, dtype, up)
+        d = step(d, dtype, up)
     return d
 
 
 # -- the one value set ----------------------------------------------------------------
 
-#: Where values come from: a torch dtype (a tensor's elements), or a kind (``int float bool
-#: str mapping any``: a non-tensor field's values).
-Domain = torch.dtype | str
+#: Where values come from: a dtype (a tensor's elements; a ``torch.dtype`` or a dtype name
+#: given to a `ValueSet` becomes a `DType`), or a kind (``int float bool str mapping any``:
+#: a non-tensor field's values).
+Domain = DType | str
 
 #: One end of a span: ``(value, closed)``; value may be ±inf (an unbounded end, or the
 #: infinity itself when closed and the domain holds it).
@@ -176,7 +94,7 @@ _End = tuple[Any, bool]
 #: A span: ``(lo, lo_closed, hi, hi_closed)``.
 _Span = tuple[Any, bool, Any, bool]
 
-_NATIVE_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_NATIVE_FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
 class _Line:
@@ -243,14 +161,18 @@ class _Ints(_Line):
 class _Floats(_Line):
     """The values of one float dtype, and ±inf (which `fits_dtype` counts for every float dtype)."""
 
-    def __init__(self, dtype: torch.dtype) -> None:
+    def __init__(self, dtype: DType) -> None:
         self.dtype = dtype
-        self.big = float(torch.finfo(dtype).max)
         self.full = (-_INF, True, _INF, True)
         self.table: list[float] | None = None
-        if dtype not in _NATIVE_FLOATS:  # float8: 256 bit patterns, read once (torch cannot step them)
-            every = torch.arange(256, dtype=torch.uint8).view(dtype).to(torch.float64).tolist()
+        if dtype.name in _NATIVE_FLOATS:
+            self.big = float_max(dtype)
+        else:  # float8: 256 bit patterns, read once (only a tensor of that dtype leads here, so torch is loaded)
+            import torch
+
+            every = torch.arange(256, dtype=torch.uint8).view(getattr(torch, dtype.name)).to(torch.float64).tolist()
             self.table = sorted({v for v in every if math.isfinite(v)})
+            self.big = self.table[-1]
 
     def _up(self, x: Any) -> float:
         """The smallest value >= x."""
@@ -276,7 +198,7 @@ class _Floats(_Line):
             return -self.big
         if self.table is not None:
             return self._up(math.nextafter(p, _INF))
-        return _step(p, self.dtype, True) + 0.0
+        return step(p, self.dtype, True) + 0.0
 
     def _before(self, p: Any) -> Any:
         if p == -_INF:
@@ -285,7 +207,7 @@ class _Floats(_Line):
             return self.big
         if self.table is not None:
             return self._down(math.nextafter(p, -_INF))
-        return _step(p, self.dtype, False) + 0.0
+        return step(p, self.dtype, False) + 0.0
 
     def snap(self, s: _Span) -> _Span | None:
         lo = self._up(s[0])
@@ -327,24 +249,33 @@ class _Reals(_Line):
         return True
 
 
-@functools.lru_cache(maxsize=64)
-def _line(domain: Domain) -> _Line | None:
+def _domain(domain: Any) -> Domain:
+    """A kind stays itself; a ``torch.dtype``, a dtype name given as a `DType`, or a `DType` is a `DType`."""
+    return domain if isinstance(domain, (str, DType)) else as_dtype(domain)
+
+
+def _line(domain: Any) -> _Line | None:
     """The numbers ``domain`` holds (``None``: none, for ``str`` and ``mapping``)."""
-    if isinstance(domain, torch.dtype):
+    return _line_of(_domain(domain))
+
+
+@functools.lru_cache(maxsize=64)
+def _line_of(domain: Domain) -> _Line | None:
+    if isinstance(domain, DType):
         if domain.is_complex:
             raise TypeError(f"value sets do not apply to complex dtype {domain}")
-        if domain == torch.bool:
-            return _Ints(0, 1)
         if domain.is_floating_point:
             return _Floats(domain)
-        info = torch.iinfo(domain)
-        return _Ints(int(info.min), int(info.max))
+        capacity = integer_capacity(domain)
+        if capacity is None:
+            raise TypeError(f"value sets do not apply to dtype {domain}")
+        return _Ints(*capacity)
     lines: dict[str, _Line | None] = {"int": _Ints(None, None), "bool": _Ints(0, 1), "float": _Reals(), "any": _Reals()}
     if domain in ("str", "mapping"):
         return None
     if domain not in lines:
         kinds = "int, float, bool, any, str, mapping"
-        raise ValueError(f"a value set's domain is a torch dtype or a kind ({kinds}), found {domain!r}")
+        raise ValueError(f"a value set's domain is a dtype or a kind ({kinds}), found {domain!r}")
     return lines[domain]
 
 
@@ -435,6 +366,10 @@ class ValueSet:
     nan: bool = False
     others: bool = False
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.domain, (str, DType)):
+            object.__setattr__(self, "domain", _domain(self.domain))
+
     # -- construction
 
     @classmethod
@@ -445,33 +380,34 @@ class ValueSet:
         return cls(domain, _normal(line, spans), nan and not isinstance(line, _Ints), others)  # ints hold no NaN
 
     @classmethod
-    def everything(cls, domain: Domain) -> ValueSet:
+    def everything(cls, domain: Domain | torch.dtype) -> ValueSet:
         """Every value of ``domain``: NaN with the floats, non-numbers with ``any``, ``str``, ``mapping``."""
         return _everything(domain)
 
     @classmethod
-    def nothing(cls, domain: Domain) -> ValueSet:
+    def nothing(cls, domain: Domain | torch.dtype) -> ValueSet:
         _line(domain)
-        return cls(domain)
+        return cls(_domain(domain))
 
     @classmethod
-    def listed(cls, values: Iterable[Any], domain: Domain) -> ValueSet:
+    def listed(cls, values: Iterable[Any], domain: Domain | torch.dtype) -> ValueSet:
         """The values of ``domain`` equal to a listed one (``values``): ``True == 1``, and NaN equals nothing."""
-        line = _line(domain)
+        dom = _domain(domain)
+        line = _line_of(dom)
         if line is None:
-            return cls(domain)
+            return cls(dom)
         points = [v for v in values if isinstance(v, numbers.Real) and not _is_nan(v) and line.has(v)]
-        return cls._make(domain, [(_plain(v), True, _plain(v), True) for v in points], False, False)
+        return cls._make(dom, [(_plain(v), True, _plain(v), True) for v in points], False, False)
 
     @classmethod
-    def at_least(cls, bound: Any, domain: Domain) -> ValueSet:
+    def at_least(cls, bound: Any, domain: Domain | torch.dtype) -> ValueSet:
         """The values ``x`` of ``domain`` with ``x >= bound`` as Python compares (NaN passes nothing)."""
-        return cls._bounded(bound, domain, True)
+        return cls._bounded(bound, _domain(domain), True)
 
     @classmethod
-    def at_most(cls, bound: Any, domain: Domain) -> ValueSet:
+    def at_most(cls, bound: Any, domain: Domain | torch.dtype) -> ValueSet:
         """The values ``x`` of ``domain`` with ``x <= bound``."""
-        return cls._bounded(bound, domain, False)
+        return cls._bounded(bound, _domain(domain), False)
 
     @classmethod
     def _bounded(cls, bound: Any, domain: Domain, up: bool) -> ValueSet:
@@ -484,15 +420,18 @@ class ValueSet:
         return cls._make(domain, [span], False, others)
 
     @classmethod
-    def finite(cls, domain: Domain) -> ValueSet:
+    def finite(cls, domain: Domain | torch.dtype) -> ValueSet:
         """The values that pass ``finite``: no ±inf, no NaN (integers are finite; non-numbers pass)."""
-        line = _line(domain)
-        others = domain in ("any", "str", "mapping")
+        dom = _domain(domain)
+        line = _line_of(dom)
+        others = dom in ("any", "str", "mapping")
         spans = [] if line is None else [(-_INF, False, _INF, False)]
-        return cls._make(domain, spans, False, others)
+        return cls._make(dom, spans, False, others)
 
     @classmethod
-    def passing(cls, values: Iterable[Any] | None, lo: Any, hi: Any, finite: bool, domain: Domain) -> ValueSet:
+    def passing(
+        cls, values: Iterable[Any] | None, lo: Any, hi: Any, finite: bool, domain: Domain | torch.dtype
+    ) -> ValueSet:
         """What a field's checks (``values``, ``min``, ``max``, ``finite``) let through among ``domain``'s values."""
         out = cls.everything(domain)
         if values is not None:
@@ -608,31 +547,6 @@ def _simplest(s: _Span) -> Any:
     return float(mid) if _holds(s, float(mid)) else mid
 
 
-# -- compiling a field's checks for one dtype -----------------------------------------
-
-
-def _read(label: str, s: ValueSet, dom: _Domain, listed: int = 0) -> _Check:
-    """The test on a dtype's operand that passes exactly the elements in ``s``, one check's value set.
-
-    The set already holds only values of the dtype (a bound rounded inwards, a listed
-    value no element can equal left out), so each bound below is a value of the dtype
-    and compares exactly. ``listed``: how many values the check lists (its set's most numbers).
-    """
-    full = ValueSet.everything(s.domain)
-    if not s.spans:
-        return _Check(label, "bad")
-    if s.spans == full.spans and not full.nan:  # every element passes: there is no NaN to fail
-        return _Check(label, "ok")
-    if len(s.spans) > 1:  # only a values list has gaps
-        return _Check(label, "in", members=tuple(m - dom.shift for m in s.points(listed)))
-    (lo, _, hi, _), (first, _, last, _) = s.spans[0], full.spans[0]
-    if lo == first:
-        return _Check(label, "le", hi - dom.shift)
-    if hi == last:
-        return _Check(label, "ge", lo - dom.shift)
-    return _Check(label, "range", lo - dom.shift, hi - dom.shift)
-
-
 def number_label(x: Any) -> str:
     """``repr(x)`` for a bound or listed value, but never thousands of digits (nor an error for them)."""
     if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
@@ -644,349 +558,13 @@ def values_label(values: Sequence[Any]) -> str:
     return "[" + ", ".join(map(number_label, values)) + "]"
 
 
-def _compile(
-    values: tuple[Any, ...] | None, lo: Any, hi: Any, finite: bool, dtype: torch.dtype
-) -> tuple[_Domain, tuple[_Check, ...]]:
-    """Each check as the test of its `ValueSet` over ``dtype`` (``finite`` as ``isfinite``, which is faster)."""
-    dom = _domain(dtype)
-    checks = []
-    if values is not None:
-        label = f"in {{{', '.join(map(number_label, values))}}}"
-        checks.append(_read(label, ValueSet.listed(values, dtype), dom, len(values)))
-    if lo is not None:
-        checks.append(_read(f">= {number_label(lo)}", ValueSet.at_least(lo, dtype), dom))
-    if hi is not None:
-        checks.append(_read(f"<= {number_label(hi)}", ValueSet.at_most(hi, dtype), dom))
-    if finite and dom.is_float:
-        checks.append(_Check("finite", "finite"))
-    return dom, tuple(checks)
-
-
-# Compiled checks per (field, dtype). Keyed by the field object itself (held, so its id
-# stays unique), not by value: 0, 0.0 and False compare equal but label differently.
-_COMPILED: dict[tuple[int, torch.dtype], tuple[Field, tuple[_Domain, tuple[_Check, ...]]]] = {}
-
-
-def checks_for(f: Field, dtype: torch.dtype) -> tuple[_Domain, tuple[_Check, ...]]:
-    hit = _COMPILED.get((id(f), dtype))
-    if hit is not None and hit[0] is f:
-        return hit[1]
-    if len(_COMPILED) > 4096:
-        _COMPILED.clear()
-    compiled = _compile(f.values, f.min, f.max, f.finite, dtype)
-    _COMPILED[(id(f), dtype)] = (f, compiled)
-    return compiled
-
-
-def _mask(c: _Check, x: torch.Tensor) -> torch.Tensor:
-    """The elements of operand ``x`` that break ``c``."""
-    if c.op == "ge":
-        return ~(x >= c.bound)
-    if c.op == "le":
-        return ~(x <= c.bound)
-    if c.op == "range":  # on floats written so that NaN breaks it (only listed values make a float range)
-        return ~((x >= c.bound) & (x <= c.upper)) if x.is_floating_point() else (x < c.bound) | (x > c.upper)
-    if c.op == "in":
-        return ~torch.isin(x, torch.tensor(c.members, dtype=x.dtype, device=x.device))
-    if c.op == "finite":
-        return ~torch.isfinite(x)
-    if c.op == "bad":
-        return torch.ones_like(x, dtype=torch.bool)
-    raise AssertionError(c.op)
-
-
-# -- walking a tensor in bounded memory -----------------------------------------------
-
-
-def _distinct(t: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``t`` with every stride-0 axis cut to length 1, and how many elements of ``t`` each element stands for.
-
-    Along an axis of stride 0 every element is the same one, so each check answers the
-    same on the cut view; the first element of ``t`` to break a check has index 0 on
-    those axes, so the cut view also keeps the first failing index.
-    """
-    rep = 1
-    for d in range(t.dim()):
-        if t.stride(d) == 0 and t.shape[d] > 1:
-            rep *= t.shape[d]
-            t = t.narrow(d, 0, 1)
-    return t, rep
-
-
-def _blocks(t: torch.Tensor, lead: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], int, torch.Tensor]]:
-    """Views covering a non-empty ``t`` (1-d or more) in row-major order, each of at most ``_BUDGET`` elements.
-
-    Yields ``(lead, start, block)``: ``block`` is ``t[lead][start:start + len(block)]``
-    (``lead`` indexes the leading axes of the top-level ``t``). A row bigger than the
-    budget is split along its own first axis, and so on down.
-    """
-    row = t[0].numel()
-    if row <= _BUDGET or t.dim() == 1:
-        step = max(1, _BUDGET // row)
-        for start in range(0, t.shape[0], step):
-            yield lead, start, t[start : start + step]
-    else:
-        for i in range(t.shape[0]):
-            yield from _blocks(t[i], (*lead, i))
-
-
-def _live(f: Field, t: torch.Tensor) -> tuple[_Domain, list[_Check]] | None:
-    """The checks elements of ``t`` may break, or ``None`` when there is nothing to look at."""
-    if t.is_meta or t.numel() == 0 or not f.has_value_checks:
-        return None
-    dom, checks = checks_for(f, t.dtype)
-    live = [c for c in checks if c.op != "ok"]
-    return (dom, live) if live else None
-
-
-def _walked(t: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """The view of ``t`` a check walks, and how many elements of ``t`` each of its elements stands for.
-
-    ``t`` itself when it fits in one block (repeats and all: cheap either way), else
-    ``t``'s distinct part.
-    """
-    v = t.detach() if t.requires_grad else t
-    return (v, 1) if v.numel() <= _BUDGET else _distinct(v)
-
-
-# A block of a walked view: (lead, start, block or its operand). ``start`` is None when
-# the block is the whole view; else the block is view[lead][start:start + len(block)].
-_Block = tuple[tuple[int, ...], int | None, torch.Tensor]
-
-
-def _pieces(v: torch.Tensor) -> Iterator[_Block]:
-    if v.numel() <= _BUDGET:  # the common case, without the cost of slicing (microseconds a check)
-        yield (), None, v
-        return
-    yield from _blocks(v)  # v has an axis: a 0-d tensor fits any budget
-
-
-def _operand_blocks(v: torch.Tensor, dom: _Domain) -> Iterator[_Block]:
-    for lead, start, block in _pieces(v):
-        yield lead, start, _operand(block, dom)
-
-
-def _operands(v: torch.Tensor, dom: _Domain) -> Sequence[torch.Tensor] | Iterator[torch.Tensor]:
-    """The blocks' operands alone; the common one-block case without a generator's cost."""
-    return (_operand(v, dom),) if v.numel() <= _BUDGET else (x for _, _, x in _operand_blocks(v, dom))
-
-
-def _index(lead: tuple[int, ...], start: int | None, at: list[int]) -> tuple[int, ...]:
-    """The index in the walked view of element ``at`` of a block."""
-    return tuple(at) if start is None else (*lead, start + at[0], *at[1:])
-
-
-def _unravel(flat: int, shape: Sequence[int]) -> list[int]:
-    out = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size)
-        out.append(i)
-    return out[::-1]
-
-
-# -- the public face of the engine ---------------------------------------------------
-
-
-def element_failures(f: Field, t: torch.Tensor) -> list[tuple[str, torch.Tensor]]:
-    """``(expected, mask of the elements that break it)`` for each check of ``f`` that ``t`` may break.
-
-    Checks no element of ``t``'s dtype can break are left out; a ``meta`` tensor has no
-    values, so nothing is reported for it. The masks have ``t``'s shape and device, so
-    they take one byte per logical element: meant for small tensors (probes, tests).
-    Real data goes through `failure_summary`, `failing_positions` and
-    `tensor_has_failures`, which give the same answers in bounded memory.
-    """
-    if t.is_meta or not f.has_value_checks:
-        return []
-    dom, checks = checks_for(f, t.dtype)
-    x = _operand(t, dom)
-    return [(c.label, _mask(c, x)) for c in checks if c.op != "ok"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Failures:
-    """How the elements of one tensor break one value check.
-
-    ``count`` counts logical elements: an element repeated by ``expand`` counts once per
-    place it appears. ``first`` is the index of the first of them in row-major order.
-    """
-
-    expected: str
-    count: int
-    first: tuple[int, ...]
-
-
-def failure_summary(f: Field, t: torch.Tensor) -> list[Failures]:
-    """One `Failures` per check of ``f`` that some element of ``t`` breaks, in the checks' order.
-
-    Exactly what counting the masks of `element_failures` gives, in bounded memory.
-    """
-    found = _live(f, t)
-    if found is None:
-        return []
-    dom, live = found
-    v, rep = _walked(t)
-    counts = [0] * len(live)
-    first: list[tuple[int, ...] | None] = [None] * len(live)
-    for lead, start, x in _operand_blocks(v, dom):
-        for i, c in enumerate(live):
-            m = _mask(c, x)
-            n = int(m.sum())
-            if not n:
-                continue
-            counts[i] += n
-            if first[i] is None:
-                first[i] = _index(lead, start, _unravel(int(m.reshape(-1).view(torch.uint8).argmax()), m.shape))
-    return [Failures(c.label, n * rep, at) for c, n, at in zip(live, counts, first) if at is not None]
-
-
-def _per_position(v: torch.Tensor, axis: int, marks: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
-    """How many elements ``marks`` sets at each position along ``axis`` of a walked view (int64, on its device).
-
-    ``marks(block)`` answers a bool per element of a block of ``v``.
-    """
-    out = torch.zeros(v.shape[axis], dtype=torch.int64, device=v.device)
-    for lead, start, block in _pieces(v):
-        m = marks(block)
-        inner = axis - len(lead)  # the axis among the block's own, if it is one of them
-        if inner < 0:
-            out[lead[axis]] += m.sum()
-            continue
-        other = tuple(d for d in range(m.dim()) if d != inner)
-        counts = m.sum(dim=other) if other else m.to(torch.int64)
-        if inner == 0 and start is not None:
-            out[start : start + counts.shape[0]] += counts
-        else:  # the block spans the whole axis
-            out += counts
-    return out
-
-
-def failing_positions(f: Field, t: torch.Tensor, axis: int = 0) -> torch.Tensor:
-    """Which positions along ``axis`` of ``t`` hold an element breaking any of ``f``'s checks.
-
-    A new bool tensor of length ``t.shape[axis]`` on ``t``'s device (e.g. the rows of a
-    batch column), computed there without reading device memory; all ``False`` for a
-    ``meta`` tensor.
-    """
-    if t.dim() == 0:
-        raise ValueError("failing_positions needs a tensor with at least one axis, found a 0-d tensor")
-    size = t.shape[axis]
-    axis %= t.dim()
-    found = _live(f, t)
-    if found is None:
-        return torch.zeros(size, dtype=torch.bool, device=t.device)
-    dom, live = found
-    v, _ = _walked(t)
-
-    def marks(block: torch.Tensor) -> torch.Tensor:
-        x = _operand(block, dom)
-        return functools.reduce(torch.logical_or, (_mask(c, x) for c in live))
-
-    out = _per_position(v, axis, marks) > 0
-    return out if out.shape[0] == size else out.expand(size).contiguous()
-
-
-def nonzero_per_position(t: torch.Tensor, axis: int = 0) -> torch.Tensor:
-    """How many elements at each position along ``axis`` of ``t`` are non-zero: int64, on ``t``'s device.
-
-    An element repeated by ``expand`` counts once per place it appears; read in blocks,
-    in bounded memory, without reading device memory. A ``meta`` tensor gives a ``meta``
-    result.
-    """
-    if t.dim() == 0:
-        raise ValueError("nonzero_per_position needs a tensor with at least one axis, found a 0-d tensor")
-    size = t.shape[axis]
-    axis %= t.dim()
-    if t.is_meta or t.numel() == 0:
-        return torch.zeros(size, dtype=torch.int64, device=t.device)
-    v, rep = _walked(t)
-    if v.shape[axis] != size:  # the axis itself was cut to one position: its repeats are positions, not counts
-        rep //= size
-    out = _per_position(v, axis, lambda block: block != 0) * rep
-    return out if out.shape[0] == size else out.expand(size).contiguous()
-
-
-def _range(v: torch.Tensor, dom: _Domain) -> tuple[int | float, int | float] | None:
-    """``(min, max)`` of the operand over a walked view, one block at a time; ``None`` if it holds a NaN."""
-    if v.numel() <= _BUDGET:  # one block, the common case: kept lean, it runs for every checked field
-        small, big = torch.aminmax(_operand(v, dom))
-        lo, hi = small.item(), big.item()
-        return None if lo != lo or hi != hi else (lo, hi)  # aminmax propagates NaN
-    lo, hi = _INF, -_INF
-    for _, _, x in _operand_blocks(v, dom):
-        small, big = torch.aminmax(x)
-        a, b = small.item(), big.item()
-        if a != a or b != b:
-            return None
-        lo, hi = min(lo, a), max(hi, b)
-    return lo, hi
-
-
-def _clean(v: torch.Tensor, dom: _Domain, live: list[_Check]) -> bool:
-    if any(c.op in ("bad", "in") for c in live):
-        return False
-    seen = _range(v, dom)
-    if seen is None:  # NaN breaks every check left: ordering and finite
-        return False
-    lo, hi = seen
-    for c in live:
-        if c.op == "finite":
-            ok = math.isfinite(lo) and math.isfinite(hi)
-        elif c.op == "ge":
-            ok = lo >= c.bound
-        elif c.op == "le":
-            ok = hi <= c.bound
-        else:  # range
-            ok = lo >= c.bound and hi <= c.upper
-        if not ok:
-            return False
-    return True
-
-
-def tensor_clean(f: Field, t: torch.Tensor) -> bool:
-    """A cheap, sufficient test that no element of ``t`` breaks ``f``'s checks: one min/max pass.
-
-    ``False`` means "look closer" (`failure_summary` finds the elements), not "bad".
-    """
-    found = _live(f, t)
-    return found is None or _clean(_walked(t)[0], *found)
-
-
-def tensor_has_failures(f: Field, t: torch.Tensor) -> bool:
-    """Whether any element of ``t`` breaks ``f``'s value checks (exactly)."""
-    found = _live(f, t)
-    if found is None:
-        return False
-    dom, live = found
-    v, _ = _walked(t)
-    if _clean(v, dom, live):
-        return False
-    return any(any(bool(_mask(c, x).any()) for c in live) for x in _operands(v, dom))
-
-
-def tensor_extremes(t: torch.Tensor) -> tuple[int | float, int | float, bool] | None:
-    """``(min, max, every element finite)`` of a real tensor, exactly, in bounded memory; ``None`` if it has no values.
-
-    Integers come back as Python ints; a NaN anywhere gives ``(nan, nan, False)``. Bool
-    tensors count as 0 and 1.
-    """
-    if t.is_meta or t.numel() == 0:
-        return None
-    dom = _domain(t.dtype)
-    seen = _range(_walked(t)[0], dom)
-    if seen is None:
-        return math.nan, math.nan, False
-    lo, hi = seen[0] + dom.shift, seen[1] + dom.shift
-    return lo, hi, math.isfinite(lo) and math.isfinite(hi)
-
-
 def scalar_failures(f: Field, v: Any) -> list[str]:
     """The value checks a non-tensor value breaks, as labels (``"one of [0, 1]"``, ``">= 0"``, ...).
 
     ``v`` is a Python value (a 0-d tensor is read with ``.item()``); ordering checks apply
     to real numbers only: anything else is a kind problem, reported elsewhere.
     """
-    if isinstance(v, torch.Tensor):
+    if is_tensor(v):
         if v.is_meta or v.dim() != 0 or v.is_complex():
             return []
         v = v.item()
@@ -1017,275 +595,15 @@ def _equal(v: Any, w: Any) -> bool:
         return False
 
 
-def counts_exactly_to(dtype: torch.dtype) -> int:
-    """The largest ``n`` such that ``dtype`` holds every integer ``0..n`` exactly (e.g. 256 for bfloat16)."""
-    if dtype == torch.bool:
-        return 1
-    if dtype.is_floating_point:
-        precision = 1 - math.frexp(torch.finfo(dtype).eps)[1] + 1  # eps == 2**(1 - precision)
-        return 2**precision
-    return int(torch.iinfo(dtype).max)
-
-
-def fits_dtype(value: int | float | bool, dtype: torch.dtype) -> bool:
+def fits_dtype(value: int | float | bool, dtype: Any) -> bool:
     """Whether ``dtype`` holds ``value`` exactly (``True`` counts as 1; NaN and ±inf fit float dtypes only).
 
     Examples:
         >>> from trajschema.core.values import fits_dtype
-        >>> fits_dtype(127, torch.int8), fits_dtype(128, torch.int8), fits_dtype(0.1, torch.float16)
+        >>> fits_dtype(127, torch.int8), fits_dtype(128, "int8"), fits_dtype(0.1, "float16")
         (True, False, False)
     """
+    dtype = as_dtype(dtype)  # a name here is a dtype's, never a kind
     if not isinstance(value, numbers.Real) or dtype.is_complex:
         return False
     return value in ValueSet.everything(dtype)
-
-
-# -- dtype capacity: can a dtype hold every integer a bound allows? -------------------
-
-
-def integer_capacity(dtype: torch.dtype) -> tuple[int, int] | None:
-    """``(smallest, largest)`` integer ``dtype`` holds, for integer and bool dtypes; ``None`` for float dtypes.
-
-    A bound written in dims (``max: experts - 1``) allows ids up to a size the schema
-    does not know in advance, so the dtype must be checked against it once the size is
-    known: a ``uint8`` column cannot hold expert 256 (prime-rl #3051).
-
-    Examples:
-        >>> integer_capacity(torch.uint8), integer_capacity(torch.bool), integer_capacity(torch.float16)
-        ((0, 255), (0, 1), None)
-    """
-    if dtype == torch.bool:
-        return 0, 1
-    if dtype.is_floating_point or dtype.is_complex:
-        return None
-    info = torch.iinfo(dtype)
-    return int(info.min), int(info.max)
-
-
-# -- distinct along the last axis ------------------------------------------------------
-
-#: The ``expected`` of a ``repeated`` violation.
-DISTINCT_LABEL = "distinct along the last axis"
-
-# Up to this many slots per slice, repeats are found by comparing every pair of slots:
-# k(k-1)/2 elementwise comparisons over the slots laid out as contiguous columns (one
-# copy of the block; about 2x faster than sorting 8 slots, 20% faster than comparing
-# strided views); above it by sorting each slice, which also costs an int64 index per element.
-_PAIRWISE_UP_TO = 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Repeats:
-    """The slices along the last axis of one tensor that hold some value twice (``distinct: true``).
-
-    ``count`` counts logical slices (a slice repeated by ``expand`` counts once per place
-    it appears) out of ``slices``; ``first`` indexes the first of them over the leading
-    axes, in row-major order, and ``value`` is a value it holds twice. Values compare as
-    the value checks compare them, by ``==``: ``-0.0`` repeats ``0.0``, and NaN equals
-    nothing, so NaNs never repeat (``finite: true`` refuses them).
-    """
-
-    count: int
-    slices: int
-    first: tuple[int, ...]
-    value: int | float | bool
-
-
-def _sliced(t: torch.Tensor) -> tuple[torch.Tensor, int] | None:
-    """The view whose slices along the last axis are checked, and how many slices each stands for.
-
-    ``None`` when no slice can repeat a value (no values, a 0-d tensor, slices of one slot
-    or none). Large tensors have their stride-0 leading axes cut to one position, as
-    `_walked` does; the last axis is never cut.
-    """
-    if t.is_meta or t.dim() == 0 or t.numel() == 0 or t.shape[-1] < 2:
-        return None
-    v = t.detach() if t.requires_grad else t
-    rep = 1
-    if v.numel() > _BUDGET:
-        for d in range(v.dim() - 1):
-            if v.stride(d) == 0 and v.shape[d] > 1:
-                rep *= v.shape[d]
-                v = v.narrow(d, 0, 1)
-    return v, rep
-
-
-def _slice_blocks(t: torch.Tensor, lead: tuple[int, ...] = ()) -> Iterator[tuple[tuple[int, ...], int, torch.Tensor]]:
-    """Like `_blocks`, for a tensor of two or more axes, but never splitting the last axis."""
-    row = t[0].numel()
-    if row <= _BUDGET or t.dim() == 2:
-        step = max(1, _BUDGET // max(row, 1))
-        for start in range(0, t.shape[0], step):
-            yield lead, start, t[start : start + step]
-    else:
-        for i in range(t.shape[0]):
-            yield from _slice_blocks(t[i], (*lead, i))
-
-
-def _slice_pieces(v: torch.Tensor) -> Iterator[_Block]:
-    if v.dim() == 1 or v.numel() <= _BUDGET:
-        yield (), None, v
-        return
-    yield from _slice_blocks(v)
-
-
-def _repeated(x: torch.Tensor) -> torch.Tensor:
-    """Which slices along the last axis of operand ``x`` hold some value twice: a bool per slice."""
-    k = x.shape[-1]
-    if k > _PAIRWISE_UP_TO:
-        s = x.sort(dim=-1).values
-        return (s[..., 1:] == s[..., :-1]).any(dim=-1)
-    cols = x.movedim(-1, 0).contiguous().unbind(0)
-    if not x.dtype.is_floating_point:
-        return ~_all_differ(cols)
-    out = cols[0] == cols[1]
-    hit = torch.empty_like(out)
-    for i in range(k - 1):
-        for j in range(i + 1, k):
-            if (i, j) != (0, 1):
-                torch.eq(cols[i], cols[j], out=hit)
-                out |= hit
-    return out
-
-
-def _all_differ(cols: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Whether every pair of the integer columns differs, per position: ``a ^ b`` is nonzero.
-
-    The same answer as ``a != b`` for integers, without torch's comparison kernel, which is
-    not vectorized for small integer dtypes on CPU (measured ~5x slower than ``^`` plus a
-    cast to bool for int16 columns: the cost of ``distinct`` on routed experts).
-    """
-    out = (cols[0] ^ cols[1]).bool()
-    for i in range(len(cols) - 1):
-        for j in range(i + 1, len(cols)):
-            if (i, j) != (0, 1):
-                out &= (cols[i] ^ cols[j]).bool()
-    return out
-
-
-def _repeated_value(row: torch.Tensor) -> int | float | bool:
-    """A value one slice (a 1-d tensor known to repeat one) holds twice."""
-    dom = _domain(row.dtype)
-    s = _operand(row, dom).sort().values
-    at = int((s[1:] == s[:-1]).to(torch.uint8).argmax())
-    v = s[at].item()
-    return v + dom.shift if dom.shift else (bool(v) if row.dtype == torch.bool else v)
-
-
-def repeat_summary(t: torch.Tensor) -> Repeats | None:
-    """How the slices along the last axis of ``t`` break ``distinct``, or ``None`` when none does.
-
-    Bounded memory, like `failure_summary`: blocks of whole slices, stride-0 leading axes
-    checked once. A ``meta`` tensor has no values: ``None``.
-
-    Examples:
-        >>> r = repeat_summary(torch.tensor([[0, 1], [2, 2], [3, 4], [5, 5]]))
-        >>> r.count, r.slices, r.first, r.value
-        (2, 4, (1,), 2)
-    """
-    found = _sliced(t)
-    if found is None:
-        return None
-    v, rep = found
-    dom = _domain(v.dtype)
-    count, first = 0, None
-    for lead, start, block in _slice_pieces(v):
-        m = _repeated(_operand(block, dom))
-        n = int(m.sum())
-        if n and first is None:
-            at = _unravel(int(m.reshape(-1).view(torch.uint8).argmax()), m.shape)
-            first = _index(lead, start, at)
-        count += n
-    if first is None:
-        return None
-    return Repeats(count * rep, t.numel() // t.shape[-1], first, _repeated_value(v[first]))
-
-
-def has_repeats(t: torch.Tensor) -> bool:
-    """Whether some slice along the last axis of ``t`` holds a value twice (``distinct``), stopping at the first."""
-    found = _sliced(t)
-    if found is None:
-        return False
-    dom = _domain(found[0].dtype)
-    return any(bool(_repeated(_operand(block, dom)).any()) for _, _, block in _slice_pieces(found[0]))
-
-
-def repeat_positions(t: torch.Tensor, axis: int = 0) -> torch.Tensor:
-    """Which positions along ``axis`` (a leading axis, not the last) of ``t`` lie in a slice that repeats a value.
-
-    A new bool tensor of length ``t.shape[axis]`` on ``t``'s device, computed there
-    without reading device memory (the rows of a batch column, the ragged positions of
-    a jagged one); all ``False`` for a ``meta`` tensor.
-
-    Raises:
-        ValueError: ``axis`` is the last axis (its positions are the slots of the slices).
-    """
-    if t.dim() < 2 or axis % t.dim() == t.dim() - 1:
-        raise ValueError(
-            f"repeat_positions needs a leading axis of a tensor of 2+ axes, found axis {axis} of {t.dim()}"
-        )
-    size = t.shape[axis]
-    axis %= t.dim()
-    out = torch.zeros(size, dtype=torch.bool, device=t.device)
-    found = _sliced(t)
-    if found is None:
-        return out
-    v = found[0]
-    dom = _domain(v.dtype)
-    if v.shape[axis] != size:
-        out = out[:1]
-    for lead, start, block in _slice_pieces(v):
-        m = _repeated(_operand(block, dom))
-        inner = axis - len(lead)
-        if inner < 0:
-            out[lead[axis]] |= m.any()
-            continue
-        other = tuple(d for d in range(m.dim()) if d != inner)
-        hit = m.any(dim=other) if other else m
-        if inner == 0 and start is not None:
-            out[start : start + hit.shape[0]] |= hit
-        else:
-            out |= hit
-    return out if out.shape[0] == size else out.expand(size).contiguous()
-
-
-# -- per-position extremes (bounds that differ per sample) -----------------------------
-
-
-def position_extremes(t: torch.Tensor, axis: int = 0) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(smallest, largest)`` element at each position along ``axis`` of ``t``, exactly, in bounded memory.
-
-    For checking bounds that differ from position to position (``max: response`` over
-    the rows of a batch): int64 tensors for integer and bool dtypes, float64 for float
-    ones (a NaN anywhere at a position makes both NaN), on ``t``'s device. ``None`` when
-    there is nothing to compare: a ``meta`` or empty tensor, or ``uint64``, whose values
-    int64 cannot hold.
-    """
-    if t.dim() == 0:
-        raise ValueError("position_extremes needs a tensor with at least one axis, found a 0-d tensor")
-    if t.is_meta or t.numel() == 0 or t.dtype == torch.uint64 or t.dtype.is_complex:
-        return None
-    size = t.shape[axis]
-    axis %= t.dim()
-    dom = _domain(t.dtype)
-    wide = torch.float64 if dom.is_float else torch.int64
-    v, _ = _walked(t)
-    n = v.shape[axis]
-    lo_init, hi_init = (_INF, -_INF) if dom.is_float else (2**63 - 1, -(2**63))
-    lo = torch.full((n,), lo_init, dtype=wide, device=t.device)
-    hi = torch.full((n,), hi_init, dtype=wide, device=t.device)
-    for lead, start, block in _pieces(v):
-        x = _operand(block, dom)  # reduced in its own dtype (exact), widened after
-        inner = axis - len(lead)
-        if inner < 0:
-            small, big = torch.aminmax(x)
-            at = slice(lead[axis], lead[axis] + 1)
-        else:
-            other = tuple(d for d in range(x.dim()) if d != inner)
-            small, big = (x.amin(dim=other), x.amax(dim=other)) if other else (x, x)
-            at = slice(start, start + small.shape[0]) if inner == 0 and start is not None else slice(None)
-        lo[at] = torch.minimum(lo[at], small.to(wide))
-        hi[at] = torch.maximum(hi[at], big.to(wide))
-    if n != size:
-        lo, hi = lo.expand(size).contiguous(), hi.expand(size).contiguous()
-    return lo, hi

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from trajschema.core import (
     DerivedDim,
+    DType,
     Expr,
     Field,
     FixedDim,
@@ -409,11 +410,11 @@ def _field_pair(c: _Ctx, a: Field, b: Field) -> Iterator[_Diff]:
         if a.is_tensor:
             yield from _dtype_change(a, b)
             yield from _shape_change(c, a, b)
-        doms = [d for d in a.dtypes if d in b.dtypes] if a.is_tensor else [a.kind]
+        doms = [DType(d) for d in a.dtype_names if d in b.dtype_names] if a.is_tensor else [a.kind]
         # With no dtype in common the dtype change breaks already, but a narrowing of the
         # values breaks on its own (revert the dtype and it still would): judge it in the
         # dtypes of the side whose samples are being kept, as if the dtype had not changed.
-        back, fwd = (doms, doms) if doms else (list(a.dtypes), list(b.dtypes))
+        back, fwd = (doms, doms) if doms else ([*map(DType, a.dtype_names)], [*map(DType, b.dtype_names)])
         fa, fb = a.bounded(c.const_old), b.bounded(c.const_new)  # bounds over pinned dims are numbers
         yield from _values_change(fa, fb, back, fwd)
         yield from _dim_bounds_change(c, (a, b), (fa, fb), doms)
@@ -462,12 +463,13 @@ def _new_dim_bound(src: Field, tgt: Field, s: str, t: str) -> str | None:
 
 
 def _dtype_change(a: Field, b: Field) -> Iterator[_Diff]:
-    if a.dtypes == b.dtypes:
+    old, new = a.dtype_names, b.dtype_names
+    if old == new:
         return
-    change = f"{a.name}: dtype {'|'.join(map(dtype_name, a.dtypes))} -> {'|'.join(map(dtype_name, b.dtypes))}"
+    change = f"{a.name}: dtype {'|'.join(old)} -> {'|'.join(new)}"
     d = _Diff(f"fields.{a.name}.dtype", "dtype_changed", change)
-    only_old = [dtype_name(x) for x in a.dtypes if x not in b.dtypes]
-    only_new = [dtype_name(x) for x in b.dtypes if x not in a.dtypes]
+    only_old = [x for x in old if x not in new]
+    only_new = [x for x in new if x not in old]
     if only_old:
         d.why_b = f"old allows {', '.join(only_old)}, new does not"
     if only_new:

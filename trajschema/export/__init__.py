@@ -2,19 +2,28 @@
 `show` and the docs.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
-front lists what the other rooms take from this one.
+front lists what the other rooms take from this one. Importing it imports nothing: each name
+is imported from its module when first read, so the YAML, JSON Schema and table exports and
+the generated jaxtyping source need no torch (the live jaxtyping annotations do).
 """
 
-from trajschema.export.jaxtyping import (
-    JAXTYPING_DTYPE,
-    all_annotations,
-    dense_annotations,
-    field_annotation,
-)
-from trajschema.export.jaxtyping_class import jaxtyping_source
-from trajschema.export.jsonschema import json_schema
-from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
-from trajschema.export.yaml import dim_entry, field_entry, schema_sections, schema_to_yaml, tag_entry
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajschema.core import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.export.jaxtyping import (
+        JAXTYPING_DTYPE,
+        all_annotations,
+        dense_annotations,
+        field_annotation,
+    )
+    from trajschema.export.jaxtyping_class import jaxtyping_source
+    from trajschema.export.jsonschema import json_schema
+    from trajschema.export.table import dim_rows, extends, field_rows, tag_rows
+    from trajschema.export.yaml import dim_entry, field_entry, schema_sections, schema_to_yaml, tag_entry
 
 __all__ = [
     "JAXTYPING_DTYPE",
@@ -33,3 +42,14 @@ __all__ = [
     "tag_entry",
     "tag_rows",
 ]
+
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.export.jaxtyping": ("JAXTYPING_DTYPE", "all_annotations", "dense_annotations", "field_annotation"),
+    "trajschema.export.jaxtyping_class": ("jaxtyping_source",),
+    "trajschema.export.jsonschema": ("json_schema",),
+    "trajschema.export.table": ("dim_rows", "extends", "field_rows", "tag_rows"),
+    "trajschema.export.yaml": ("dim_entry", "field_entry", "schema_sections", "schema_to_yaml", "tag_entry"),
+}
+
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

@@ -52,9 +52,6 @@ import keyword
 from collections.abc import Mapping
 from typing import Any
 
-import jaxtyping
-import torch
-
 from trajschema.core import DerivedDim, Expr, FixedDim, dtype_name
 
 __all__ = ["AxisNames", "all_annotations", "dense_annotations", "field_annotation", "symbolic_axis"]
@@ -229,16 +226,20 @@ def _field_parts(schema: Any, field: str, names: AxisNames) -> tuple[tuple[str, 
     axes = []
     for i, e in enumerate(schema.fields[field].shape or ()):
         axes.append(_axis(e, names, bound | _plain_names(schema.fields[field].shape[:i])))
-    return tuple(dtype_name(d) for d in schema.fields[field].dtypes), " ".join(axes)
+    return schema.fields[field].dtype_names, " ".join(axes)
 
 
 @functools.lru_cache(maxsize=4096)
 def _cached_annotation(dtypes: tuple[str, ...], dim_str: str) -> Any:
+    import torch  # the live annotations only: the axis names and the generated source need no torch
+
     return _dtype_class(dtypes)[torch.Tensor, dim_str]
 
 
 @functools.lru_cache(maxsize=256)
 def _dtype_class(dtypes: tuple[str, ...]) -> Any:
+    import jaxtyping
+
     if len(dtypes) == 1:
         return getattr(jaxtyping, JAXTYPING_DTYPE[dtypes[0]])
     name = "|".join(JAXTYPING_DTYPE[d] for d in dtypes)

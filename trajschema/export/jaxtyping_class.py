@@ -40,7 +40,7 @@ import re
 import unicodedata
 from typing import Any
 
-from trajschema.core import DerivedDim, Expr, FreeDim, dtype_name
+from trajschema.core import DerivedDim, Expr, FreeDim
 from trajschema.export.jaxtyping import JAXTYPING_DTYPE, AxisNames, symbolic_axis
 
 __all__ = ["jaxtyping_source"]
@@ -247,7 +247,7 @@ class _Source:
     def _type(self, f: Any) -> str:
         """The field's type in the source (``... | None`` when it may be left out)."""
         if f.is_tensor:
-            dtypes = self._dtype(tuple(dtype_name(d) for d in f.dtypes))
+            dtypes = self._dtype(f.dtype_names)
             text = f"{dtypes}[torch.Tensor, {_py_str(self.dim_strs[f.name])}]"
         else:
             text = _KIND_TYPES[f.kind]

@@ -57,12 +57,23 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from trajschema.check import as_mapping
-from trajschema.core import DTYPES_BY_NAME, DerivedDim, FixedDim, FreeDim, dtype_name, kind_ok, value_failures
+import trajschema.check as check
+from trajschema.core import (
+    DTYPE_NAMES,
+    DerivedDim,
+    DType,
+    FixedDim,
+    FreeDim,
+    dtype_name,
+    is_tensor,
+    scalar_dtype_ok,
+    value_failures,
+)
 
 __all__ = ["SCHEMA_DIALECT", "json_schema", "sample_to_json"]
 
@@ -153,11 +164,12 @@ def _elements(group: str, f: Any) -> Any:
     return {"anyOf": [out, {"enum": strings}]} if strings else out
 
 
-def _group(dtype: torch.dtype) -> str:
-    return "bool" if dtype == torch.bool else ("float" if dtype.is_floating_point else "int")
+def _group(name: str) -> str:
+    d = DType(name)
+    return "bool" if d.is_bool else ("float" if d.is_floating_point else "int")
 
 
-def _groups(dtypes: Sequence[torch.dtype]) -> dict[str, list[str]]:
+def _groups(dtypes: Sequence[str]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for d in dtypes:
         out.setdefault(_group(d), []).append(dtype_name(d))
@@ -233,7 +245,7 @@ def _unsaid(f: Any) -> str:
         for side, e in (("min", f.min_expr), ("max", f.max_expr))
         if e is not None
     ]
-    if f.distinct and f.is_tensor and any(_group(d) == "float" for d in f.dtypes):
+    if f.distinct and f.is_tensor and any(_group(d) == "float" for d in f.dtype_names):
         parts.append(
             "trajschema also checks that the values along the last axis are distinct; for float dtypes this "
             "document does not (uniqueItems compares JSON numbers, not the tensor's own floats)."
@@ -254,7 +266,7 @@ def _field(f: Any, consts: Mapping[str, int]) -> Any:
         meta["x-trajschema-shape"] = symbolic
         alts = [
             _tensor_object(names, items, literal, _elements(g, f), unique=f.distinct and g != "float")
-            for g, names in _groups(f.dtypes).items()
+            for g, names in _groups(f.dtype_names).items()
         ]
     else:
         meta["x-trajschema-kind"] = f.kind
@@ -299,7 +311,7 @@ class _NoChecks:
 
 def _scalar_tensor_dtypes(kind: str) -> dict[str, list[str]]:
     """The declarable dtypes whose 0-d tensors trajschema accepts as a value of ``kind``, by group."""
-    ok = [d for d in DTYPES_BY_NAME.values() if kind_ok(kind, torch.empty((), dtype=d, device="meta"))]
+    ok = [d for d in DTYPE_NAMES if scalar_dtype_ok(kind, d)]
     return _groups(ok)
 
 
@@ -373,7 +385,7 @@ def sample_to_json(sample: Any, *, values: bool = False) -> dict[str, Any]:
             container contains itself. The message names the key path.
         ValueError: containers nested more than 100 deep.
     """
-    out = _render(as_mapping(sample), "", values, set())
+    out = _render(check.as_mapping(sample), "", values, set())  # the check room reads TensorDicts (and torch)
     assert isinstance(out, dict)
     return out
 
@@ -385,7 +397,7 @@ def _render(v: Any, path: str, values: bool, active: set[int]) -> Any:
         return int(v)
     if isinstance(v, numbers.Real):
         return _number(float(v))
-    if isinstance(v, torch.Tensor):
+    if is_tensor(v):
         return _render_tensor(v, path, values)
     if not isinstance(v, (Mapping, list, tuple)):
         raise TypeError(f"sample_to_json: {path or '<sample>'}: no JSON rendering for {type(v).__name__}")
@@ -406,6 +418,8 @@ def _render(v: Any, path: str, values: bool, active: set[int]) -> Any:
 
 
 def _render_tensor(t: torch.Tensor, path: str, values: bool) -> dict[str, Any]:
+    import torch  # loaded: `t` is a tensor
+
     if t.is_nested or t.layout != torch.strided:
         layout = "jagged" if t.layout == torch.jagged else ("nested" if t.is_nested else str(t.layout))
         return {"dtype": dtype_name(t.dtype), "layout": layout.removeprefix("torch.")}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
+from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag
 from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
 
 __all__ = ["DimRow", "FieldRow", "TagRow", "dim_rows", "extends", "field_rows", "tag_rows", "value_checks"]
@@ -84,7 +84,7 @@ def _fixed_sizes(schema: Schema) -> dict[str, int]:
 def _field_row(f: Field, sizes: Mapping[str, int]) -> FieldRow:
     if f.is_tensor:
         shape = "[" + ", ".join(str(e) for e in f.shape or ()) + "]"
-        dtype = " | ".join(dtype_name(d) for d in f.dtypes)
+        dtype = " | ".join(f.dtype_names)
     else:
         shape, dtype = "", f.kind
     return FieldRow(

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from trajschema.core import SPREAD, DerivedDim, Expr, Field, FixedDim, Tag, dtype_name
+from trajschema.core import SPREAD, DerivedDim, Expr, Field, FixedDim, Tag
 
 __all__ = ["dim_entry", "field_entry", "pad_entry", "schema_sections", "schema_to_yaml", "tag_entry"]
 
@@ -92,7 +92,7 @@ def field_entry(f: Field) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if f.is_tensor:
         out["shape"] = [_expr_entry(e) for e in f.shape or ()]
-        names = [dtype_name(d) for d in f.dtypes]
+        names = list(f.dtype_names)
         out["dtype"] = names[0] if len(names) == 1 else names
     else:
         out["kind"] = f.kind

@@ -4,33 +4,41 @@ config gives), and drafting one from samples.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one. Every room that accepts "a Schema or a
-schema name" resolves it with `resolve_schema`.
+schema name" resolves it with `resolve_schema`. Importing it imports nothing: each name is
+imported from its module when first read, so reading a schema file imports no torch.
 """
 
-from trajschema.load.config import ModelConfig, ModelConfigError, config_sizes, pin_config_dims, read_model_config
-from trajschema.load.infer import infer_schema
-from trajschema.load.layouts import (
-    LAYOUT_ENV_VAR,
-    layout_from_dict,
-    layout_names,
-    layout_search_path,
-    load_layout,
-)
-from trajschema.load.search import (
-    load_found,
-    load_schema,
-    missing_entry_note,
-    packaged_dir,
-    resolve_schema,
-    schema_for_architecture,
-    schema_for_config,
-    schema_from_dict,
-    schema_names,
-    schema_search_path,
-    search_path_files,
-    shown_name,
-)
-from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trajschema.core import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.load.config import ModelConfig, ModelConfigError, config_sizes, pin_config_dims, read_model_config
+    from trajschema.load.infer import infer_schema
+    from trajschema.load.layouts import (
+        LAYOUT_ENV_VAR,
+        layout_from_dict,
+        layout_names,
+        layout_search_path,
+        load_layout,
+    )
+    from trajschema.load.search import (
+        load_found,
+        load_schema,
+        missing_entry_note,
+        packaged_dir,
+        resolve_schema,
+        schema_for_architecture,
+        schema_for_config,
+        schema_from_dict,
+        schema_names,
+        schema_search_path,
+        search_path_files,
+        shown_name,
+    )
+    from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
 
 __all__ = [
     "LAYOUT_ENV_VAR",
@@ -60,3 +68,39 @@ __all__ = [
     "search_path_files",
     "shown_name",
 ]
+
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.load.config": (
+        "ModelConfig",
+        "ModelConfigError",
+        "config_sizes",
+        "pin_config_dims",
+        "read_model_config",
+    ),
+    "trajschema.load.infer": ("infer_schema",),
+    "trajschema.load.layouts": (
+        "LAYOUT_ENV_VAR",
+        "layout_from_dict",
+        "layout_names",
+        "layout_search_path",
+        "load_layout",
+    ),
+    "trajschema.load.search": (
+        "load_found",
+        "load_schema",
+        "missing_entry_note",
+        "packaged_dir",
+        "resolve_schema",
+        "schema_for_architecture",
+        "schema_for_config",
+        "schema_from_dict",
+        "schema_names",
+        "schema_search_path",
+        "search_path_files",
+        "shown_name",
+    ),
+    "trajschema.load.select": ("SchemaChoice", "choose_schema", "schema_for_sample"),
+}
+
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

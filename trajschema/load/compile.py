@@ -8,8 +8,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-import torch
-
 from trajschema._schema import Schema
 from trajschema.core import (
     KINDS,
@@ -18,6 +16,7 @@ from trajschema.core import (
     SPREAD,
     DerivedDim,
     DimCycleError,
+    DType,
     Expr,
     ExprError,
     Field,
@@ -27,13 +26,16 @@ from trajschema.core import (
     Poly,
     Tag,
     ValueSet,
+    as_dtype,
     depends_on,
     derived_order,
     dtype_name,
     fits_dtype,
+    float_max,
     integer_capacity,
     number_label,
     parse_expr,
+    round_to,
     value_failures,
     values_label,
 )
@@ -66,7 +68,7 @@ from trajschema.load.syntax import (
 # Pad fills and dtypes
 
 
-def fill_fits_dtype(value: Any, dtype: torch.dtype) -> bool:
+def fill_fits_dtype(value: Any, dtype: Any) -> bool:
     """Whether a pad fill is exactly a value of ``dtype``, so padding stores what the schema says.
 
     * a boolean fills only ``bool``: YAML 1.1 reads ``on``/``off``/``yes``/``no`` as
@@ -79,7 +81,8 @@ def fill_fits_dtype(value: Any, dtype: torch.dtype) -> bool:
       float32), no underflow; an ``int`` only when exact (``2**24 + 1`` is not a float32).
 
     Exactness is the value engine's (`trajschema.core.values.fits_dtype`); the boolean
-    rules are the loader's own. Non-numbers are simply ``False``.
+    rules are the loader's own. Non-numbers are simply ``False``. ``dtype`` is a name, a
+    `DType` or a ``torch.dtype``.
 
     Examples:
         >>> fill_fits_dtype(300, torch.int8), fill_fits_dtype(0.5, torch.float16), fill_fits_dtype(0.1, torch.float32)
@@ -87,31 +90,31 @@ def fill_fits_dtype(value: Any, dtype: torch.dtype) -> bool:
         >>> fill_fits_dtype(True, torch.int64), fill_fits_dtype(1, torch.bool), fill_fits_dtype(2, torch.bool)
         (False, True, False)
     """
+    dtype = as_dtype(dtype)
     if isinstance(value, bool):
-        return dtype == torch.bool
+        return dtype.is_bool
     if not isinstance(value, (int, float)) or dtype.is_complex:
         return False
     return fits_dtype(value, dtype)
 
 
-def _misfit(value: Any, dtype: torch.dtype) -> str:
+def _misfit(value: Any, dtype: DType) -> str:
     """Why ``fill_fits_dtype(value, dtype)`` is false, for a message."""
-    name = dtype_name(dtype)
+    name = dtype.name
     if isinstance(value, bool):
         return f"a boolean fills only a bool tensor; write {int(value)} for the number"
-    if dtype == torch.bool:
+    if dtype.is_bool:
         return "bool holds only true and false, which equal 1 and 0"
-    if not dtype.is_floating_point:
+    ints = integer_capacity(dtype)
+    if ints is not None:
         if isinstance(value, float) and not value.is_integer():
             return "it is not an integer"
-        ints = torch.iinfo(dtype)
-        return f"{name} holds {ints.min}..{ints.max}"
-    largest = torch.finfo(dtype).max
+        return f"{name} holds {ints[0]}..{ints[1]}"
+    largest = float_max(dtype)
     if abs(value) > largest:
         return f"beyond {name}'s largest value {largest!r}"
     if isinstance(value, float):  # float64 -> dtype is a plain cast: it never raises
-        nearest = torch.tensor(value, dtype=torch.float64).to(dtype).item()
-        return f"not exactly a {name} value (the nearest is {nearest!r})"
+        return f"not exactly a {name} value (the nearest is {round_to(value, dtype)!r})"
     return f"not exactly a {name} value"
 
 
@@ -421,7 +424,7 @@ def _compile_field(
                 f"{path}.pad",
                 f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
             )
-    typed: tuple[str, Any, tuple[torch.dtype, ...]] | None = None
+    typed: tuple[str, Any, tuple[DType, ...]] | None = None
     with problems.each():
         typed = _field_type(name, f, src, path, dims, problems)
     if typed is None:
@@ -472,7 +475,7 @@ def _compile_field(
 
 def _field_type(
     name: str, f: _FieldDecl, src: str, path: str, dims, problems: Problems
-) -> tuple[str, Any, tuple[torch.dtype, ...]]:
+) -> tuple[str, Any, tuple[DType, ...]]:
     """The kind, the shape and the dtypes; each axis of the shape and the dtype checked on its own."""
     if f.kind is not None and f.kind != "tensor":
         if f.kind not in KINDS:
@@ -494,7 +497,7 @@ def _field_type(
             e = _expr(text, src, f"{path}.shape[{i}]")
             _check_names(e, dims, src, f"{path}.shape[{i}]")
             shape.append(e)
-    dtypes: tuple[torch.dtype, ...] = ()
+    dtypes: tuple[DType, ...] = ()
     with problems.each():
         dtypes = _compile_dtypes(f.dtype, src, f"{path}.dtype")
     if len(shape) < len(f.shape) or len(problems.found) > before:
@@ -502,11 +505,11 @@ def _field_type(
     return "tensor", tuple(shape), dtypes
 
 
-def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[torch.dtype, ...]:
+def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[DType, ...]:
     names = list(raw) if isinstance(raw, (list, tuple)) else [raw]
     if not names:
         _raise(src, path, "an empty dtype list allows nothing")
-    dtypes: list[torch.dtype] = []
+    dtypes: list[DType] = []
     for i, n in enumerate(names):
         at = f"{path}[{i}]" if isinstance(raw, (list, tuple)) else path
         d = _compile_dtype(n, src, at)
@@ -516,7 +519,7 @@ def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[torch.dtype, ...]:
     return tuple(dtypes)
 
 
-def _compile_dtype(name: Any, source: str, path: str) -> torch.dtype:
+def _compile_dtype(name: Any, source: str, path: str) -> DType:
     if not isinstance(name, str):
         _raise(source, path, f"expected a torch dtype name, found {_show(name)}")
     name = name.removeprefix("torch.")
@@ -524,7 +527,7 @@ def _compile_dtype(name: Any, source: str, path: str) -> torch.dtype:
         _raise(source, path, f"ambiguous dtype {name!r}; did you mean {_DTYPE_HINTS[name]}?")
     if name not in _DTYPES:
         _raise(source, path, _unknown("dtype", name, list(_DTYPES)))
-    return _DTYPES[name]
+    return DType(name)
 
 
 _RULE_KINDS = {
@@ -554,7 +557,7 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: 
         _check_pad_name(pad, src, path)
         if kind not in _RULE_KINDS[pad]:
             _raise(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
-        if pad in ("eos", "positions") and torch.bool in dtypes:
+        if pad in ("eos", "positions") and any(d.is_bool for d in dtypes):
             _raise(src, path, f"pad rule {pad!r} fills integers, which a bool tensor cannot hold")
         if pad == "positions" and not shape:
             _raise(src, path, "pad rule 'positions' counts along the last dim; a 0-d field has none")
@@ -613,16 +616,16 @@ def _compile_spread(
         _raise(src, path, f"pad rule {rule} spreads ids along a tensor's last axis; a {kind!r} field has none")
     if not shape:
         _raise(src, path, f"pad rule {rule} spreads ids along the last axis (a token's slots); a 0-d field has none")
-    floats = [dtype_name(d) for d in dtypes if d == torch.bool or d.is_floating_point or d.is_complex]
+    floats = [d.name for d in dtypes if d.is_bool or d.is_floating_point or d.is_complex]
     if floats:
         _raise(src, path, f"pad rule {rule} fills integer ids, which dtype {', '.join(floats)} does not hold")
     return PadRule(SPREAD, over=over)
 
 
-def _value_misfit(v: Any, kind: str, dtypes: tuple[torch.dtype, ...]) -> str | None:
+def _value_misfit(v: Any, kind: str, dtypes: tuple[DType, ...]) -> str | None:
     """Why an entry of ``values`` is refused: no value of the field equals it, or it is a boolean
     in a field that holds none (YAML 1.1 reads ``yes``/``no``/``on``/``off`` as booleans)."""
-    holds_bools = kind in ("bool", "any") or torch.bool in dtypes
+    holds_bools = kind in ("bool", "any") or any(d.is_bool for d in dtypes)
     if isinstance(v, bool) and not holds_bools:
         return f"it is a boolean, but the field holds none; write {int(v)} for the number"
     if kind == "int" and not (isinstance(v, int) or v.is_integer()):
@@ -721,7 +724,7 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
             f"min {f.min_expr} is at least {_num(lo_span[0])}, above max {_num(f.max)}, "
             "for every size the dims allow; no value passes",
         )
-    for d in f.dtypes:
+    for d in f.dtype_names:
         cap = integer_capacity(d)
         if cap is None:
             continue
@@ -733,12 +736,12 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
                 f"{f.max_expr} takes for the sizes the dims allow ({dtype_name(d)} holds {cap[0]}..{cap[1]}); "
                 "drop the dtype or bound the dims",
             )
-        if hi_span is not None and hi_span[1] < cap[0] and all(integer_capacity(x) for x in f.dtypes):
+        if hi_span is not None and hi_span[1] < cap[0] and all(integer_capacity(x) for x in f.dtype_names):
             _raise(
                 src,
                 f"{path}.max",
                 f"max {f.max_expr} is at most {_num(hi_span[1])}, below every value of "
-                f"{_names(f.dtypes)}, for every size the dims allow; no element passes",
+                f"{_names(f.dtype_names)}, for every size the dims allow; no element passes",
             )
     _check_fill_at_every_size(f, lo_span, hi_span, src, f"{path}.pad")
 
@@ -808,7 +811,7 @@ def _check_distinct(f: Field, spans: Mapping[str, tuple[float, float]], src: str
         )
 
 
-def _names(dtypes: tuple[torch.dtype, ...]) -> str:
+def _names(dtypes: tuple[Any, ...]) -> str:
     return " and ".join(dtype_name(d) for d in dtypes)
 
 
@@ -1002,7 +1005,7 @@ def _check_field_padding(f: Field, env: Mapping[str, int], dims, padding: Mappin
     if not n:
         return
     last = n - 1
-    broken = next((f"{last} does not fit {dtype_name(d)}" for d in f.dtypes if not fill_fits_dtype(last, d)), None)
+    broken = next((f"{last} does not fit {d}" for d in f.dtype_names if not fill_fits_dtype(last, d)), None)
     if f.max is not None and not last <= f.max:
         broken = broken or f"{last} breaks max {_num(f.max)}"
     missing = next((k for k in range(min(n, len(f.values) + 1)) if k not in f.values), None) if f.values else None

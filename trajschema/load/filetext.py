@@ -8,7 +8,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from trajschema.core import DTYPES_BY_NAME, MAX_SIZE, SchemaDefinitionError
+from trajschema.core import DTYPE_NAMES, MAX_SIZE, SchemaDefinitionError
 from trajschema.load.problems import place
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
@@ -28,7 +28,7 @@ _MAX_EXPR_DEPTH = 32
 _MAX_SIZE = MAX_SIZE
 _MAX_SIZE_TEXT = "2**63 - 1, the largest size torch can hold"
 
-_DTYPES = DTYPES_BY_NAME
+_DTYPES = DTYPE_NAMES
 # torch's own aliases are traps: torch.int is int32 and torch.float is float32.
 _DTYPE_HINTS = {
     "int": "int64 (torch.int is int32; say int32 if that is meant)",

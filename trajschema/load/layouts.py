@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from trajschema.core import (
     ABSENT,
     ANY,
-    DTYPES_BY_NAME,
+    DTYPE_NAMES,
     EDGE,
     FIXED,
     LEFT,
@@ -27,6 +27,7 @@ from trajschema.core import (
     SchemaDefinitionError,
     SchemaNotFoundError,
     register_layout_loader,
+    torch_dtype,
 )
 from trajschema.load.filetext import _DIM_NAME, _show
 from trajschema.load.problems import place, reporting
@@ -285,7 +286,7 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
         _raise(source, f"{path}.pad", f"expected a number, pad_token, edge or any, found {_show(pad)}")
     dtype = None
     if "dtype" in v:
-        dtype = DTYPES_BY_NAME.get(v["dtype"]) if isinstance(v["dtype"], str) else None
+        dtype = torch_dtype(v["dtype"]) if v["dtype"] in DTYPE_NAMES else None
         if dtype is None:
             _raise(source, f"{path}.dtype", f"expected a dtype name (float32, int64, ...), found {_show(v['dtype'])}")
     if "gather" in v:
