@@ -264,8 +264,9 @@ def _check_derived(schema: Schema, fixed: Mapping[str, FixedDim]) -> dict[str, i
 
 
 def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str, FixedDim]) -> None:
-    """The bounds written in dims, at the pinned sizes: every declared dtype must hold the values they
-    allow (``uint8`` cannot hold expert 299), and a constant fill must keep to them."""
+    """The bounds written in dims, at the pinned sizes: some declared dtype must hold the values they
+    allow (``uint8`` cannot hold expert 299; with ``uint16`` beside it, a ``uint8`` sample is a
+    ``dtype`` violation at these sizes), and a constant fill must keep to them."""
     where = schema.source or f"<schema {schema.name}>"
     for f in schema.fields.values():
         names = [n for e in (f.min_expr, f.max_expr) if e is not None for n in e.names()]
@@ -277,14 +278,18 @@ def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str,
             raise SchemaDefinitionError(
                 where, f"fields.{f.name}", f"min {b.min} is above max {b.max} at the pinned sizes; no value passes"
             )
-        for d in f.dtype_names:
-            found = _check.dtype_overflow(f, d, env)
-            if found is not None:
-                raise SchemaDefinitionError(
-                    where,
-                    f"fields.{f.name}.dtype",
-                    f"{dtype_name(d)} {found[1]}; drop {dtype_name(d)} from the field's dtypes (pinned: {pinned})",
-                )
+        # a narrow dtype beside wider ones stays: a sample in it is a dtype violation at these sizes
+        # (as with dims=); only a field none of whose dtypes holds the bound is refused
+        overflows = [(d, _check.dtype_overflow(f, d, env)) for d in f.dtype_names]
+        if overflows and all(found is not None for _, found in overflows):
+            d, found = overflows[-1]
+            assert found is not None
+            raise SchemaDefinitionError(
+                where,
+                f"fields.{f.name}.dtype",
+                f"no dtype of {', '.join(map(dtype_name, f.dtype_names))} holds the bound: {dtype_name(d)} "
+                f"{found[1]}; add a wider dtype (pinned: {pinned})",
+            )
         # a fill, or the 0 that positions, index and spread start from, must keep to the bounds
         start = f.pad.value if f.pad.rule == "fill" else 0 if f.pad.rule in _COUNTING_RULES else None
         if start is not None:
@@ -788,6 +793,7 @@ class Schema:
         like: Mapping[str, Any] | None = None,
         dims: Mapping[str, int] | None = None,
         include: Sequence[str] | None = None,
+        batch: Any = None,
     ) -> PaddingBatch:
         """Derive ``count`` padding samples from this schema.
 
@@ -797,11 +803,13 @@ class Schema:
         memory they need is checked before anything is allocated. No two samples share
         anything that can be changed in place: writing into one row changes no other.
         A routes field padded ``pad: {spread: experts}`` gets ids spread evenly over the
-        experts (distinct within a token); the number of experts comes from ``dims=``,
-        a schema pinned to it ([`schema_for_config`][trajschema.schema_for_config],
-        [`with_dims`][trajschema.Schema.with_dims]), ``like``'s largest id + 1, then the
-        schema's padding size, and ``PaddingBatch.sources`` says which (see the padding
-        guide, "Spread routes").
+        experts (distinct within a token; the tokens of the whole call numbered once, so
+        no expert gets more than ``ceil(tokens * topk / experts)`` slots in any layer); the
+        number of experts comes from ``dims=``, a schema pinned to it
+        ([`schema_for_config`][trajschema.schema_for_config],
+        [`with_dims`][trajschema.Schema.with_dims]), the largest id over ``batch`` + 1,
+        ``like``'s largest id + 1, then the schema's padding size, and
+        ``PaddingBatch.sources`` says which (see the padding guide, "Spread routes").
 
         Examples:
             >>> pad = ts.load_schema("text").padding(3, eos_token_id=2)
@@ -819,6 +827,10 @@ class Schema:
             dims: padding sizes that override the schema's ``padding:`` defaults and
                 ``like``, e.g. ``{"prompt": 1, "response": 1}``.
             include: optional fields to emit when no ``like`` is given.
+            batch: the real samples being padded (a list of samples, a TensorDict, or a
+                mapping of dense ``(B, ...)`` columns): when neither ``dims=`` nor the
+                schema fixes the number of experts, routes are spread over the largest id
+                in any of them + 1 (one reduction per routes column), not ``like``'s alone.
 
         Raises:
             ValueError: bad ``count``/``eos_token_id``/``dims``/``include`` (the message
@@ -838,6 +850,8 @@ class Schema:
                 starts ``like= sample:``), or has an undeclared tensor that seems to
                 follow a dim the padding resizes.
         """
+        plan = self._compiled()
+        seen = _padding.ids_seen(plan, batch) if batch is not None else None
         return _padding.make_padding(
-            self._compiled(), count, eos_token_id=eos_token_id, like=like, dims=dims, include=include
+            plan, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include, seen=seen
         )

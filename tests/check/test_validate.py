@@ -188,7 +188,7 @@ def test_dtype_message_names_the_allowed_dtypes():
     sample = verl_sample(MOE, 6, 4)
     sample["routed_experts"] = sample["routed_experts"].float()
     (v,) = MOE.violations(sample)
-    assert v.message == "dtype float32 is not int16 or int32 or int64 or uint8"
+    assert v.message == "dtype float32 is not int16 or int32 or int64 or uint8 or uint16"
 
 
 # --- dims: pinned, ranges

@@ -1799,6 +1799,28 @@ def test_pad_config_sizes_the_padding_without_like_or_dims(capsys, tmp_path, moe
     assert (code, err) == (0, "") and out.startswith("valid:")
 
 
+@pytest.mark.parametrize(
+    ("fixture", "key", "experts"), [("deepseek-v3", "n_routed_experts", 384), ("qwen3-moe", "num_experts", 512)]
+)
+def test_show_and_pad_config_of_the_largest_moe_models(capsys, tmp_path, fixture, key, experts):
+    """Kimi K2's 384 routed experts on DeepSeek-V3's architecture, 512 on Qwen3-MoE's: the packaged
+    moe_routed (uint8 among its dtypes) pins, shows and pads with routes spread over every expert."""
+    config = tmp_path / "model" / "config.json"
+    config.parent.mkdir()
+    config.write_text(json.dumps({**json.loads((CONFIGS / fixture / "config.json").read_text()), key: experts}))
+    code, out, err = run(capsys, "show", "moe_routed", "--config", config.parent)
+    assert (code, err) == (0, ""), err
+    assert f"{experts} (config: {key})" in _dim_row(out, "experts")
+    out_path = tmp_path / "pad.pt"
+    code, out, err = run(
+        capsys, "pad", "moe_routed", "--count", 2, "--eos-token-id", 2, "--config", config.parent,
+        "--dim", "prompt=300", "--dim", "response=4", "--out", out_path,
+    )  # fmt: skip
+    assert (code, err) == (0, ""), err
+    routes = torch.stack([s["routed_experts"] for s in torch.load(out_path, weights_only=True)["samples"]])
+    assert int(routes.max()) == experts - 1  # 2 x 304 tokens x 8 slots reach every expert
+
+
 def test_pad_refuses_a_dim_the_config_gives_another_size(capsys, tmp_path, moe_with_config):
     out_path = tmp_path / "pad.pt"
     argv = ["pad", "moe_routed", "--count", 1, "--eos-token-id", 2, "--config", CONFIGS / "mixtral", "--out", out_path]

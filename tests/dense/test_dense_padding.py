@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import pickle
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.dense import dense_padding, to_dense
+from trajschema.padding import spread_ids
 from trajschema.testing import dense_batches, verl_sample
 
 SCHEMAS = ["text", "vlm_mrope", "moe_routed", "distill", "vlm_mrope_moe"]
@@ -187,3 +190,99 @@ def test_many_rows_are_cheap_and_share_nothing(layout: ts.Layout) -> None:
             assert v[0] is not v[1] and v[0].numel() == 0  # empty images: distinct objects, no data
     few = dense_padding(s, 3, layout=layout, like=batch, eos_token_id=2)
     assert s.batch_violations(joined(batch, few), layout=layout) == []
+
+
+# -- spread routes over all the padding rows (issue 27 §1, §2) -----------------------------------
+
+ROUTES_KEY = {"skyrl": "rollout_expert_indices", "verl_dataproto": "routed_experts"}
+
+
+def moe_batch(layout: ts.Layout, lengths: list[tuple[int, int]], layers: int, topk: int, experts: int, dtype=None):
+    """A dense moe_routed batch whose row 0 routes every token to experts 0..topk-1 only and whose
+    last row reaches expert ``experts - 1``."""
+    s = ts.load_schema("moe_routed")
+    rows = [verl_sample(s, p, r, seed=i, layers=layers, topk=topk) for i, (p, r) in enumerate(lengths)]
+    for r in rows:
+        r["loss_mask"] = r["response_mask"].clone()
+        seq = r["input_ids"].shape[0]
+        r["routed_experts"] = torch.arange(topk).expand(seq, layers, topk).to(dtype or r["routed_experts"].dtype)
+    rows[-1]["routed_experts"][0, 0, 0] = experts - 1 if topk == 1 else rows[-1]["routed_experts"][0, 0, 0]
+    rows[-1]["routed_experts"][0, 0, -1] = experts - 1
+    return s, to_dense(s, rows, layout=layout)
+
+
+def padding_routes(pad: ts.DenseBatch, layout: ts.Layout) -> torch.Tensor:
+    """The padding tokens' routes, ``(tokens, layers, topk)``, row by row (the real positions of each row)."""
+    routes = pad[ROUTES_KEY[layout.name]]
+    return routes[pad["attention_mask"].bool()]
+
+
+@given(
+    layout=st.sampled_from([SKY, VERL]),
+    count=st.integers(1, 40),
+    lengths=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), min_size=1, max_size=3),
+    layers=st.integers(1, 3),
+    data=st.data(),
+)
+def test_dense_padding_spreads_over_the_whole_call_as_the_jagged_padding_does(layout, count, lengths, layers, data):
+    """Property: no expert gets more than ceil(T * topk / E) slots in any layer over the call, each
+    token's slots are distinct, the ids are those of `spread_ids` over all padding tokens (the
+    reference the jagged `Schema.padding` is held to), and two calls agree."""
+    experts = data.draw(st.integers(1, 24), label="experts")
+    topk = data.draw(st.integers(1, min(experts, 4)), label="topk")
+    dtype = data.draw(st.sampled_from([torch.int16, torch.int64, torch.uint8, torch.uint16]), label="dtype")
+    s, batch = moe_batch(layout, lengths, layers, topk, experts, dtype)
+    pad = dense_padding(s, count, layout=layout, like=batch, eos_token_id=2)
+    assert pad.sources["experts"] == "batch"
+    routes = padding_routes(pad, layout)
+    tokens = routes.shape[0] // count
+    expected = spread_ids((count, tokens, layers, topk), experts, dtype).reshape(count * tokens, layers, topk)
+    assert torch.equal(routes.to(torch.int64), expected.to(torch.int64))
+    per_layer = torch.stack([torch.bincount(routes[:, k].reshape(-1).long(), minlength=experts) for k in range(layers)])
+    assert int(per_layer.max()) <= math.ceil(tokens * count * topk / experts)
+    again = dense_padding(s, count, layout=layout, like=batch, eos_token_id=2)
+    assert torch.equal(again[ROUTES_KEY[layout.name]].to(torch.int64), pad[ROUTES_KEY[layout.name]].to(torch.int64))
+
+
+def test_the_issues_example_keeps_the_bound_the_docs_give():
+    """8 experts, top-2, 255 padding rows of 6 tokens: 383 slots at most per expert and layer (the
+    rows repeated, as before, gave 510 to four experts and 255 to the other four)."""
+    s, batch = moe_batch(SKY, [(3, 3), (4, 2)], layers=2, topk=2, experts=8)
+    pad = dense_padding(s, 255, layout=SKY, like=batch, eos_token_id=2)
+    routes = padding_routes(pad, SKY)
+    assert routes.shape == (255 * 6, 2, 2)
+    for layer in range(2):
+        counts = torch.bincount(routes[:, layer].reshape(-1).long(), minlength=8).tolist()
+        assert max(counts) == 383 == math.ceil(255 * 6 * 2 / 8) and min(counts) == 382
+
+
+@pytest.mark.parametrize("layout", [SKY, VERL], ids=["skyrl", "verl"])
+def test_the_expert_count_comes_from_every_row_not_row_0(layout):
+    s, batch = moe_batch(layout, [(3, 3), (4, 2), (2, 2)], layers=2, topk=2, experts=8)
+    pad = dense_padding(s, 5, layout=layout, like=batch, eos_token_id=2, check=False)
+    assert pad.sources["experts"] == "batch"
+    assert sorted(set(padding_routes(pad, layout).flatten().tolist())) == list(range(8))
+    assert (
+        dense_padding(s, 5, layout=layout, like=batch, eos_token_id=2, dims={"experts": 3}).sources["experts"] == "dims"
+    )
+    pinned = s.with_dims({"experts": 16}, sources={"experts": "config: num_experts"})
+    assert dense_padding(pinned, 5, layout=layout, like=batch, eos_token_id=2).sources["experts"] == "config"
+    assert pickle.loads(pickle.dumps(pad)).sources == pad.sources
+
+
+def test_rows_a_layout_orders_otherwise_are_shifted_row_by_row():
+    """The fallback of a layout whose slots are not in the sample's order: row r is row 0 with its
+    token slots moved by r * tokens * topk modulo the experts, exactly what spread_ids gives."""
+    from trajschema.dense.padding import _shift_rows
+
+    experts, tokens, topk = 5, 3, 2
+    want = spread_ids((4, tokens, 1, topk), experts, torch.int64)  # 4 rows
+    first = torch.zeros(2, tokens + 1, 1, topk, dtype=torch.int64)  # one padded position after the tokens
+    first[0, :tokens] = want[0]
+    first = first.transpose(0, 1)  # a layout that stores (position, row?, ...) otherwise
+    slots = torch.zeros_like(first, dtype=torch.bool)
+    slots[:tokens, 0] = True
+    col = first.expand(4, *first.shape).contiguous()
+    _shift_rows(col, first, slots, tokens * topk % experts, experts)
+    for r in range(4):
+        assert torch.equal(col[r][:tokens, 0], want[r]) and col[r][tokens:].eq(0).all() and col[r][:, 1].eq(0).all()

@@ -204,7 +204,8 @@ def test_the_class_writes_seq_as_the_sum_it_is_and_the_other_kinds_as_checked_ty
     declared = dict(re.findall(r"^    (\w+): (.*)$", source, re.M))
     assert declared["input_ids"] == 'Int64[torch.Tensor, "prompt+response"]'
     assert declared["position_ids"] == 'Int64[torch.Tensor, "4 prompt+response"]'
-    assert declared["routed_experts"] == 'Int16OrInt32OrInt64OrUInt8[torch.Tensor, "prompt+response layers topk"]'
+    routes = 'Int16OrInt32OrInt64OrUInt8OrUInt16[torch.Tensor, "prompt+response layers topk"]'
+    assert declared["routed_experts"] == routes
     assert declared["attention_mask"] == 'Int64[torch.Tensor, "prompt+response"] | None = None'
     assert declared["num_turns"] == "IntKind" and declared["multi_modal_inputs"] == "Mapping[Any, Any]"
     fields = ts.load_schema("vlm_mrope_moe").fields.values()

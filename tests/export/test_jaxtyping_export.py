@@ -124,7 +124,7 @@ def test_the_issues_example_and_the_benchmarks_hand_written_signature():
         # The benchmark pins int16 routed experts; the schema allows int16, int32, int64 and
         # uint8 (SkyRL's downcast below 256 experts).
         assert set(dtypes) <= set(ours[k].dtypes), k
-    assert ours["routed_experts"].dtypes == ("int16", "int32", "int64", "uint8")
+    assert ours["routed_experts"].dtypes == ("int16", "int32", "int64", "uint8", "uint16")
 
 
 def test_one_field_and_all_fields_give_the_same_object():
@@ -449,7 +449,7 @@ DENSE_DIM_STRS = {
         "attention_mask": ("batch seq_padded", ["int64"]),
         "rollout_log_probs": ("batch response_padded", ["float32"]),
         "rm_scores": ("batch response_padded", ["float32"]),
-        "routed_experts": ("batch seq_padded layers topk", ["int16", "int32", "int64", "uint8"]),
+        "routed_experts": ("batch seq_padded layers topk", ["int16", "int32", "int64", "uint8", "uint16"]),
     },
 }
 

@@ -142,7 +142,7 @@ def test_the_shape_is_symbolic_and_the_dtype_an_enum():
     assert pos["x-trajschema-shape"] == [4, "seq"]
     assert pos["properties"]["shape"]["prefixItems"] == [{"const": 4}, {"$ref": "#/$defs/dims/properties/seq"}]
     assert experts["x-trajschema-shape"] == ["seq", "layers", "topk"]
-    assert experts["properties"]["dtype"] == {"enum": ["int16", "int32", "int64", "uint8"]}
+    assert experts["properties"]["dtype"] == {"enum": ["int16", "int32", "int64", "uint8", "uint16"]}
     # moe_routed before issue 16's declarations, or after (experts unpinned: said, not a keyword)
     assert experts["x-trajschema-checks"] in ({"min": 0}, {"min": 0, "max_expr": "experts - 1", "distinct": True})
 

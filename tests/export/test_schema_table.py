@@ -23,7 +23,7 @@ def test_field_rows_read_like_the_yaml():
     assert rows["position_ids"].shape == "[rope_rows, seq]"
     assert rows["position_ids"].dtype == "int64"
     assert rows["position_ids"].pad == "positions"
-    assert rows["routed_experts"].dtype == "int16 | int32 | int64 | uint8"
+    assert rows["routed_experts"].dtype == "int16 | int32 | int64 | uint8 | uint16"
     assert rows["routed_experts"].checks in ("min 0", "min 0; max experts - 1; distinct")  # before / after issue 16
     assert rows["response_mask"].checks == "values [0, 1]"
     assert rows["response_mask"].pad == "0"

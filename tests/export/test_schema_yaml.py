@@ -217,7 +217,7 @@ def test_bounds_in_dims_and_distinct_are_written_back():
     entry = field_entry(schema.fields["routed_experts"])
     assert entry == {
         "shape": ["seq", "layers", "topk"],
-        "dtype": ["int16", "int32", "int64", "uint8"],
+        "dtype": ["int16", "int32", "int64", "uint8", "uint16"],
         "min": "topk - topk",
         "max": "experts - 1",
         "distinct": True,

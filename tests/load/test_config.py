@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.core import FixedDim, FreeDim, parse_expr
+from trajschema.testing import verl_sample
 
 MOE = {
     "name": "moe_test",
@@ -623,3 +624,50 @@ def test_from_config_against_a_reference(config):
             ts.schema_for_config(config, schema=schema)
     else:
         assert ts.schema_for_config(config, schema=schema).dims["e"].size == expected
+
+
+# -- the largest MoE models (issue 27 §3): more than 256 experts, uint16 ids -------------------------
+
+
+def large_moe(experts: int) -> dict:
+    """A config of a real model's shape: DeepSeek-V3's architecture with Kimi K2's 384 routed
+    experts, or Qwen3-MoE's with 512 (Qwen3-Next's count)."""
+    if experts == 384:
+        return {**json.loads((FIXTURES / "deepseek-v3" / "config.json").read_text()), "n_routed_experts": 384}
+    return {**qwen3(), "num_experts": experts}
+
+
+@pytest.mark.parametrize("experts", [8, 257, 384, 512, 4096])
+def test_schema_for_config_pins_any_expert_count_a_model_has(experts):
+    schema = ts.schema_for_config(large_moe(experts) if experts in (384, 512) else {**qwen3(), "num_experts": experts})
+    assert schema.dims["experts"].size == experts
+    assert "uint8" in schema.fields["routed_experts"].dtype_names  # kept: a uint8 sample is a dtype violation
+    pad = schema.padding(3, eos_token_id=2, dims={"prompt": 60, "response": 4})
+    assert pad.sources["experts"] in ("config", "schema") and pad.dims["experts"] == experts
+    routes = pad.fields["routed_experts"]
+    assert routes.dtype == torch.int16 and int(routes.min()) >= 0 and int(routes.max()) < experts
+    schema.validate_batch(pad.samples, tags=pad.tags, depth="values")
+
+
+@pytest.mark.parametrize(
+    ("experts", "dtype", "ok"),
+    [
+        (384, torch.uint8, False),
+        (384, torch.uint16, True),
+        (384, torch.int16, True),
+        (512, torch.uint16, True),
+        (512, torch.uint8, False),
+        (256, torch.uint8, True),
+    ],
+    ids=lambda v: str(v).removeprefix("torch."),
+)
+def test_a_sample_whose_dtype_cannot_hold_the_pinned_experts_is_a_dtype_violation(experts, dtype, ok):
+    schema = ts.schema_for_config(large_moe(experts) if experts in (384, 512) else qwen3() | {"num_experts": experts})
+    layers, topk = schema.dims["layers"].size, schema.dims["topk"].size
+    sample = verl_sample(schema, 5, 3, layers=layers, topk=topk)
+    ids = torch.arange(8 * layers * topk).remainder(min(experts, 256 if dtype == torch.uint8 else experts))
+    sample["routed_experts"] = ids.view(8, layers, topk).to(dtype)
+    found = [(v.field, v.code) for v in schema.violations(sample, depth="values")]
+    assert found == ([] if ok else [("routed_experts", "dtype")])
+    unpinned = ts.load_schema("moe_routed").violations(sample, dims={"experts": experts}, depth="values")
+    assert [(v.field, v.code) for v in unpinned] == found  # the same answer as dims=

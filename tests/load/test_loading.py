@@ -203,7 +203,7 @@ def test_vlm_mrope_moe_composes_its_parents() -> None:
     assert tuple(str(e) for e in schema.fields["position_ids"].shape) == ("rope_rows", "seq")
     assert schema.dims["rope_rows"] == ts.FixedDim("rope_rows", 4)
     assert tuple(str(e) for e in schema.fields["routed_experts"].shape) == ("seq", "layers", "topk")
-    assert schema.fields["routed_experts"].dtypes == (torch.int16, torch.int32, torch.int64, torch.uint8)
+    assert schema.fields["routed_experts"].dtypes == (torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16)
     # vlm_mrope makes multi_modal_inputs required; text declares it optional.
     assert schema.fields["multi_modal_inputs"].required
     assert not ts.load_schema("text").fields["multi_modal_inputs"].required
@@ -3177,17 +3177,30 @@ def test_a_counting_pad_rule_whose_0_breaks_a_dim_min_at_the_pinned_sizes_is_ref
     assert "starts at 0, which is not >= 1, as the field's bounds are at the pinned sizes" in str(info.value)
 
 
-def test_pinning_more_experts_than_a_declared_dtype_holds_names_the_field_dtype_and_largest_id():
-    schema = _moe()
+def test_pinning_more_experts_than_every_declared_dtype_holds_names_the_field_dtype_and_largest_id():
+    schema = _moe(dtype="uint8")
     with pytest.raises(ts.SchemaDefinitionError) as info:
         schema.with_dims({"experts": 300}, sources={"experts": "config num_experts"})
     assert info.value.path == "fields.routed_experts.dtype"
     assert info.value.problem == (
-        "uint8 cannot hold 299, the largest value max experts - 1 allows (experts=300); uint8 holds 0..255; "
-        "drop uint8 from the field's dtypes (pinned: experts by config num_experts)"
+        "no dtype of uint8 holds the bound: uint8 cannot hold 299, the largest value max experts - 1 allows "
+        "(experts=300); uint8 holds 0..255; add a wider dtype (pinned: experts by config num_experts)"
     )
     assert schema.with_dims({"experts": 256}).dims["experts"].size == 256
-    assert _moe(dtype="int16").with_dims({"experts": 300}).dims["experts"].size == 300
+
+
+def test_pinning_past_a_narrow_dtype_keeps_it_and_a_sample_in_it_is_a_dtype_violation_as_with_dims():
+    schema = _moe()  # [uint8, int16]
+    pinned = schema.with_dims({"experts": 300}, sources={"experts": "config num_experts"})
+    assert pinned.dims["experts"].size == 300
+    assert pinned.fields["routed_experts"].dtype_names == ("uint8", "int16")
+    narrow = {"routed_experts": torch.zeros(4, 2, dtype=torch.uint8)}
+    wide = {"routed_experts": torch.tensor([[0, 299]] * 4, dtype=torch.int16)}
+    found = [(v.field, v.code, v.actual) for v in pinned.violations(narrow)]
+    assert found == [("routed_experts", "dtype", "uint8")]
+    assert found == [(v.field, v.code, v.actual) for v in schema.violations(narrow, dims={"experts": 300})]
+    assert pinned.violations(wide) == []
+    assert pinned.violations(narrow, dims=None) and not pinned.violations(wide)
 
 
 def test_a_fixed_dim_too_large_for_the_dtype_is_refused_when_loaded():

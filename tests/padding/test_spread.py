@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.core import SPREAD, PadRule
-from trajschema.padding import PaddingSizeError, resolve_padding, spread_ids
+from trajschema.padding import PaddingSizeError, ids_seen, largest_id, resolve_padding, spread_ids
 from trajschema.testing import tq_batch, verl_sample
 
 ROUTES = {"shape": ["seq", "layers", "topk"], "dtype": ["int16", "int32", "int64"], "min": 0}
@@ -386,3 +386,82 @@ def test_every_packaged_spread_schema_pads_within_its_checks(name):
     for f in schema.fields.values():
         if f.pad.rule == SPREAD:
             assert_spread(pad.fields[f.name], pad.dims[f.pad.over or ""])
+
+
+# -- the number of experts from the whole batch (issue 27 §2) -----------------------------------
+
+
+def _nested(*parts: torch.Tensor, layout=torch.jagged) -> torch.Tensor:
+    return torch.nested.nested_tensor(list(parts), layout=layout)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (torch.tensor([[3, 7], [1, 2]]), 7),
+        (torch.tensor([300, 2], dtype=torch.uint16), 300),  # torch has no max for uint16 on CPU
+        (torch.tensor([65535], dtype=torch.uint16), 65535),
+        (torch.tensor([[1, 5]], dtype=torch.uint8).expand(1000, 2), 5),
+        (_nested(torch.tensor([1, 5]), torch.tensor([9])), 9),
+        (_nested(torch.tensor([[1, 5]]), torch.tensor([[9, 2], [0, 1]]), layout=torch.strided), 9),
+        ([torch.tensor([1]), torch.tensor([9, 0]), None, "x"], 9),
+        ((torch.tensor([-4]),), -4),
+        (torch.tensor([-1, -3]), -1),
+        (torch.zeros(0, 2, dtype=torch.int64), None),
+        ([], None),
+        (torch.zeros(3, device="meta", dtype=torch.int64), None),
+        (torch.tensor([0.5, 9.0]), None),
+        (torch.tensor([True]), None),
+        (7, None),
+        ("routes", None),
+    ],
+    ids=[
+        "dense", "uint16", "uint16-top", "expanded", "jagged", "strided-nested", "list", "tuple-negative",
+        "negative", "empty", "empty-list", "meta", "float", "bool", "int", "str",
+    ],
+)  # fmt: skip
+def test_largest_id_reads_every_form_by_reduction(value, expected):
+    assert largest_id(value) == expected
+
+
+def _batch_rows(experts_of_row: list[list[int]]) -> list[dict]:
+    """Three real samples whose routes use exactly the given experts (row 0 only 0 and 1)."""
+    rows = []
+    for ids in experts_of_row:
+        like = routes_like(seq=5)
+        like["routed_experts"] = torch.tensor(ids * 15)[: 5 * 3 * 2].view(5, 3, 2).to(like["routed_experts"].dtype)
+        rows.append(like)
+    return rows
+
+
+def test_experts_from_the_whole_batch_not_row_0():
+    rows = _batch_rows([[0, 1], [2, 3], [7, 4]])
+    only_row_0 = MOE.padding(4, eos_token_id=2, like=rows[0])
+    assert (only_row_0.dims["experts"], only_row_0.sources["experts"]) == (2, "like")
+    for batch in (rows, tq_batch(rows), {"routed_experts": torch.stack([r["routed_experts"] for r in rows])}):
+        pad = MOE.padding(4, eos_token_id=2, like=rows[0], batch=batch)
+        assert (pad.dims["experts"], pad.sources["experts"]) == (8, "batch")
+        assert_spread(pad.fields["routed_experts"], 8)
+        assert sorted(set(pad.fields["routed_experts"].flatten().tolist())) == list(range(8))
+    assert ids_seen(MOE._compiled(), rows) == {"experts": 8}
+    assert resolve_padding(MOE._compiled(), 1, like=rows[0], seen={"experts": 8}).sources["experts"] == "batch"
+
+
+def test_dims_and_a_pinned_schema_still_win_over_the_batch():
+    rows = _batch_rows([[0, 1], [7, 4]])
+    assert MOE.padding(1, eos_token_id=2, like=rows[0], batch=rows, dims={"experts": 11}).sources["experts"] == "dims"
+    pinned = MOE.with_dims({"experts": 12}, sources={"experts": "config: num_experts"})
+    assert pinned.padding(1, eos_token_id=2, like=rows[0], batch=rows).sources["experts"] == "config"
+
+
+def test_a_batch_without_ids_to_read_falls_back_to_like_then_the_default():
+    rows = _batch_rows([[0, 5]])
+    empty = [{**rows[0], "routed_experts": rows[0]["routed_experts"][:0]}]
+    assert ids_seen(MOE._compiled(), empty) == {}
+    assert MOE.padding(1, eos_token_id=2, like=rows[0], batch=empty).sources["experts"] == "like"
+    assert ids_seen(ts.load_schema("text")._compiled(), rows) == {}  # nothing spread: nothing read
+
+
+def test_a_batch_that_is_no_batch_is_a_type_error():
+    with pytest.raises(TypeError, match="a batch must be a list of sample mappings or a TensorDict"):
+        MOE.padding(1, eos_token_id=2, like=routes_like(), batch=42)

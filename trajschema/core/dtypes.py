@@ -41,7 +41,19 @@ __all__ = [
 ]
 
 #: The dtypes a schema file may declare, in the order they are listed.
-DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+DTYPE_NAMES = (
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint16",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+)
 
 _SHORT = {
     "bool": "b",
@@ -50,6 +62,7 @@ _SHORT = {
     "int16": "i16",
     "int32": "i32",
     "int64": "i64",
+    "uint16": "u16",
     "float16": "f16",
     "bfloat16": "bf16",
     "float32": "f32",

@@ -50,12 +50,30 @@ __all__ = [
     "position_extremes",
     "repeat_positions",
     "repeat_summary",
+    "same_bits",
     "tensor_clean",
     "tensor_extremes",
     "tensor_has_failures",
 ]
 
 _INF = math.inf
+
+#: The signed dtype of the same width as each unsigned one torch implements few ops for on CPU.
+_SIGNED_TWIN = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
+def same_bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``, or a view of its bits as the signed dtype of its width where torch cannot index,
+    fill or copy into the unsigned one (``uint16``: ``index_put``, ``masked_fill``). Moving
+    values through the view keeps them bit for bit; comparing or ordering through it does not.
+
+    Examples:
+        >>> same_bits(torch.tensor([65535], dtype=torch.uint16)).tolist()
+        [-1]
+    """
+    signed = _SIGNED_TWIN.get(t.dtype)
+    return t if signed is None else t.view(signed)
+
 
 # Elements per block of a value check. Each block makes a few temporaries of its size
 # (the operand when it is converted, one mask per check), so 2**20 keeps the extra

@@ -178,19 +178,25 @@ class DenseBatch(dict):
 
     ``TrainingInputBatch(d)`` (then ``.metadata = d.metadata``) or
     ``DataProto.from_dict(tensors=..., non_tensors=...)`` take it as it is.
+
+    ``sources`` is set on padding rows (`Schema.dense_padding`): where each padding size
+    came from, as `PaddingBatch.sources` (``{"experts": "batch", ...}``); empty otherwise.
     """
 
     def __init__(self, *args: object, metadata: dict | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
         self.metadata: dict = {} if metadata is None else metadata
+        self.sources: dict[str, str] = {}
 
-    def __reduce__(self):  # keep metadata through pickling
-        return (type(self), (dict(self),), {"metadata": self.metadata})
+    def __reduce__(self):  # keep metadata (and sources) through pickling
+        return (type(self), (dict(self),), {"metadata": self.metadata, "sources": self.sources})
 
     def copy(self) -> DenseBatch:  # a DenseBatch, not a dict
         """A shallow copy, as `dict.copy`: the same values, its own key table and its own
         ``metadata`` dict (changing a key of one changes nothing in the other)."""
-        return type(self)(self, metadata=dict(self.metadata))
+        out = type(self)(self, metadata=dict(self.metadata))
+        out.sources = dict(self.sources)
+        return out
 
     __copy__ = copy
 

@@ -26,6 +26,7 @@ from trajschema.core import (
     Violation,
     check_int,
     describe_value,
+    same_bits,
 )
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout
 from trajschema.dense.check import check_dense, relaxed_plan
@@ -453,7 +454,7 @@ def _scatter(
     if not isinstance(fill, (int, float)) or not _fits(fill, target):
         raise ValueError(f"field {p.name!r}: its pad value {fill!r} does not fit its dtype {target}")
     out = torch.full((rows.n, mask.shape[1], *flat.shape[1:]), fill, dtype=target, device=flat.device)
-    out[mask] = flat.to(target)
+    same_bits(out)[mask] = same_bits(flat.to(target))
     if pad == EDGE:
         out = _edge(out, mask)
     return out.movedim(1, p.axis).contiguous()

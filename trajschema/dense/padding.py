@@ -14,15 +14,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema.check import batch_of
-from trajschema.core import MAX, DenseBatch, SchemaError, check_int
+from trajschema.core import MAX, SPREAD, DenseBatch, SchemaError, check_int, same_bits
 from trajschema.dense.bind import BoundLayout, bind_layout, per_row_metadata, sliced_layout
 from trajschema.dense.check import check_dense, relaxed_plan
 from trajschema.dense.convert import lay_out, refuse_memory
 from trajschema.dense.geometry import axis_widths
 from trajschema.dense.view import METADATA, one_row, read_dense
-from trajschema.padding import make_padding
+from trajschema.padding import PaddingBatch, ids_seen, make_padding, spread_ids
 
 if TYPE_CHECKING:
+    from trajschema.check import Plan
     from trajschema.core import Layout
 
 __all__ = ["dense_padding"]
@@ -87,21 +88,35 @@ def dense_padding(
     sizes = fitting_sizes(bound, blocks, dict(dims or {}))
     # the plan without the fields the layout drops: padding emits them only if like has them
     plan = relaxed_plan(schema, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
-    # one padding row, laid out once, then repeated: every padding row is the same sample
-    # (one shared uid) but for `pad: index` fields, and count rows of per-sample dicts would
-    # take ~50x the memory of the dense rows (refused below before any is allocated)
+    # two padding rows, laid out once, then repeated: every padding row is the same sample
+    # (one shared uid) but for `pad: index` fields and spread routes (row 1 shows where they
+    # sit), and count rows of per-sample dicts would take ~50x the memory of the dense rows
+    # (refused below before any is allocated)
     pad = make_padding(
-        plan, min(count, 1), eos_token_id=eos_token_id, like=first, dims={**(dims or {}), **sizes}, include=None
+        plan,
+        min(count, 2),
+        eos_token_id=eos_token_id,
+        like=first,
+        dims={**(dims or {}), **sizes},
+        include=None,
+        seen=_ids_seen(plan, bound, like),
     )
     if count == 0:
-        return _no_rows(like)
+        return _no_rows(like, pad.sources)
     samples = [_smallest_gather(bound, s, first) for s in pad.samples]
-    one = lay_out(
-        bound, batch_of(samples), pad_token_id=pad_token_id, lengths=blocks, tags={"is_padding": [True]}, exact=True
+    two = lay_out(
+        bound,
+        batch_of(samples),
+        pad_token_id=pad_token_id,
+        lengths=blocks,
+        tags={"is_padding": [True] * len(samples)},
+        exact=True,
     )
+    one = DenseBatch({k: v[:1] for k, v in two.items()}, metadata={k: v[:1] for k, v in two.metadata.items()})
     refuse_memory(bound, _repeated_bytes(one, count), f"{count} padding rows", padding=count)
     out = DenseBatch({k: _repeat(v, count) for k, v in one.items()})
     out.metadata.update({k: _repeat(v, count) for k, v in one.metadata.items()})
+    out.sources = dict(pad.sources)
     for p in bound.columns():
         key = p.key or p.name
         if (
@@ -110,6 +125,7 @@ def dense_padding(
             and key.removeprefix(METADATA) in (out.metadata if key.startswith(METADATA) else out)
         ):
             _put_index(out, key, count)
+    _spread_rows(bound, out, two, pad, count)
     out.metadata["is_padding"] = [True] * count
     return out
 
@@ -261,10 +277,71 @@ def _smallest_gather(bound: BoundLayout, sample: Mapping[str, Any], first: Mappi
     return out
 
 
-def _no_rows(like: Any) -> DenseBatch:
+def _no_rows(like: Any, sources: Mapping[str, str]) -> DenseBatch:
     """No padding: ``like``'s tensor keys with zero rows (nothing was laid out to read shapes from)."""
     view, _ = read_dense(like)
     empty = DenseBatch({k: v[:0].clone() if isinstance(v, torch.Tensor) else [] for k, v in view.columns.items()})
     empty.metadata.update({k: [] for k in view.metadata if isinstance(view.metadata[k], list)})
     empty.metadata["is_padding"] = []
+    empty.sources = dict(sources)
     return empty
+
+
+def _ids_seen(plan: Plan, bound: BoundLayout, like: Any) -> dict[str, int]:
+    """How many ids each spread dim reaches over all of ``like``'s rows (`ids_seen` of its dense columns).
+
+    A dense column's padded region holds the layout's fill (0 for routes), never above a real id.
+    """
+    view, _ = read_dense(like)
+    columns = {}
+    for p in bound.placed.values():
+        if p.field.pad.rule == SPREAD and p.held != "absent":
+            key = p.key or p.name
+            columns[p.name] = view.columns.get(key)
+    return ids_seen(plan, columns) if columns else {}
+
+
+# -- spread routes over all the padding rows ------------------------------------------------
+
+
+def _spread_rows(bound: BoundLayout, out: DenseBatch, two: DenseBatch, pad: PaddingBatch, count: int) -> None:
+    """Number the spread routes of ``out``'s repeated rows once over all of them, as `Schema.padding` does.
+
+    ``two`` is the first two padding rows laid out: where they differ, a spread column holds
+    the padding's tokens (row ``r``'s ids are row 0's shifted by ``r * tokens * topk``
+    modulo the experts, which moves every id, so every such slot differs). Those slots of
+    every row get `spread_ids` of the whole call at once; where the layout orders them
+    otherwise than the sample (checked on the two rows), each row is shifted instead.
+    """
+    for p in bound.placed.values():
+        key = p.key or p.name
+        col = out.get(key)
+        if p.field.pad.rule != SPREAD or p.name not in pad.fields.keys() or not isinstance(col, torch.Tensor):
+            continue
+        ids = pad.dims[p.field.pad.over or ""]
+        sample = pad.fields[p.name]
+        per_row = (sample.shape[1] if sample.dim() > 2 else 1) * sample.shape[-1]  # tokens * topk of a row
+        if count < 2 or len(two.get(key, ())) < 2 or per_row % ids == 0:
+            continue  # one row, or every row the same ids: the repeated rows are the spread
+        slots = two[key][0] != two[key][1]
+        spread = spread_ids((count, *sample.shape[1:]), ids, col.dtype).reshape(count, -1)
+        if int(slots.sum()) == spread.shape[1]:
+            same_bits(col)[:, slots] = same_bits(spread)
+            if torch.equal(same_bits(col[:2]), same_bits(two[key][:2])):
+                continue
+        _shift_rows(col, two[key][0], slots, per_row % ids, ids)
+
+
+def _shift_rows(col: torch.Tensor, first: torch.Tensor, slots: torch.Tensor, step: int, ids: int) -> None:
+    """Row ``r`` of ``col``: ``first`` with its ``slots`` moved by ``r * step`` modulo ``ids``, in bounded chunks."""
+    wide = first.to(torch.int64)
+    chunk = max(1, _SHIFT_CHUNK // max(1, wide.numel()))
+    for start in range(0, col.shape[0], chunk):
+        rows = torch.arange(start, min(start + chunk, col.shape[0]), dtype=torch.int64)
+        shift = (rows * step % ids).view(-1, *([1] * wide.dim()))
+        moved = torch.where(slots, (wide + shift) % ids, wide)
+        same_bits(col[start : start + len(rows)]).copy_(same_bits(moved.to(col.dtype)))
+
+
+#: Elements shifted at a time by `_shift_rows` (64 MB of int64).
+_SHIFT_CHUNK = 1 << 23

@@ -64,6 +64,7 @@ JAXTYPING_DTYPE = {
     "int16": "Int16",
     "int32": "Int32",
     "int64": "Int64",
+    "uint16": "UInt16",
     "float16": "Float16",
     "bfloat16": "BFloat16",
     "float32": "Float32",
@@ -89,7 +90,7 @@ def field_annotation(schema: Any, field: str) -> Any:
         >>> ts.load_schema("vlm_mrope").jaxtyping("position_ids")
         <class 'jaxtyping.Int64[Tensor, '4 seq']'>
         >>> ts.load_schema("moe_routed").jaxtyping("routed_experts")
-        <class 'jaxtyping.Int16|Int32|Int64|UInt8[Tensor, 'seq layers topk']'>
+        <class 'jaxtyping.Int16|Int32|Int64|UInt8|UInt16[Tensor, 'seq layers topk']'>
 
     Raises:
         TypeError: ``field`` is not a string, or names a non-tensor field.

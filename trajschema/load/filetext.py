@@ -38,7 +38,6 @@ _DTYPE_HINTS = {
     "half": "float16",
     "short": "int16",
     "bfloat": "bfloat16",
-    "uint16": "int32 (uint16 tensors are not supported by most torch ops)",
 }
 # What the expression parser reads as a name (str.isidentifier also admits non-ASCII).
 _DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

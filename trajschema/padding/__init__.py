@@ -20,11 +20,12 @@ if TYPE_CHECKING:
         PaddingSizeError,
         PaddingSizes,
         format_bytes,
+        ids_seen,
         make_padding,
         new_padding_uid,
         resolve_padding,
     )
-    from trajschema.padding.spread import spread_ids
+    from trajschema.padding.spread import largest_id, spread_ids
 
 __all__ = [
     "FieldSize",
@@ -33,6 +34,8 @@ __all__ = [
     "PaddingSizeError",
     "PaddingSizes",
     "format_bytes",
+    "ids_seen",
+    "largest_id",
     "make_padding",
     "new_padding_uid",
     "padding_needed",
@@ -51,11 +54,12 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "PaddingSizeError",
         "PaddingSizes",
         "format_bytes",
+        "ids_seen",
         "make_padding",
         "new_padding_uid",
         "resolve_padding",
     ),
-    "trajschema.padding.spread": ("spread_ids",),
+    "trajschema.padding.spread": ("largest_id", "spread_ids"),
 }
 
 __getattr__, __dir__ = lazy_front(__name__, _ROOMS)

@@ -30,7 +30,7 @@ from trajschema.core import (
     shown_value,
     tensor_has_failures,
 )
-from trajschema.padding.spread import spread_ids
+from trajschema.padding.spread import largest_id, spread_ids
 
 __all__ = [
     "FieldSize",
@@ -39,6 +39,7 @@ __all__ = [
     "PaddingSizeError",
     "PaddingSizes",
     "format_bytes",
+    "ids_seen",
     "make_padding",
     "new_padding_uid",
     "resolve_padding",
@@ -342,6 +343,7 @@ def resolve_padding(
     like: Mapping[str, Any] | None = None,
     dims: Mapping[str, int] | None = None,
     include: Sequence[str] | None = None,
+    seen: Mapping[str, int] | None = None,
 ) -> PaddingSizes:
     """The sizes of ``count`` padding samples (every dim, every field, the whole batch), allocating nothing.
 
@@ -351,9 +353,9 @@ def resolve_padding(
     (bad arguments, a ``like=`` that breaks the schema, a dim without a size, a negative
     axis, an undeclared tensor of ``like=`` that seems to follow a resized dim), but not
     what only building would show (fill values, copies of uncopyable values) and not the
-    memory: call `PaddingSizes.check_memory` for that.
+    memory: call `PaddingSizes.check_memory` for that. ``seen`` is `ids_seen` of the batch.
     """
-    return _resolve(plan, _check_int("count", count), like, dims, include).sizes
+    return _resolve(plan, _check_int("count", count), like, dims, include, seen).sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -368,14 +370,19 @@ class _Request:
 
 
 def _resolve(
-    plan: Plan, count: int, like: Any, dims: Mapping[str, int] | None, include: Sequence[str] | None
+    plan: Plan,
+    count: int,
+    like: Any,
+    dims: Mapping[str, int] | None,
+    include: Sequence[str] | None,
+    seen: Mapping[str, int] | None = None,
 ) -> _Request:
     names = _include_names(include)
     like_dims: dict[str, int] = {}
     if like is not None:
         like, like_dims = _reference(plan, like)
     emitted = _emitted_fields(plan, like, names)
-    env, sources = _padding_dims(plan, emitted, like, like_dims, dims)
+    env, sources = _padding_dims(plan, emitted, like, like_dims, dims, seen)
     fields = {f.name: _field_size(plan, f, env, like) for f in emitted}
     undeclared: tuple[str, ...] = ()
     if like is not None:
@@ -472,6 +479,36 @@ def _check_int(name: str, v: Any, minimum: int = 0) -> int:
     return int(v)
 
 
+def ids_seen(plan: Plan, batch: Any) -> dict[str, int]:
+    """How many ids each ``pad: {spread: dim}`` dim reaches over the real rows of ``batch``: its
+    largest id + 1, by one reduction per spread column (never the values read into Python).
+
+    ``batch`` is anything `batch_view` reads (a list of samples, a TensorDict, TransferQueue's
+    jagged columns), or a mapping of dense columns (field name -> ``(B, ...)`` tensor). A dim no
+    column shows (absent, empty, float) is left out: the next source of its size decides.
+
+    Raises:
+        TypeError: ``batch`` is none of those (as `batch_view`).
+    """
+    from trajschema.check import batch_view, is_tensordict
+
+    spread = [f for f in plan.fields.values() if f.pad.rule == SPREAD and f.pad.over is not None]
+    if not spread:
+        return {}
+    if isinstance(batch, Mapping) and not is_tensordict(batch):
+        columns = {f.name: batch.get(f.name) for f in spread}
+    else:
+        view = batch_view(batch)
+        columns = {f.name: view.column(f.name) if view.is_table else view.values_of(f.name) for f in spread}
+    out: dict[str, int] = {}
+    for f in spread:
+        found = largest_id(columns[f.name])
+        if found is not None and found >= 0:
+            over = f.pad.over or ""
+            out[over] = max(out.get(over, 0), found + 1)
+    return out
+
+
 def make_padding(
     plan: Plan,
     count: int,
@@ -480,11 +517,15 @@ def make_padding(
     like: Mapping[str, Any] | None,
     dims: Mapping[str, int] | None,
     include: Sequence[str] | None,
+    seen: Mapping[str, int] | None = None,
 ) -> PaddingBatch:
-    """See `trajschema.Schema.padding`: resolve the sizes, check memory and every column, then build."""
+    """See `trajschema.Schema.padding`: resolve the sizes, check memory and every column, then build.
+
+    ``seen`` is `ids_seen` of the real batch: the ids its spread columns reach.
+    """
     count = _check_int("count", count)
     eos = _check_int("eos_token_id", eos_token_id)
-    request = _resolve(plan, count, like, dims, include)
+    request = _resolve(plan, count, like, dims, include, seen)
     request.sizes.check_memory()
     for f in request.emitted:
         _check_field(plan, f, request.env, eos, request.like, request.sizes.sources)
@@ -644,6 +685,7 @@ def _padding_dims(
     like: Mapping[str, Any] | None,
     like_dims: Mapping[str, int],
     dims: Mapping[str, int] | None,
+    seen: Mapping[str, int] | None,
 ) -> tuple[dict[str, int], dict[str, str]]:
     """The size of every dim the padding needs, and where each came from (see `PaddingSizes.sources`)."""
     from trajschema.check import check_args
@@ -669,7 +711,7 @@ def _padding_dims(
             sources[name] = "config" if d.source.startswith("config") else "schema"
             continue
         found = (
-            _id_count(plan, name, emitted, like, like_dims, dims)
+            _id_count(plan, name, emitted, like, like_dims, dims, seen or {})
             if name in spread
             else _free_size(plan, name, emitted, like_dims, dims)
         )
@@ -693,6 +735,7 @@ _SOURCE_WORDS = {
 _SPREAD_SOURCE_WORDS = {
     **_SOURCE_WORDS,
     "like": "the like= sample: its shapes, else its largest id + 1",
+    "batch": "the largest id over the real rows of the batch + 1",
     "config": "the model config the schema is pinned to",
     "schema": "the schema's pinned size",
 }
@@ -765,9 +808,11 @@ def _id_count(
     like: Mapping[str, Any] | None,
     like_dims: Mapping[str, int],
     dims: Mapping[str, int],
+    seen: Mapping[str, int],
 ) -> tuple[int, str]:
-    """How many ids a ``pad: {spread: name}`` field spreads over: ``dims=``, then the ``like=`` sample
-    (the dim bound by its shapes, or its largest id + 1), then the schema's padding size.
+    """How many ids a ``pad: {spread: name}`` field spreads over: ``dims=``, then the dim the ``like=``
+    sample's shapes bind, then the largest id over the real rows of the batch + 1 (``seen``, from
+    `ids_seen`), then the ``like=`` sample's largest id + 1, then the schema's padding size.
 
     The real count matters (a padding token sent to expert 0 of 128 is the very hot expert
     spreading avoids), so the real batch comes before a schema's default; a schema pinned
@@ -779,7 +824,9 @@ def _id_count(
         return dims[name], "dims"
     if name in like_dims:
         return like_dims[name], "like"
-    found = [_largest_id(like.get(f.name)) for f in users] if like is not None else []
+    if name in seen:
+        return seen[name], "batch"
+    found = [largest_id(like.get(f.name)) for f in users] if like is not None else []
     largest = max((n for n in found if n is not None), default=-1)
     if largest >= 0:
         return largest + 1, "like"
@@ -798,15 +845,6 @@ def _id_count(
             "or pass like=<a real sample of the batch>"
         ),
     )
-
-
-def _largest_id(ref: Any) -> int | None:
-    """The largest value of a reference's routes tensor, or ``None`` where it has none to read."""
-    if not isinstance(ref, torch.Tensor) or ref.is_meta or ref.is_nested or ref.layout != torch.strided:
-        return None
-    if not ref.numel() or ref.dtype.is_floating_point or ref.dtype.is_complex or ref.dtype == torch.bool:
-        return None
-    return int(ref.max())
 
 
 def _axes(f: Field, env: Mapping[str, int]) -> tuple[int, ...]:

@@ -4,16 +4,19 @@ A padding token replayed through a mixture-of-experts model goes to the experts 
 routes name. Filled with ``0``, every padding token would go to expert 0, ``topk`` times
 over: one hot expert, and under expert parallelism one hot rank. ``pad: {spread: experts}``
 fills the routes instead with the slot numbers ``0, 1, 2, ...`` of the whole padding batch,
-taken modulo the number of experts.
+taken modulo the number of experts. The number of experts, when nothing pins it, is the
+largest id over the real rows of the batch + 1 (`largest_id`: one reduction per column).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-__all__ = ["spread_ids"]
+__all__ = ["largest_id", "spread_ids"]
 
 
 def spread_ids(shape: tuple[int, ...], ids: int, dtype: torch.dtype) -> torch.Tensor:
@@ -56,3 +59,41 @@ def spread_ids(shape: tuple[int, ...], ids: int, dtype: torch.dtype) -> torch.Te
     flat[:whole].view(-1, period, layers, slots).copy_(block.unsqueeze(0).expand(whole // period, -1, -1, -1))
     flat[whole:].copy_(block[: tokens - whole])
     return out
+
+
+def largest_id(value: Any) -> int | None:
+    """The largest id in a routes value, or ``None`` where it holds no integer to read.
+
+    ``value`` is one tensor (dense; nested: its values), or a sequence of them (one per
+    sample): a reduction per tensor, never a read of the values into Python. Dtypes torch
+    cannot reduce (``uint16`` on CPU) are widened a chunk at a time. A meta tensor, a float,
+    bool or complex tensor, an empty one and anything else give ``None``.
+
+    Examples:
+        >>> largest_id(torch.tensor([[3, 7], [1, 2]])), largest_id([torch.tensor([1]), torch.tensor([9, 0])])
+        (7, 9)
+    """
+    if isinstance(value, torch.Tensor):
+        return _tensor_largest(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        found = [_tensor_largest(v) for v in value if isinstance(v, torch.Tensor)]
+        return max((n for n in found if n is not None), default=None)
+    return None
+
+
+#: Elements widened at a time where a dtype cannot be reduced in place (64 MB of int64).
+_WIDEN_CHUNK = 1 << 23
+
+
+def _tensor_largest(t: torch.Tensor) -> int | None:
+    if t.is_meta or t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        return None
+    if t.is_nested:
+        parts = [t.values()] if t.layout == torch.jagged else list(t.unbind(0))
+        return max((n for n in map(_tensor_largest, parts) if n is not None), default=None)
+    if t.layout != torch.strided or not t.numel():
+        return None
+    if t.dtype in (torch.uint16, torch.uint32, torch.uint64):
+        flat = t.reshape(-1)
+        return max(int(c.to(torch.int64).max()) for c in flat.split(_WIDEN_CHUNK))
+    return int(t.max())

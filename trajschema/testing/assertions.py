@@ -141,7 +141,7 @@ def _pad_batch(batch: Any, tags: list[Any], schema: Schema, eos_token_id: int, m
     if view.n == 0:
         raise ValueError("assert_padding_invariant needs at least one real sample (padding copies dims from one)")
     count = padding_needed(view.n, multiple)
-    pad = schema.padding(count, eos_token_id=eos_token_id, like=view.row(0))
+    pad = schema.padding(count, eos_token_id=eos_token_id, like=view.row(0), batch=batch)
     padded_tags = [*tags, *pad.tags]
     if is_tensordict(batch):
         # What kv_batch_get returns for the real keys and the padding keys together.
