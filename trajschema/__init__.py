@@ -75,7 +75,15 @@ if TYPE_CHECKING:
         padding_needed,
         required_multiple,
     )
-    from trajschema.runtime import check_mode, checked, checks, set_check_mode
+    from trajschema.runtime import (
+        PaddingAuditError,
+        StepAudit,
+        audit_step,
+        check_mode,
+        checked,
+        checks,
+        set_check_mode,
+    )
     from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
 
 __version__ = VERSION
@@ -94,6 +102,7 @@ __all__ = [
     "LayoutDefinitionError",
     "ModelConfigError",
     "PadRule",
+    "PaddingAuditError",
     "PaddingBatch",
     "PaddingMemoryError",
     "PaddingOnlyBatchWarning",
@@ -104,11 +113,13 @@ __all__ = [
     "SchemaMatchError",
     "SchemaNotFoundError",
     "SchemaProblem",
+    "StepAudit",
     "Tag",
     "TransferQueueStartError",
     "TransferQueueWriter",
     "Violation",
     "ViolationCode",
+    "audit_step",
     "check_mode",
     "check_padding_contract",
     "checked",
@@ -190,7 +201,15 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "padding_needed",
         "required_multiple",
     ),
-    "trajschema.runtime": ("check_mode", "checked", "checks", "set_check_mode"),
+    "trajschema.runtime": (
+        "PaddingAuditError",
+        "StepAudit",
+        "audit_step",
+        "check_mode",
+        "checked",
+        "checks",
+        "set_check_mode",
+    ),
     "trajschema.tq": ("TransferQueueStartError", "TransferQueueWriter", "start_local_transfer_queue"),
 }
 

@@ -1,10 +1,31 @@
-"""Runtime: the `@checked` decorator and its check mode, and the `Patches` the trainer drop-ins install through.
+"""Runtime: the `@checked` decorator and its check mode, the `Patches` the trainer drop-ins install
+through, and the audit of a training step's padding (`audit_step`).
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
 """
 
+from trajschema.runtime.audit import (
+    AUDIT_MODES,
+    AuditMode,
+    PaddingAuditError,
+    StepAudit,
+    audit_mode,
+    audit_step,
+)
 from trajschema.runtime.decorator import check_mode, checked, checks, set_check_mode
 from trajschema.runtime.patches import Patches
 
-__all__ = ["Patches", "check_mode", "checked", "checks", "set_check_mode"]
+__all__ = [
+    "AUDIT_MODES",
+    "AuditMode",
+    "PaddingAuditError",
+    "Patches",
+    "StepAudit",
+    "audit_mode",
+    "audit_step",
+    "check_mode",
+    "checked",
+    "checks",
+    "set_check_mode",
+]
