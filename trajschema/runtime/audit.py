@@ -111,7 +111,7 @@ def audit_step(
     figures["padding_advantage_rows"] = float(sum(_nonzero_rows(a, rows) for a in (advantages or {}).values()))
     figures["padding_expert_load"] = _expert_load(routes, token_mask, rows, experts)
     figures["seq_mean_scale_min"] = min(seq_mean_scales, default=1.0) if seq_mean_scales else 1.0
-    codes = Counter(v.code for v in violations or ())
+    codes: Counter[str] = Counter(str(v.code) for v in violations or ())
     figures["violations"] = float(sum(codes.values()))
     figures.update({f"violations/{code}": float(n) for code, n in sorted(codes.items())})
     out = {_PREFIX + k: v for k, v in figures.items()}
