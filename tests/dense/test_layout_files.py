@@ -74,6 +74,22 @@ def test_a_layout_file_by_path_and_on_the_search_path(tmp_path: Path, monkeypatc
         ts.load_layout("other")
 
 
+def test_a_layout_is_read_once_and_again_when_its_file_changes(tmp_path: Path) -> None:
+    """Loaded layouts are shared (a drop-in names one per padding call); an edited file is read again."""
+    assert ts.load_layout("skyrl") is ts.load_layout("skyrl")
+    text = (Path(ts.load_layout("skyrl").source)).read_text().replace("name: skyrl", "name: mine")
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    first = ts.load_layout(path)
+    assert ts.load_layout(path) is first
+    path.write_text(text.replace("description: >-\n", "description: >-\n  edited.\n", 1))
+    again = ts.load_layout(path)
+    assert again is not first and again.description.startswith("edited.")
+    path.write_text("name: mine\naxes: 3\n")
+    with pytest.raises(ts.LayoutDefinitionError):
+        ts.load_layout(path)
+
+
 def test_unknown_names_and_wrong_arguments() -> None:
     with pytest.raises(ts.SchemaNotFoundError, match="did you mean 'skyrl'"):
         ts.load_layout("skyr")

@@ -124,7 +124,27 @@ def _readable_layout(path: Path, problem: str | None) -> Path:
         raise LayoutDefinitionError.of(exc.errors) from None
 
 
+#: path -> ((mtime_ns, size) it was read at, the layout): layouts are immutable, so a hit is
+#: shared, and a file edited since is read again.
+_LOADED: dict[Path, tuple[tuple[int, int], Layout]] = {}
+
+
 def _from_file(path: Path) -> Layout:
+    try:
+        st = path.stat()
+        stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = None
+    hit = _LOADED.get(path)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    layout = _read_layout(path)
+    if stamp is not None:
+        _LOADED[path] = (stamp, layout)
+    return layout
+
+
+def _read_layout(path: Path) -> Layout:
     with reporting():  # the problems of the file, with their lines and columns
         try:
             data = _read_yaml(path)
