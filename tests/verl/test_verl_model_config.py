@@ -8,6 +8,7 @@ stub in the context install() gives it and the in-memory TransferQueue standing 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -49,6 +50,34 @@ def _schemas(tmp_path, monkeypatch):
     monkeypatch.setattr(_patch, "_model_configs", {})
 
 
+@pytest.fixture(autouse=True)
+def hf_cache(tmp_path, monkeypatch):
+    """An empty Hugging Face cache of the test's own, so the machine's cache never answers.
+
+    Without huggingface_hub no hub id is looked up; a test that needs the cache skips then."""
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    try:
+        import huggingface_hub.constants as constants
+    except ImportError:
+        return None
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    return cache
+
+
+def cache_model(cache: Path | None, repo_id: str, config: dict, commit: str = "0123abcd") -> Path:
+    """``config`` as the ``config.json`` of ``repo_id``'s ``main`` revision, laid out as transformers caches it."""
+    if cache is None:
+        pytest.skip("huggingface_hub is not installed (it comes with the verl requirements)")
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps(config))
+    return snapshot / "config.json"
+
+
 def verl_config(**model) -> dict:
     return {"actor_rollout_ref": {"actor": {}, "model": model}, "critic": {"enable": False}}
 
@@ -82,6 +111,21 @@ def test_a_home_relative_path_is_expanded(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("path", ["Qwen/Qwen3-30B-A3B", "hdfs://cluster/models/q", "/no/such/dir"])
 def test_a_path_that_is_not_local_is_skipped_never_downloaded(path):
+    assert _patch.model_config_of(verl_config(path=path)) is None
+
+
+def test_a_hub_id_is_read_from_the_local_hugging_face_cache(hf_cache):
+    """verl's path names a hub model: its config.json in the cache is read, never downloaded."""
+    config = json.loads((FIXTURES / "qwen3-moe" / "config.json").read_text())
+    file = cache_model(hf_cache, "Qwen/Qwen3-30B-A3B", config)
+    model = _patch.model_config_of(verl_config(path="Qwen/Qwen3-30B-A3B"))
+    assert model is not None and model.top["num_experts"] == 128 and model.source == str(file)
+    # hf_config_path wins, as verl reads it; another hub id, not cached, gives nothing
+    assert _patch.model_config_of(verl_config(path="Qwen/Qwen3-30B-A3B", hf_config_path="org/other")) is None
+
+
+@pytest.mark.parametrize("path", ["hdfs://cluster/models/q", "/no/such/dir", "not a repo id", "a/b/c"])
+def test_what_is_not_a_hub_id_is_not_looked_up_in_the_cache(hf_cache, path):
     assert _patch.model_config_of(verl_config(path=path)) is None
 
 
@@ -272,3 +316,56 @@ def test_without_a_model_config_the_real_samples_give_the_experts(tq, tmp_path):
     pad = tq.kv_batch_get(keys=[out.keys[-1]], partition_id="p")["routed_experts"]
     pad = pad.unbind()[0] if pad.is_nested else pad[0]
     assert int(pad.max()) == largest  # spread over exactly the reference's experts 0..largest
+
+
+# -- the expert count from the model config in every padding call (issue 27, item 2) ---------------
+
+#: A 64-expert model's config, as little of it as the schema reads.
+CONFIG_64 = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "num_experts": 64,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 4,
+}
+
+
+def _spy_on_padding(monkeypatch) -> list:
+    """Every PaddingBatch Schema.padding makes, in order."""
+    made: list = []
+    real = ts.Schema.padding
+
+    def padding(self, *args, **kwargs):
+        made.append(real(self, *args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ts.Schema, "padding", padding)
+    return made
+
+
+@pytest.mark.parametrize("where", ["model-directory", "hub-cache"])
+def test_every_padding_call_spreads_over_the_configs_experts(tq, tmp_path, hf_cache, monkeypatch, where):
+    """Reference samples that route to experts 0..2 alone, a model config with 64: each of three steps' padding
+    spreads over all 64 (sources says "config"), within the even share per layer, not over the reference's 3."""
+    (tmp_path / "schemas" / "moe_routed.yaml").write_text(MOE_ROUTED_SPREAD)
+    if where == "hub-cache":
+        cache_model(hf_cache, "org/moe-64", CONFIG_64)
+        path = "org/moe-64"
+    else:
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "config.json").write_text(json.dumps(CONFIG_64))
+        path = str(tmp_path / "model")
+    made = _spy_on_padding(monkeypatch)
+    schema = ts.load_schema("moe_routed")
+    for step, (real, multiple) in enumerate([(3, 8), (5, 16), (2, 4)]):
+        samples = [verl_sample(schema, 4, 2 + i, seed=i, uid=f"q{i}", layers=4, topk=2, experts=3) for i in range(real)]
+        writer = ts.TransferQueueWriter(schema, partition_id="p", eos_token_id=2, client=tq)
+        meta = writer.put([f"s{step}k{i}" for i in range(real)], samples)
+        out = run_installed(meta, multiple, verl_config(path=path))
+        assert made[-1].sources["experts"] == "config", step
+        routes = tq.kv_batch_get(keys=out.keys[real:], partition_id="p")["routed_experts"]
+        routes = torch.cat(list(routes.unbind())) if routes.is_nested else routes.flatten(0, 1)
+        share = math.ceil(routes.shape[0] * 2 / 64)  # padding tokens x topk slots over 64 experts
+        for layer in range(4):
+            counts = torch.bincount(routes[:, layer].flatten().long(), minlength=64)
+            assert counts.shape == (64,) and bool((counts > 0).all()) and int(counts.max()) <= share, (step, layer)
+    assert len(made) == 3

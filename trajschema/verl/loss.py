@@ -10,10 +10,12 @@ import torch
 
 from trajschema.core import describe_value, positive_int, shown_value
 
-__all__ = ["LOSS_AGG_MODES", "agg_loss_real"]
+__all__ = ["LOSS_AGG_MODES", "SEQ_MEAN_MODES", "agg_loss_real"]
 
 #: verl 0.9.1's loss aggregation modes.
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-token-mean")
+#: The modes that divide by a number of sequences (verl's trainer passes the padded mini-batch size).
+SEQ_MEAN_MODES = tuple(mode for mode in LOSS_AGG_MODES if mode.startswith("seq-mean"))
 
 
 def _masked_sum(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import importlib
 import inspect
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,10 +33,13 @@ from trajschema.verl.config import (
     padding_dims_for,
     required_batch_multiple,
 )
+from trajschema.verl.loss import SEQ_MEAN_MODES
+from trajschema.verl.minibatch import actor_seq_mean_scales
 from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
 
 __all__ = [
     "MODEL_CONFIG_KEYS",
+    "SCALE_MIN",
     "SUPPORTED_VERL_VERSIONS",
     "VERL_SIGNATURES",
     "install",
@@ -58,7 +62,6 @@ VERL_SIGNATURES: dict[str, str] = {
 
 #: What verl's ``_compute_advantage`` may write per token; padding rows get exact zeros.
 _ADVANTAGE_OUTPUTS = ("advantages", "returns", "token_level_rewards", "rollout_is_weights")
-_SEQ_MEAN_MODES = ("seq-mean-token-sum", "seq-mean-token-sum-norm", "seq-mean-token-mean")
 _PADDING_MIN_LEN = 128  # verl's SYNTHETIC_PADDING_SEQ_LEN
 _TIMEOUT_S = 60.0
 
@@ -116,14 +119,20 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
       with ``dims=None`` the padding length follows the trainer's parallel layout
       ([`padding_dims`][trajschema.verl.padding_dims] of
       the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic). When
-      verl's config names a local model (``actor_rollout_ref.model.hf_config_path``,
-      else ``actor_rollout_ref.model.path``: a model directory or a ``config.json``),
-      the dims the sample's schema reads from a model config (``experts``, ``topk``,
-      ``layers`` of ``moe_routed``) are pinned at that model's sizes, so padding routes
-      spread over the real expert count; a hub id or a remote path is not read (nothing
-      is downloaded);
+      verl's config names a model config found on this machine
+      (``actor_rollout_ref.model.hf_config_path``, else ``actor_rollout_ref.model.path``:
+      a model directory, a ``config.json``, or a hub id whose ``config.json`` the local
+      Hugging Face cache holds), the dims the sample's schema reads from a model config
+      (``experts``, ``topk``, ``layers`` of ``moe_routed``) are pinned at that model's
+      sizes, so padding routes spread over the real expert count in every padding call;
+      nothing is downloaded;
     - ``PPOTrainer._get_required_batch_multiple`` with
       [`required_batch_multiple`][trajschema.verl.required_batch_multiple];
+    - ``PPOTrainer._balance_batch`` with verl's own (the trainer made known to the
+      padding, for its layout and model), then ``padding/seq_mean_loss_scale_min``
+      added: the smallest real rows / ``ppo_mini_batch_size * rollout.n`` over the actor's
+      mini-batches as verl's workers split the balanced batch, in a seq-mean
+      ``loss_agg_mode`` (1.0 otherwise);
     - ``PPOTrainer._compute_advantage`` with verl's own run on the real rows only, and
       exact zeros written for the padding rows (so no estimator sees padding: GPG's
       batch-size scale and OPO's NaN for the padding group cannot reach real rows);
@@ -157,7 +166,7 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
         replacements = {
             "upsample_batch_to_divisible_size": _upsample_for(fixed),
             "_get_required_batch_multiple": _get_required_batch_multiple,
-            "_balance_batch": _balance_batch_for(by_name["_balance_batch"]),
+            "_balance_batch": _balance_batch_for(by_name["_balance_batch"], tb),
             "_compute_advantage": _compute_advantage_for(by_name["_compute_advantage"], tb),
             "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb),
         }
@@ -215,13 +224,15 @@ _model_configs: dict[str, tuple[tuple[int, int], ModelConfig]] = {}
 
 
 def model_config_of(config: Any) -> ModelConfig | None:
-    """The actor model's config when verl's ``config`` names a local one, else ``None``.
+    """The actor model's config when verl's ``config`` names one on this machine, else ``None``.
 
     The path is ``actor_rollout_ref.model.hf_config_path`` when set, else
     ``actor_rollout_ref.model.path`` (``~`` expanded): a model directory or a
-    ``config.json``. A path where nothing is (a hub id such as ``Qwen/Qwen3-30B-A3B``, an
-    ``hdfs://`` path) gives ``None``: nothing is downloaded. A file read once is read
-    again only when it changes.
+    ``config.json``. A hub id (``Qwen/Qwen3-30B-A3B``) is read from the local Hugging Face
+    cache, where ``transformers`` keeps what it downloaded (``main`` revision), when
+    ``huggingface_hub`` is installed and the cache holds its ``config.json``. Anything
+    else (an ``hdfs://`` path, a hub id not in the cache) gives ``None``: nothing is
+    downloaded. A file read once is read again only when it changes.
 
     Raises:
         VerlConfigError: the key holds something other than a str.
@@ -235,7 +246,10 @@ def model_config_of(config: Any) -> ModelConfig | None:
             raise VerlConfigError(f"config.{key} must be a path (a str), found {_found(path)}")
         local = os.path.expanduser(path)
         if not os.path.lexists(local):
-            return None  # a hub id or a remote path: verl downloads it, trajschema does not
+            cached = _hub_cached_config(path)
+            if cached is None:
+                return None  # a remote path, or a hub id not downloaded here: trajschema downloads nothing
+            local = cached
         target = os.path.join(local, "config.json") if os.path.isdir(local) else local
         try:
             st = os.stat(target)
@@ -249,6 +263,19 @@ def model_config_of(config: Any) -> ModelConfig | None:
         _model_configs[target] = (stamp, model)
         return model
     return None
+
+
+def _hub_cached_config(repo_id: str) -> str | None:
+    """The ``config.json`` of the hub model ``repo_id`` in the local Hugging Face cache, or ``None``."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a repo id at all (hdfs://..., a missing absolute path): HFValidationError
+        return None
+    return found if isinstance(found, str) else None
 
 
 def pinned_schema(batch: Any, batch_multiple: Any, model: ModelConfig) -> Schema | None:
@@ -287,15 +314,34 @@ def _get_required_batch_multiple(self: Any, dp_size: int) -> int:
     return required_batch_multiple(self.config, dp_size, global_steps=self.global_steps)
 
 
-def _balance_batch_for(original: Callable[..., Any]) -> Callable[..., Any]:
+def _balance_batch_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
     def _balance_batch(self: Any, batch: Any, metrics: Any, *args: Any, **kwargs: Any) -> Any:
         token = _trainer.set(self)
         try:
-            return original(self, batch, metrics, *args, **kwargs)
+            balanced = original(self, batch, metrics, *args, **kwargs)
         finally:
             _trainer.reset(token)
+        # Here, not in _compute_metrics: the order is final for this batch, and with
+        # parameter_sync_step > 1 verl's MetricsAggregator reduces a "*_min" metric by min.
+        metrics[SCALE_MIN] = min(_actor_scales(self, tb, balanced))
+        return balanced
 
     return _balance_batch
+
+
+#: The worst actor mini-batch's seq-mean loss scale, beside the step's mean (padding/seq_mean_loss_scale).
+SCALE_MIN = "padding/seq_mean_loss_scale_min"
+
+
+def _actor_scales(trainer: Any, tb: Any, batch: Any) -> list[float]:
+    """The seq-mean loss scale of each actor mini-batch of the balanced ``batch`` (see `trajschema.verl.minibatch`)."""
+    # verl's _balance_batch and the actor's update dispatch both read this mapping (mesh "actor").
+    info = getattr(getattr(trainer, "actor_rollout_wg", None), "_dispatch_info", None)
+    ranks = info.get("actor") if isinstance(info, Mapping) else None
+    if not ranks:
+        return [math.nan]
+    real = non_padding_mask(batch.tags).tolist()
+    return actor_seq_mean_scales(trainer.config, real, max(ranks) + 1, tb.tu.make_iterator)
 
 
 def _split(batch: Any) -> tuple[list[str], list[str]]:
@@ -418,7 +464,7 @@ def _padding_metrics(config: Any, batch: Any) -> dict[str, float]:
         "padding/share": len(padding) / total if total else 0.0,
         # verl's seq-mean modes divide by the padded mini-batch size in its workers, where
         # install() cannot reach (see docs/verl.md): their loss is scaled by real / total.
-        "padding/seq_mean_loss_scale": real / total if total and mode in _SEQ_MEAN_MODES else 1.0,
+        "padding/seq_mean_loss_scale": real / total if total and mode in SEQ_MEAN_MODES else 1.0,
     }
 
 
