@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import trajschema as ts
 import trajschema.verl as tv
@@ -165,6 +167,42 @@ def test_mini_batches_are_verls(make_iterator, rows, dp, size, epochs, seed, shu
         rows, dp_size=dp, mini_batch_size=size, epochs=epochs, shuffle=shuffle, seed=seed, make_iterator=make_iterator
     )
     assert got == _verls_split(rows, dp, size, epochs, shuffle, seed, make_iterator)
+
+
+@st.composite
+def _balanced_steps(draw) -> tuple[list[bool], int, int]:
+    """A padded batch in the order verl's _balance_batch gives it: real rows of drawn lengths, then 128-token padding.
+
+    Returns the real flags in balanced order, dp and the global mini-batch size.
+    """
+    dp = draw(st.integers(1, 4))
+    size = dp * draw(st.integers(1, 6))
+    lengths = draw(st.lists(st.integers(2, 400), min_size=1, max_size=60))
+    padding = -len(lengths) % size
+    seqlens = lengths + [128] * padding
+    balancing = verl_module("verl.utils.seqlen_balancing")
+    workload = balancing.calculate_workload(torch.tensor(seqlens, dtype=torch.int64))
+    partitions = balancing.get_seqlen_balanced_partitions(workload, k_partitions=dp, equal_size=True)
+    order = [j for partition in partitions for j in partition]
+    return [j < len(lengths) for j in order], dp, size
+
+
+@pytest.mark.verl
+@settings(deadline=None)
+@given(step=_balanced_steps())
+def test_the_worst_mini_batch_holds_at_least_r_mod_m_real_rows(step):
+    """docs/verl.md's bound, over verl's own balancing of random lengths: padding last on every rank, and the
+    worst scale (R mod M) / M at least, exactly that when every rank's padding fits in its last mini-batch."""
+    real, dp, size = step
+    per_rank = len(real) // dp
+    for r in range(dp):
+        flags = real[r * per_rank : (r + 1) * per_rank]
+        assert flags == sorted(flags, reverse=True)  # real rows first, then padding
+    worst = min(seq_mean_loss_scales(real, mini_batches(len(real), dp_size=dp, mini_batch_size=size), size))
+    remainder = sum(real) % size
+    assert worst >= remainder / size
+    if all(per_rank == size // dp or real[(r + 1) * per_rank - size // dp - 1] for r in range(dp)):
+        assert worst == (remainder or size) / size
 
 
 # -- verl's trainer step under install() -----------------------------------------------------------

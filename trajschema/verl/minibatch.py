@@ -142,12 +142,13 @@ def actor_seq_mean_scales(
     """
     split = _actor_split(config)
     seq_mean = lookup(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean") in SEQ_MEAN_MODES
-    if not seq_mean:
-        split["shuffle"] = False  # every scale is 1: only the count matters
+    exact = not seq_mean or all(real)
+    if exact:
+        split["shuffle"] = False  # every scale is 1: only the count matters, not verl's shuffled order
     try:
         batches = mini_batches(len(real), dp_size=dp_size, make_iterator=make_iterator, **split)
     except ValueError:
         return [math.nan]
-    if not seq_mean:
+    if exact:
         return [1.0] * len(batches)
     return seq_mean_loss_scales(real, batches, split["mini_batch_size"])

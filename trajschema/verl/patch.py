@@ -323,7 +323,7 @@ def _balance_batch_for(original: Callable[..., Any], tb: Any) -> Callable[..., A
             _trainer.reset(token)
         # Here, not in _compute_metrics: the order is final for this batch, and with
         # parameter_sync_step > 1 verl's MetricsAggregator reduces a "*_min" metric by min.
-        metrics[SCALE_MIN] = min(_actor_scales(self, tb, balanced))
+        metrics[SCALE_MIN] = min(_actor_scales(self, tb, balanced), default=1.0)
         return balanced
 
     return _balance_batch
