@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import dataclasses
+import functools
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import torch
 
 from trajschema._schema import Schema
-from trajschema.core import DenseBatch, Layout, SchemaError, check_int
+from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_int
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
 from trajschema.load import load_layout, load_schema, schema_names
@@ -29,6 +31,7 @@ __all__ = [
     "settings",
     "sft_padding_rows",
     "sliced_layout",
+    "staged_layout",
     "token_ids",
 ]
 
@@ -199,6 +202,21 @@ def sliced_layout(layout: Layout | str = "skyrl") -> Layout:
     """``layout`` with every block ``length: fixed``: for a slice of a batch (a SkyRL
     mini- or micro-batch), whose widths are the whole batch's, not its own rows' maximum."""
     return _sliced(load_layout(layout) if isinstance(layout, str) else layout)
+
+
+def staged_layout(metadata: Mapping[str, Any], layout: Layout | str = "skyrl") -> Layout:
+    """`sliced_layout`, without the uids where the batch holds none.
+
+    ``RayPPOTrainer.train`` removes ``metadata["uids"]`` after the advantage step, before
+    ``MeshDispatch.stage_chunks`` pads the mini-batches: the groups are used up by then, and
+    SkyRL's own ``pad_training_input_batch`` adds uids only to a batch that has them.
+    """
+    return _uid_free(sliced_layout(layout)) if "uids" not in metadata else sliced_layout(layout)
+
+
+@functools.lru_cache(maxsize=16)
+def _uid_free(layout: Layout) -> Layout:
+    return dataclasses.replace(layout, fields={**layout.fields, "uid": FieldEntry(held="absent")})
 
 
 def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "skyrl") -> Schema:

@@ -2,35 +2,38 @@
 
 [`install`][trajschema.skyrl.install] replaces SkyRL's ``pad_training_input_batch`` where
 it is defined and in every module that binds it by name, ``MeshDispatch.stage_chunks``,
-the token-based micro-batch iterator's padding micro-batch, the workers'
-``_forward_backward_micro`` (for their metrics) and two ``RayPPOTrainer`` methods;
+the workers' micro-batch iterators and ``_forward_backward_micro``
+(`trajschema.skyrl.workers`) and six ``RayPPOTrainer`` methods (`trajschema.skyrl.trainer`);
 [`uninstall`][trajschema.skyrl.uninstall] puts the very same objects back. SkyRL is
 imported only by [`install`][trajschema.skyrl.install].
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from trajschema._schema import Schema
 from trajschema.core import check_int
 from trajschema.runtime import Patches
-from trajschema.skyrl.pad import (
-    PER_ROW_METADATA,
-    first_real,
-    pad_training_input_batch,
-    padded_metadata,
-    padding_rows,
-    real_rows,
-    rows_of,
-    settings,
-    sliced_layout,
-    token_ids,
+from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
+from trajschema.skyrl.trainer import (
+    advantages_for,
+    convert_for,
+    execute_forward_for,
+    forward_pass_for,
+    kl_penalty_for,
+    normalize_for,
+)
+from trajschema.skyrl.workers import (
+    create_padding_microbatch,
+    micro_for,
+    microbatch_indices_for,
+    sample_iter_for,
+    stage_chunks_for,
 )
 
 __all__ = ["SKYRL_SIGNATURES", "SUPPORTED_SKYRL_VERSIONS", "install", "installed", "parameters", "uninstall"]
@@ -47,13 +50,19 @@ _TRAINER = "skyrl.train.trainer"
 SKYRL_SIGNATURES: dict[str, str] = {
     f"{_TB}:pad_training_input_batch": "(unpadded_batch, pad_size)",
     f"{_DISPATCH}:MeshDispatch.stage_chunks": "(cls, dp_size, data, mini_batch_boundaries)",
+    f"{_WORKER_UTILS}:SampleBasedBatchIterator.__iter__": "(self)",
+    f"{_WORKER_UTILS}:TokenBasedBatchIterator._create_microbatch_from_indices": "(self, indices)",
     f"{_WORKER_UTILS}:TokenBasedBatchIterator._create_padding_microbatch": "(self)",
     f"{_WORKER}:PolicyWorkerBase._forward_backward_micro": (
         "(self, experience, microbatch_weight, loss_fn=None, loss_fn_config=None)"
     ),
     f"{_WORKER}:CriticWorkerBase._forward_backward_micro": "(self, experience, microbatch_weight=None)",
     f"{_TRAINER}:RayPPOTrainer.convert_to_training_input": "(self, generator_output, uids)",
+    f"{_TRAINER}:RayPPOTrainer.fwd_logprobs_values_reward": "(self, training_input)",
+    f"{_TRAINER}:RayPPOTrainer._execute_forward_pass": "(self, model, data_fwd_pass, key, mini_batch_boundaries)",
+    f"{_TRAINER}:RayPPOTrainer.apply_reward_kl_penalty": "(self, data)",
     f"{_TRAINER}:RayPPOTrainer.compute_advantages_and_returns": "(self, data)",
+    f"{_TRAINER}:RayPPOTrainer._normalize_advantages": ("(self, data, mini_batch_boundaries, prompt_boundaries=None)"),
 }
 
 #: The modules that bind SkyRL's ``pad_training_input_batch`` by name (``from ... import``), and
@@ -64,9 +73,6 @@ BINDINGS: dict[str, bool] = {
     "skyrl.backends.skyrl_train_backend": True,
     "skyrl.train.sft_trainer": True,
 }
-
-#: What SkyRL's advantage step writes per token; padding rows get exact zeros.
-_ADVANTAGE_OUTPUTS = ("advantages", "returns")
 
 _patches = Patches()
 
@@ -142,21 +148,31 @@ def install(
     - ``pad_training_input_batch`` in ``training_batch`` and where ``trainer``,
       ``dispatch``, ``skyrl_train_backend`` and ``sft_trainer`` bind it, with
       [`pad_training_input_batch`][trajschema.skyrl.pad_training_input_batch] (slices of a
-      batch are checked with [`sliced_layout`][trajschema.skyrl.sliced_layout]);
+      batch are checked with [`sliced_layout`][trajschema.skyrl.sliced_layout], without uids
+      where the batch has none);
     - ``MeshDispatch.stage_chunks``: SkyRL's, with each mini-batch's per-row metadata
-      (``uids``, ``is_last_step``, ``is_padding``) cut to its rows before it is padded;
-    - ``TokenBasedBatchIterator._create_padding_microbatch``: one schema padding row
-      (zero masks, EOS tokens, spread routes) instead of random tokens, a response mask of
-      ones and every token on expert 0;
-    - ``PolicyWorkerBase._forward_backward_micro`` and ``CriticWorkerBase``'s: SkyRL's own,
-      whose scalar metrics are dropped for a padding micro-batch (``is_padding_batch``),
-      as SkyRL's Megatron worker already does;
+      (``uids``, ``is_last_step``, ``is_padding``) cut to its rows before it is padded
+      (with no uids once SkyRL has removed them), and how the mini-batch lies over the
+      ranks recorded for the workers;
+    - the workers' micro-batch iterators (``SampleBasedBatchIterator.__iter__``,
+      ``TokenBasedBatchIterator._create_microbatch_from_indices``): SkyRL's micro-batches,
+      each tagged with its real rows, weight and metric scale;
+      ``TokenBasedBatchIterator._create_padding_microbatch``: one schema padding row (zero
+      masks, EOS tokens, spread routes) instead of random tokens, a response mask of ones
+      and every token on expert 0;
+    - ``PolicyWorkerBase._forward_backward_micro`` and ``CriticWorkerBase``'s: SkyRL's own
+      on the real rows of each micro-batch, weighted and with its metrics scaled as a
+      never-padded run would weigh and average them (`trajschema.skyrl.workers`);
     - ``RayPPOTrainer.convert_to_training_input``: SkyRL's own, with the trainer's
       tokenizer's EOS and pad ids made known to the padding;
-    - ``RayPPOTrainer.compute_advantages_and_returns``: SkyRL's own on the real rows only
-      (``metadata["is_padding"]``), then written back with exact zeros on the padding
-      rows, and ``padding/samples``, ``padding/tokens``, ``padding/share`` added to the
-      trainer's metrics.
+    - ``RayPPOTrainer.fwd_logprobs_values_reward`` and ``_execute_forward_pass``: SkyRL's
+      own, the forward passes' mini-batches padded with the batch's padding rows and their
+      outputs put back on their own rows;
+    - ``RayPPOTrainer.apply_reward_kl_penalty``, ``compute_advantages_and_returns`` and
+      ``_normalize_advantages``: SkyRL's own on the real rows only
+      (``metadata["is_padding"]``), written back with exact zeros on the padding rows;
+      ``padding/samples``, ``padding/tokens``, ``padding/share`` added to the trainer's
+      metrics (`trajschema.skyrl.trainer`).
 
     Calling it again re-installs with the new arguments.
 
@@ -201,19 +217,29 @@ def _checked_settings(schema: Any, eos: Any, pad: Any, check: Any) -> dict[str, 
     return out
 
 
+#: How each replaced method (by its qualified name) is made from SkyRL's own.
+_REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
+    "SampleBasedBatchIterator.__iter__": sample_iter_for,
+    "TokenBasedBatchIterator._create_microbatch_from_indices": microbatch_indices_for,
+    "TokenBasedBatchIterator._create_padding_microbatch": lambda original: create_padding_microbatch,
+    "PolicyWorkerBase._forward_backward_micro": functools.partial(micro_for, critic=False),
+    "CriticWorkerBase._forward_backward_micro": functools.partial(micro_for, critic=True),
+    "RayPPOTrainer.convert_to_training_input": convert_for,
+    "RayPPOTrainer.fwd_logprobs_values_reward": forward_pass_for,
+    "RayPPOTrainer._execute_forward_pass": execute_forward_for,
+    "RayPPOTrainer.apply_reward_kl_penalty": kl_penalty_for,
+    "RayPPOTrainer.compute_advantages_and_returns": advantages_for,
+    "RayPPOTrainer._normalize_advantages": normalize_for,
+}
+
+
 def _replacement(label: str, original: Any) -> Any:
     module, _, qual = label.partition(":")
     if qual == "pad_training_input_batch":
         return _pad_for(sliced=BINDINGS.get(module, True))
     if qual == "MeshDispatch.stage_chunks":
-        return classmethod(_stage_chunks_for(importlib.import_module(module)))
-    if qual.endswith("_create_padding_microbatch"):
-        return _create_padding_microbatch
-    if qual.endswith("_forward_backward_micro"):
-        return _micro_for(original)
-    if qual.endswith("convert_to_training_input"):
-        return _convert_for(original)
-    return _advantages_for(original)
+        return classmethod(stage_chunks_for(importlib.import_module(module)))
+    return _REPLACEMENTS[qual](original)
 
 
 def uninstall() -> bool:
@@ -236,116 +262,9 @@ def installed() -> bool:
 
 def _pad_for(*, sliced: bool) -> Callable[..., Any]:
     def pad_training_input_batch_(unpadded_batch: Any, pad_size: int) -> Any:
-        layout = sliced_layout() if sliced else "skyrl"
+        meta = getattr(unpadded_batch, "metadata", None)
+        layout = staged_layout(meta if isinstance(meta, dict) else {}) if sliced else "skyrl"
         return pad_training_input_batch(unpadded_batch, pad_size, layout=layout)
 
     pad_training_input_batch_.__name__ = "pad_training_input_batch"
     return pad_training_input_batch_
-
-
-def _stage_chunks_for(dispatch: Any) -> Callable[..., Any]:
-    def stage_chunks(cls: Any, dp_size: int, data: Any, mini_batch_boundaries: Any) -> list[list[Any]]:
-        refs = []
-        for start, end in mini_batch_boundaries:
-            mini = rows_of(data, start, end)
-            pad = (-(end - start)) % dp_size
-            if pad > 0:
-                mini = pad_training_input_batch(mini, pad, layout=sliced_layout())
-            size = len(mini) // dp_size
-            refs.append([dispatch.ray.put(rows_of(mini, i, i + size)) for i in range(0, len(mini), size)])
-        return refs
-
-    return stage_chunks
-
-
-def _create_padding_microbatch(self: Any) -> Any:
-    data = self.data
-    meta = dict(data.metadata or {})
-    n = len(data)
-    first = first_real(real_rows(meta, n), n)
-    rows = padding_rows(data, 1, first, layout=sliced_layout())
-    lists = {k: type(data[k]) for k, v in rows.items() if v is not None and not isinstance(v, torch.Tensor)}
-    out = type(data)({k: lists[k](v) if k in lists else v for k, v in rows.items()})
-    # SkyRL's padding micro-batch carries the data's metadata; its per-row lists are the padding row's
-    per_row: dict[str, list[Any]] = {k: [] for k in PER_ROW_METADATA if k in meta}
-    out.metadata = padded_metadata({**meta, **per_row}, 0, 1)
-    out.metadata["pad_size"] = meta.get("pad_size", 0)
-    out.metadata["is_padding_batch"] = True
-    return out
-
-
-def _micro_for(original: Callable[..., Any]) -> Callable[..., Any]:
-    def _forward_backward_micro(self: Any, experience: Any, *args: Any, **kwargs: Any) -> Any:
-        metrics = original(self, experience, *args, **kwargs)
-        meta = getattr(experience, "metadata", None) or {}
-        if meta.get("is_padding_batch") is True and isinstance(metrics, dict):
-            # a padding micro-batch's means (entropy 0, clip ratio 0, ...) would drag the reduction
-            return {k: v for k, v in metrics.items() if k == "loss_fn_outputs"}
-        return metrics
-
-    return _forward_backward_micro
-
-
-def _convert_for(original: Callable[..., Any]) -> Callable[..., Any]:
-    def convert_to_training_input(self: Any, generator_output: Any, uids: Any) -> Any:
-        tok = getattr(self, "tokenizer", None)
-        ids = {k: getattr(tok, k, None) for k in ("eos_token_id", "pad_token_id")}
-        token = token_ids.set({k: v for k, v in ids.items() if isinstance(v, int) and not isinstance(v, bool)})
-        try:
-            return original(self, generator_output, uids)
-        finally:
-            token_ids.reset(token)
-
-    return convert_to_training_input
-
-
-def _advantages_for(original: Callable[..., Any]) -> Callable[..., Any]:
-    def compute_advantages_and_returns(self: Any, data: Any) -> Any:
-        n = len(data)
-        real = real_rows(data.metadata or {}, n)
-        first_real(real, n)
-        if all(real):
-            out = original(self, data)
-        else:
-            out = _on_real_rows(original, self, data, real)
-        self.all_metrics.update(_padding_metrics(out, real))
-        return out
-
-    return compute_advantages_and_returns
-
-
-def _on_real_rows(original: Callable[..., Any], trainer: Any, data: Any, real: list[bool]) -> Any:
-    """SkyRL's advantage step on the real rows, written back into the whole batch (zeros on padding)."""
-    index = torch.tensor([i for i, r in enumerate(real) if r], dtype=torch.long)
-    meta = dict(data.metadata or {})
-    sub = type(data)({k: (None if v is None else v[index.to(_device(v))]) for k, v in data.items()})
-    sub.metadata = {
-        k: ([x for x, r in zip(v, real, strict=True) if r] if k in PER_ROW_METADATA else v) for k, v in meta.items()
-    }
-    sub.metadata["pad_size"] = 0
-    done = original(trainer, sub)
-    data = data.to("cpu")  # as SkyRL's returns it (moved in place)
-    for key in _ADVANTAGE_OUTPUTS:
-        value = done[key]
-        full = value.new_zeros((len(real), *value.shape[1:]))
-        full[index.to(value.device)] = value
-        data[key] = full
-    if data.metadata is None:
-        data.metadata = meta
-    data.metadata["metrics"] = done.metadata["metrics"]
-    return data
-
-
-def _device(value: Any) -> Any:
-    return getattr(value, "device", None) or torch.device("cpu")
-
-
-def _padding_metrics(batch: Any, real: list[bool]) -> dict[str, float]:
-    pad = [i for i, r in enumerate(real) if not r]
-    mask = batch.get("attention_mask")
-    tokens = float(mask[pad].sum()) if pad and isinstance(mask, torch.Tensor) else 0.0
-    return {
-        "padding/samples": float(len(pad)),
-        "padding/tokens": tokens,
-        "padding/share": len(pad) / len(real) if real else 0.0,
-    }
