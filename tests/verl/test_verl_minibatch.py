@@ -1,6 +1,6 @@
 """trajschema.verl.minibatch: the actor's mini-batches and their seq-mean loss scale, with verl 0.9.1 as the oracle.
 
-The step tests drive verl's own trainer methods under ``install()`` in the order
+The step tests drive verl's own trainer methods under ``install()`` (``tests/verl/step.py``) in the order
 ``PPOTrainer._step_once`` calls them (``_balance_batch``, ``_compute_advantage``, the
 actor update, then ``fit``'s ``_compute_metrics``) on a stub trainer, with the in-memory
 TransferQueue standing in for the ``transfer_queue`` module (no Ray). The actor update
@@ -14,9 +14,6 @@ global sizes verl's engine passes.
 from __future__ import annotations
 
 import math
-import sys
-import zlib
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,9 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trajschema as ts
-import trajschema.verl as tv
+from tests.verl.step import installed_step, rollout, step_config, stub_trainer, write
 from tests.verl_support import verl_module
-from trajschema.testing import MemoryTransferQueue, verl_sample
 from trajschema.verl import VerlConfigError
 from trajschema.verl.minibatch import (
     actor_mini_batches,
@@ -37,8 +33,6 @@ from trajschema.verl.minibatch import (
 )
 from trajschema.verl.patch import SCALE_MIN
 
-EOS = 2
-TIMING_RAW = {"step": 2.0, "gen": 0.5, "adv": 0.1, "update_actor": 0.7}
 #: verl 0.9.1's registered estimators that run on CPU with no critic and no extra config.
 CPU_ESTIMATORS = (
     "gpg",
@@ -208,165 +202,12 @@ def test_the_worst_mini_batch_holds_at_least_r_mod_m_real_rows(step):
 # -- verl's trainer step under install() -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tb():
-    return verl_module("verl.trainer.ppo.v1.trainer_base")
-
-
-@pytest.fixture
-def tq(tb, monkeypatch):
-    """The in-memory TransferQueue as the module verl's trainer_base and trajschema's padding both call."""
-    client = MemoryTransferQueue()
-    monkeypatch.setattr(tb, "tq", client)
-    monkeypatch.setitem(sys.modules, "transfer_queue", client)
-    yield client
-    tv.uninstall()
-
-
-def _config(estimator: str, mode: str, **actor: Any) -> Any:
-    """A trainer config with what the driven methods read; the actor's split keys at verl's defaults unless given."""
-    omegaconf = verl_module("omegaconf")
-    actor = {"ppo_epochs": 1, "shuffle": False, "data_loader_seed": 42, **actor}
-    return omegaconf.OmegaConf.create(
-        {
-            "actor_rollout_ref": {
-                "rollout": {"n": 4, "moe_load_balance_metrics_interval": 0},
-                "actor": {"ppo_mini_batch_size": 3, "loss_agg_mode": mode, "strategy": "fsdp", **actor},
-                "model": {},
-            },
-            "critic": {"enable": False, "ppo_mini_batch_size": 3},
-            "algorithm": {"adv_estimator": estimator, "gamma": 1.0, "lam": 1.0, "use_kl_in_reward": False},
-            "trainer": {"critic_warmup": 0},
-        }
-    )
-
-
-def _trainer(tb, config: Any, dp: int) -> Any:
-    """verl's PPOTrainer with exactly the attributes the driven methods read (no workers, no Ray)."""
-    stub = type("StubTrainer", (tb.PPOTrainer,), {m: lambda self: None for m in tb.PPOTrainer.__abstractmethods__})
-    t = object.__new__(stub)
-    t.config, t.global_steps, t.use_critic = config, 1, False
-    t.tokenizer = SimpleNamespace(eos_token_id=EOS)
-    t.actor_rollout_wg = SimpleNamespace(_dispatch_info={"actor": [r for r in range(dp) for _ in range(2)]})
-    t.resource_pool_manager = SimpleNamespace(get_n_gpus=lambda: 2 * dp)
-    t._rollout_moe_lb_metrics_accumulator = None
-    return t
-
-
-def _rollout(rows: int) -> tuple[list[str], list[dict], list[dict]]:
-    """``rows`` samples keyed ``{uid}_{session}_0`` as verl's agent loop writes them: 4 sessions a prompt, the
-    last prompt taking the rest (every group has two rows at least, as pass@k needs)."""
-    schema = ts.load_schema("text")
-    keys, samples, tags = [], [], []
-    last = max(0, (rows - 2) // 4)
-    for i in range(rows):
-        group = min(i // 4, last)
-        uid, session = f"q{group}", i - 4 * group
-        key = f"{uid}_{session}_0"
-        h = zlib.crc32(key.encode())
-        prompt, response = 3 + h % 20, 1 + (h >> 5) % 9
-        s = verl_sample(schema, prompt, response, uid=uid, seed=h % 10_000)
-        s["rm_scores"] = torch.zeros(response)
-        s["rm_scores"][-1] = ((h >> 9) % 5) / 4
-        keys.append(key)
-        samples.append(s)
-        tags.append({"status": "finished", "global_steps": 1, "min_global_steps": 0, "max_global_steps": 1})
-    return keys, samples, tags
-
-
-def _write(tq, partition: str, keys, samples, tags) -> Any:
-    writer = ts.TransferQueueWriter(ts.load_schema("text"), partition_id=partition, eos_token_id=EOS, client=tq)
-    return writer.put(keys, samples, tags)
-
-
-def _log_probs(key: str, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The old and current log-probs of a row: drawn from its key, so the same row has the same bits in every run."""
-    g = torch.Generator().manual_seed(zlib.crc32(key.encode()))
-    old = -torch.rand(width, generator=g) * 3
-    return old, old + (torch.rand(width, generator=g) - 0.5) * 0.4
-
-
-def _rank_loss(tq, meta, keys: list[str], mode: str, sizes: dict[str, Any]) -> torch.Tensor:
-    """verl's PPO loss (``ppo_loss``'s two terms) of one rank's rows of a mini-batch, with the global sizes its
-    engine passes."""
-    core_algos = verl_module("verl.trainer.ppo.core_algos")
-    actor_config = verl_module("verl.workers.config.actor").FSDPActorConfig
-    got = tq.kv_batch_get(keys=keys, partition_id=meta.partition_id, select_fields=["advantages", "response_mask"])
-    advantages = got["advantages"].to_padded_tensor(0.0)
-    mask = got["response_mask"].to_padded_tensor(0).bool()
-    old, new = (torch.stack(t) for t in zip(*(_log_probs(k, mask.shape[1]) for k in keys), strict=True))
-    config = actor_config(strategy="fsdp", ppo_mini_batch_size=3, rollout_n=4, ppo_micro_batch_size_per_gpu=1)
-    config.global_batch_info.update(sizes)
-    loss, _ = core_algos.compute_policy_loss_vanilla(old, new, advantages, mask, loss_agg_mode=mode, config=config)
-    # ppo_loss's entropy term, with -old as the entropy: no real row's loss is 0 then, zero advantages or not
-    entropy = core_algos.agg_loss(loss_mat=-old, loss_mask=mask, loss_agg_mode=mode, **config.global_batch_info)
-    return loss - 0.01 * entropy
-
-
-def _mini_batch_loss(tq, meta, ranks: list[list[str]], mode: str, global_size: int) -> float:
-    """A global mini-batch's loss as its gradient sees it: the mean of the ranks' losses (DP averages gradients)."""
-    tokens = 0
-    for keys in ranks:
-        if keys:
-            got = tq.kv_batch_get(keys=keys, partition_id=meta.partition_id, select_fields=["response_mask"])
-            tokens += int(got["response_mask"].values().sum())
-    sizes = {"dp_size": len(ranks), "batch_num_tokens": tokens, "global_batch_size": global_size}
-    losses = [_rank_loss(tq, meta, keys, mode, sizes) if keys else torch.tensor(0.0) for keys in ranks]
-    return float(torch.stack(losses).mean())
-
-
-def _actor_update(tq, meta, config: Any, dp: int, real: set[str]) -> list[tuple[float, float, int]]:
-    """Per global mini-batch: (verl's loss of it, verl's loss of its real rows alone, real rows), in training order.
-
-    The rows reach each rank as verl dispatches them (TransferQueue's ``chunk``) and are split
-    by verl's ``make_iterator`` with what ``_update_actor`` passes: the global size is
-    ``ppo_mini_batch_size * rollout.n`` padding included, and the never-padded loss of the
-    same real rows divides by their own count.
-    """
-    make_iterator = verl_module("verl.utils.tensordict_utils").make_iterator
-    actor = config.actor_rollout_ref.actor
-    size = actor.ppo_mini_batch_size * config.actor_rollout_ref.rollout.n
-    per_rank = []
-    for rank, chunk in enumerate(meta.chunk(dp)):
-        positions = verl_module("tensordict").TensorDict(
-            {"position": torch.arange(len(chunk.keys))}, batch_size=[len(chunk.keys)]
-        )
-        it = make_iterator(
-            positions, size // dp, actor.ppo_epochs, seed=actor.data_loader_seed + rank,
-            dataloader_kwargs={"shuffle": actor.shuffle},
-        )  # fmt: skip
-        per_rank.append([[chunk.keys[i] for i in b["position"].tolist()] for b in it])
-    out = []
-    for j in range(len(per_rank[0])):
-        ranks = [keys[j] for keys in per_rank]
-        real_ranks = [[k for k in keys if k in real] for keys in ranks]
-        n_real = sum(map(len, real_ranks))
-        padded = _mini_batch_loss(tq, meta, ranks, actor.loss_agg_mode, size)
-        alone = _mini_batch_loss(tq, meta, real_ranks, actor.loss_agg_mode, n_real) if n_real else 0.0
-        out.append((padded, alone, n_real))
-    return out
-
-
-def _installed_step(tb, tq, config: Any, dp: int, rows: int) -> tuple[Any, dict[str, Any], list]:
-    """One step under install(): verl's _balance_batch, _compute_advantage, the actor update, _compute_metrics."""
-    keys, samples, tags = _rollout(rows)
-    tv.install()
-    t = _trainer(tb, config, dp)
-    metrics: dict[str, Any] = {}
-    meta = t._balance_batch(_write(tq, "padded", keys, samples, tags), metrics=metrics)
-    meta = t._compute_advantage(meta, metrics)
-    losses = _actor_update(tq, meta, config, dp, set(keys))
-    t._compute_metrics(meta, metrics, dict(TIMING_RAW), 1, 0)
-    tv.uninstall()
-    return meta, metrics, losses
-
-
 def _never_padded_advantages(tb, tq, config: Any, order: list[str], rows: int) -> list[torch.Tensor]:
     """verl's own _compute_advantage of the real rows alone, in the order the padded step holds them."""
-    keys, samples, tags = _rollout(rows)
+    keys, samples, tags = rollout(rows)
     by_key = {k: (s, t) for k, s, t in zip(keys, samples, tags, strict=True)}
-    meta = _write(tq, "never-padded", order, [by_key[k][0] for k in order], [by_key[k][1] for k in order])
-    _trainer(tb, config, 1)._compute_advantage(meta, {})
+    meta = write(tq, "never-padded", order, [by_key[k][0] for k in order], [by_key[k][1] for k in order])
+    stub_trainer(tb, config, 1)._compute_advantage(meta, {})
     got = tq.kv_batch_get(keys=order, partition_id="never-padded", select_fields=["advantages"])
     return list(got["advantages"].unbind())
 
@@ -408,8 +249,8 @@ def test_each_mini_batchs_loss_is_scaled_as_reported_and_real_rows_are_bit_ident
     the seq-mean modes (times 1 in the token modes), and the smallest of those is
     padding/seq_mean_loss_scale_min, beside the mean the step reported before.
     """
-    config = _config(estimator, mode)
-    meta, metrics, losses = _installed_step(tb, tq, config, dp=2, rows=25)
+    config = step_config(estimator, mode)
+    meta, metrics, losses = installed_step(tb, tq, config, dp=2, rows=25)
     _real_rows_bit_identical(tb, tq, config, meta, 25)
     ratios = _assert_scales(losses, mode, 12, metrics[SCALE_MIN])
     if mode in SEQ_MEAN:
@@ -436,10 +277,10 @@ def test_the_scale_follows_verls_split(tb, tq, mode, actor, critic, dp, rows, co
     """verl's own shuffling (seed + rank, every epoch), other dp sizes, and a critic whose mini-batch of 2 x 4
     makes the batch a multiple of 24: the actor's last mini-batch of 12 is then padding alone (scale 0, and
     verl's token-mean loss 0 / 0 tokens = NaN there)."""
-    config = _config("grpo", mode, **actor)
+    config = step_config("grpo", mode, **actor)
     if critic is not None:
         config.critic.enable, config.critic.ppo_mini_batch_size = True, critic
-    meta, metrics, losses = _installed_step(tb, tq, config, dp=dp, rows=rows)
+    meta, metrics, losses = installed_step(tb, tq, config, dp=dp, rows=rows)
     _real_rows_bit_identical(tb, tq, config, meta, rows)
     _assert_scales(losses, mode, 12, metrics[SCALE_MIN])
     if counts is not None:
@@ -452,7 +293,7 @@ def test_the_scale_follows_verls_split(tb, tq, mode, actor, critic, dp, rows, co
 @pytest.mark.parametrize(("dp", "rows"), [(1, 25), (2, 25), (3, 37), (4, 13)])
 def test_padding_rows_come_last_on_every_rank_after_verls_balancing(tb, tq, dp, rows):
     """What docs/verl.md says fixes the padding's mini-batches: each rank's chunk ends with its padding rows."""
-    meta, _, _ = _installed_step(tb, tq, _config("grpo", "token-mean"), dp=dp, rows=rows)
+    meta, _, _ = installed_step(tb, tq, step_config("grpo", "token-mean"), dp=dp, rows=rows)
     for chunk in meta.chunk(dp):
         flags = [ts.is_padding(t) for t in chunk.tags]
         assert flags == sorted(flags), flags  # real rows (False) first, then padding (True)

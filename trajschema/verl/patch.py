@@ -23,8 +23,9 @@ from trajschema.check import column_shapes
 from trajschema.contract import is_padding
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
 from trajschema.padding import padding_needed
-from trajschema.runtime import Patches
+from trajschema.runtime import AuditMode, Patches, audit_mode
 from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
+from trajschema.verl.audit import Ledger, LocalStep, audit_padding
 from trajschema.verl.config import (
     VerlConfigError,
     _found,
@@ -68,6 +69,12 @@ _TIMEOUT_S = 60.0
 _patches = Patches()
 #: The trainer whose ``_balance_batch`` is running, for the padding length of its layout.
 _trainer: contextvars.ContextVar[Any] = contextvars.ContextVar("trajschema_verl_trainer", default=None)
+#: Where the running ``_balance_batch`` collects the padding it wrote: (schema, padding keys).
+_padded: contextvars.ContextVar[list[tuple[Schema | None, tuple[str, ...]]] | None] = contextvars.ContextVar(
+    "trajschema_verl_padded", default=None
+)
+#: Each trainer's local steps since its last ``_compute_metrics``, for the step audit.
+_ledger = Ledger()
 
 
 def _trainer_module() -> Any:
@@ -107,7 +114,7 @@ def parameters(fn: Callable[..., Any]) -> str:
     return str(sig.replace(parameters=plain, return_annotation=inspect.Signature.empty))
 
 
-def install(*, dims: Mapping[str, int] | None = None) -> None:
+def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) -> None:
     """Switch verl 0.9.1's trainer to trajschema: padding, batch multiple, advantages and metrics.
 
     Call it once in the driver, before ``trainer.fit()``. It replaces, on
@@ -140,13 +147,21 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
       TransferQueue batch is filtered before the ``DataProto`` is built), then timing
       and throughput recomputed exactly as verl computes them on the padded batch, and
       ``padding/samples``, ``padding/tokens``, ``padding/share`` and
-      ``padding/seq_mean_loss_scale`` added.
+      ``padding/seq_mean_loss_scale`` added;
+    - with ``audit=True`` (the default), ``_compute_metrics`` then adds the step audit's
+      ``trajschema/*`` figures (`trajschema.runtime.audit_step`: padding rows and tokens,
+      padding tokens in a loss mask, padding rows with an advantage, the hottest
+      expert's padding load, the worst seq-mean scale, schema violations of the padding
+      rows), read from the padding rows alone (see ``docs/verl.md``, "The step audit");
+      ``audit="strict"`` then raises `PaddingAuditError` when one is broken, the figures
+      already in ``metrics``; ``audit=False`` adds none.
 
-    Calling it again re-installs with the new ``dims``.
+    Calling it again re-installs with the new ``dims`` and ``audit``.
 
     Raises:
         TypeError: ``dims`` is not a mapping.
-        ValueError: ``dims`` holds a size that is not an int >= 0.
+        ValueError: ``dims`` holds a size that is not an int >= 0, or ``audit`` is not
+            ``True``, ``False`` or ``"strict"`` (nothing is patched then).
         ImportError: verl is not installed.
 
     At the first padding, a local model config that cannot be read, or that lacks a key
@@ -155,20 +170,22 @@ def install(*, dims: Mapping[str, int] | None = None) -> None:
         RuntimeError: this verl is not a supported version, or a function to replace
             has another signature; nothing is patched then.
     """
+    mode = audit_mode(audit)
     tb = _trainer_module()
     fixed = _checked_dims(dims)
     with _patches.lock:
         _model_configs.clear()  # a re-install reads the model's config again
+        _ledger.clear()
         _patches.restore()  # re-installing: start from verl's own functions
         _check_signatures(tb)
         originals = [(owner, name, vars(owner)[name]) for owner, name in _targets(tb)]
         by_name = {name: obj for _, name, obj in originals}
         replacements = {
-            "upsample_batch_to_divisible_size": _upsample_for(fixed),
+            "upsample_batch_to_divisible_size": _upsample_for(fixed, mode),
             "_get_required_batch_multiple": _get_required_batch_multiple,
-            "_balance_batch": _balance_batch_for(by_name["_balance_batch"], tb),
+            "_balance_batch": _balance_batch_for(by_name["_balance_batch"], tb, mode),
             "_compute_advantage": _compute_advantage_for(by_name["_compute_advantage"], tb),
-            "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb),
+            "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb, mode),
         }
         _patches.replace(originals, [replacements[name] for _, name, _ in originals])
 
@@ -200,15 +217,21 @@ def installed() -> bool:
 # -- the replacements -------------------------------------------------------------------
 
 
-def _upsample_for(dims: dict[str, int] | None) -> Callable[..., Any]:
+def _upsample_for(dims: dict[str, int] | None, mode: AuditMode = "off") -> Callable[..., Any]:
     def upsample_batch_to_divisible_size_(batch: Any, batch_multiple: int, eos_token_id: int) -> Any:
         pad_dims = dims
         trainer = _trainer.get()
         if pad_dims is None and trainer is not None:
             pad_dims = padding_dims_for(layout_multiple(trainer.config), _PADDING_MIN_LEN)
         model = model_config_of(trainer.config) if trainer is not None else None
-        schema = pinned_schema(batch, batch_multiple, model) if model is not None else None
-        return upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, schema=schema, dims=pad_dims)
+        # The audit checks the padding rows against the schema they were made with: choose it here.
+        chosen = model is not None or mode != "off"
+        schema = pinned_schema(batch, batch_multiple, model) if chosen else None
+        out = upsample_batch_to_divisible_size(batch, batch_multiple, eos_token_id, schema=schema, dims=pad_dims)
+        padded = _padded.get()
+        if padded is not None and out is not batch:
+            padded.append((schema, tuple(out.keys[len(batch.keys) :])))
+        return out
 
     upsample_batch_to_divisible_size_.__name__ = "upsample_batch_to_divisible_size"
     return upsample_batch_to_divisible_size_
@@ -278,8 +301,10 @@ def _hub_cached_config(repo_id: str) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def pinned_schema(batch: Any, batch_multiple: Any, model: ModelConfig) -> Schema | None:
+def pinned_schema(batch: Any, batch_multiple: Any, model: ModelConfig | None) -> Schema | None:
     """The schema of the batch's first real sample with the dims ``model`` gives pinned, or ``None``.
+
+    ``model=None`` gives the sample's schema as it is.
 
     ``None`` when no padding is needed or the batch is not one this can read:
     `upsample_batch_to_divisible_size` then decides (and refuses a bad batch in its own
@@ -307,23 +332,31 @@ def pinned_schema(batch: Any, batch_multiple: Any, model: ModelConfig) -> Schema
     got = bounded(
         lambda: transfer_queue.kv_batch_get(keys=[key], partition_id=view.partition_id), _TIMEOUT_S, "kv_batch_get"
     )
-    return pin_config_dims(schema_for_sample(one_row(got, key), tag), model)
+    schema = schema_for_sample(one_row(got, key), tag)
+    return pin_config_dims(schema, model) if model is not None else schema
 
 
 def _get_required_batch_multiple(self: Any, dp_size: int) -> int:
     return required_batch_multiple(self.config, dp_size, global_steps=self.global_steps)
 
 
-def _balance_batch_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
+def _balance_batch_for(original: Callable[..., Any], tb: Any, mode: AuditMode = "off") -> Callable[..., Any]:
     def _balance_batch(self: Any, batch: Any, metrics: Any, *args: Any, **kwargs: Any) -> Any:
-        token = _trainer.set(self)
+        padded: list[tuple[Schema | None, tuple[str, ...]]] = []
+        token, collecting = _trainer.set(self), _padded.set(padded)
         try:
             balanced = original(self, batch, metrics, *args, **kwargs)
         finally:
+            _padded.reset(collecting)
             _trainer.reset(token)
         # Here, not in _compute_metrics: the order is final for this batch, and with
         # parameter_sync_step > 1 verl's MetricsAggregator reduces a "*_min" metric by min.
-        metrics[SCALE_MIN] = min(_actor_scales(self, tb, balanced), default=1.0)
+        scales = _actor_scales(self, tb, balanced)
+        metrics[SCALE_MIN] = min(scales, default=1.0)
+        if mode != "off":
+            schema, keys = padded[-1] if padded else (None, ())
+            anchor = balanced.keys[0] if len(balanced.keys) else None
+            _ledger.add(self, LocalStep(anchor, tuple(scales), schema, keys))
         return balanced
 
     return _balance_batch
@@ -406,7 +439,7 @@ def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: 
     bounded(lambda: tq.kv_batch_put(keys=pad, partition_id=partition, fields=fields), _TIMEOUT_S, "kv_batch_put")
 
 
-def _compute_metrics_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
+def _compute_metrics_for(original: Callable[..., Any], tb: Any, mode: AuditMode = "off") -> Callable[..., Any]:
     def _compute_metrics(
         self: Any, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: Any, epoch: Any
     ):
@@ -417,6 +450,12 @@ def _compute_metrics_for(original: Callable[..., Any], tb: Any) -> Callable[...,
             original(self, batch.select_keys(real), metrics, timing_raw, global_steps, epoch)
             metrics.update(_padded_timing(self, tb, batch, timing_raw))
         metrics.update(_padding_metrics(self.config, batch))
+        if mode != "off":
+            steps = _ledger.take(self, set(batch.keys))
+            found = audit_padding(tb.tq, batch, steps, timeout_s=_TIMEOUT_S)
+            metrics.update(found.figures)
+            if mode == "strict":
+                found.raise_if_broken()
 
     return _compute_metrics
 
