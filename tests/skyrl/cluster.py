@@ -21,21 +21,19 @@ unmodified. Replaced, only where they need GPUs, Ray or a process group:
 - **Inference engines.** ``init_weight_sync_state`` and ``save_weights_for_sampler`` do
   nothing (`InProcessDispatch`); the generator returns a fixed rollout (`FixedGenerator`).
 
-The models are tiny Llamas built from a config (no download, seeded): the policy and the ref
+SkyRL's ``model_wrapper`` imports flash-attn, a CUDA-only package, at the top: it is
+imported through the stub of ``tests/skyrl_shim.py``, which says why that is safe. The
+models are tiny Llamas built from a config (no download, seeded): the policy and the ref
 (other weights) in SkyRL's ``HFModelWrapper``, the critic in SkyRL's own critic class.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import dataclasses
-import importlib
-import importlib.util
-import sys
-from collections.abc import Iterator, Sequence
-from types import ModuleType, SimpleNamespace
+from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -85,41 +83,7 @@ _MODULES = {
 def skyrl_modules() -> SimpleNamespace:
     """SkyRL's modules the cluster drives, by short name (``tb``, ``trainer``, ``worker``, ...)."""
     import_skyrl(_MODULES["tb"])  # the 3.11 shim runs before anything imports skyrl.backends
-    with _without_flash_attn():
-        import_skyrl(_MODULES["wrapper"])
     return SimpleNamespace(**{k: import_skyrl(v) for k, v in _MODULES.items()})
-
-
-@contextlib.contextmanager
-def _without_flash_attn() -> Iterator[None]:
-    """Import ``model_wrapper`` without flash-attn (a CUDA-only package).
-
-    ``model_wrapper`` imports ``flash_attn.bert_padding.pad_input, unpad_input`` at the
-    top, and calls them only with ``remove_microbatch_padding=True`` (which asserts flash
-    attention 2). Everything else it imports is imported first, unpatched (transformers'
-    models and peft ask ``find_spec("flash_attn")``, which a stub would break); then, while
-    that one module is imported, ``flash_attn.bert_padding`` is a stub whose two functions
-    raise, and the stub leaves ``sys.modules`` right after.
-    """
-    if importlib.util.find_spec("flash_attn") is not None or _MODULES["wrapper"] in sys.modules:
-        yield
-        return
-    for name in ("transformers.modeling_utils", "peft", "peft.tuners.lora"):
-        importlib.import_module(name)
-
-    def unavailable(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("flash-attn is not installed: remove_microbatch_padding needs it")
-
-    package, padding = ModuleType("flash_attn"), ModuleType("flash_attn.bert_padding")
-    padding.pad_input = padding.unpad_input = unavailable  # type: ignore[attr-defined]
-    package.bert_padding = padding  # type: ignore[attr-defined]
-    stubs = {"flash_attn": package, "flash_attn.bert_padding": padding}
-    sys.modules.update(stubs)
-    try:
-        yield
-    finally:
-        for name in stubs:
-            del sys.modules[name]
 
 
 @dataclasses.dataclass

@@ -141,21 +141,28 @@ def test_train_runs_a_padded_step_and_logs_what_the_never_padded_step_logs(skyrl
     assert got["padding/samples"] == 0.0  # non-step-wise: SkyRL trims the batch to the DP size; only mini-batches pad
     for name, steps in want_grads.items():
         assert len(got_grads[name]) == len(steps) == 2, name
+        # the policy's, sample-based: the same micro-batches added in the same order, weights
+        # doubled exactly; else another order (token-based packing) or a fractional count (critic)
+        exact = name == "actor" and "max_tokens" not in LOOPS[case]
         for got_step, want_step in zip(got_grads[name], steps, strict=True):
             for param, grad in want_step.items():
                 worst = float((got_step[param] - 2 * grad).abs().max())
-                assert worst <= 1e-5 * float((2 * grad).abs().max()), (name, param, worst)
+                assert worst <= (0.0 if exact else 1e-5) * float((2 * grad).abs().max()), (name, param, worst)
 
 
 def test_skyrl_alone_logs_other_figures_on_more_ranks(skyrl, models, monkeypatch):
     # The same step on 4 ranks, without install(): the padding rows (row 0's clones) dilute
     # every per-micro-batch mean by 10/12, and the old log-probs of the second mini-batch land
     # on the wrong rows (each mini-batch's outputs include its 2 padding rows).
-    want, _ = run_loop(skyrl, models, "grpo-kl_loss-sample", 2, monkeypatch)
-    got, _ = run_loop(skyrl, models, "grpo-kl_loss-sample", 4, monkeypatch)
-    assert math.isclose(got["policy/policy_entropy"], want["policy/policy_entropy"] * 10 / 12, rel_tol=1e-6)
+    want, want_grads = run_loop(skyrl, models, "grpo-kl_loss-sample", 2, monkeypatch)
+    got, got_grads = run_loop(skyrl, models, "grpo-kl_loss-sample", 4, monkeypatch)
+    for key in ("policy_entropy", "policy_kl", "minibatch_rollout_logprobs_abs_diff_mean"):
+        assert math.isclose(got[f"policy/{key}"], want[f"policy/{key}"] * 10 / 12, rel_tol=1e-6), key
     assert want["policy/loss_metrics/clip_ratio"] == 0.0 < got["policy/loss_metrics/clip_ratio"]
     assert got["policy/rollout_train_logprobs_abs_diff_mean"] != want["policy/rollout_train_logprobs_abs_diff_mean"]
+    second_got, second_want = got_grads["actor"][1], want_grads["actor"][1]
+    worst = max(float((second_got[k] - 2 * g).abs().max() / (2 * g).abs().max()) for k, g in second_want.items())
+    assert worst > 1.0  # trained against other rows' old log-probs
 
 
 # -- the advantage step ---------------------------------------------------------------------------
@@ -289,7 +296,7 @@ def test_skyrl_alone_normalizes_over_the_padding_rows(skyrl, estimator):
     never, _ = normalized(skyrl, estimator, "token_mean", True, 0)
     padded, _ = normalized(skyrl, estimator, "token_mean", True, 3)
     moved = float((padded["advantages"][:10] - never["advantages"]).abs().max())
-    assert moved > 1e-6 * float(never["advantages"].abs().max())
+    assert moved > 0.05 * float(never["advantages"].abs().max())  # 3 padding rows on 10: by 7.8% to 23%
 
 
 # -- the KL penalty in the reward ---------------------------------------------------------------

@@ -19,7 +19,9 @@ where ``stage_chunks`` adds padding rows and whole ranks hold only padding.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import math
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -200,6 +202,24 @@ def test_padded_step_equals_the_never_padded_one(skyrl, models, monkeypatch, los
         sk.uninstall()
     assert_same_metrics(got, want)
     assert_same_gradients(got_grads, want_grads, m.dp / m.never_padded, exact=mode == "sample")
+
+
+@pytest.mark.parametrize(("mode", "loss"), [(m, lo) for m in MODES for lo in ("regular", "importance_sampling")])
+def test_skyrl_alone_dilutes_the_means_and_the_kl_and_entropy_gradients(skyrl, models, monkeypatch, mode, loss):
+    m = MODES[mode]
+    cfg = case_config(skyrl, loss, "token_mean", mode, "grpo", False)
+    data = after_advantages(skyrl, "grpo", m.rows, cfg)
+    want, want_grads = training_step(skyrl, models, cfg, m.never_padded, data, monkeypatch)
+    got, got_grads = training_step(skyrl, models, cfg, m.dp, data, monkeypatch)
+    staged = m.rows + (-m.rows) % m.dp
+    assert math.isclose(got["policy_entropy"], want["policy_entropy"] * m.rows / staged, rel_tol=1e-6)
+    if loss == "importance_sampling":  # 0/0 on a micro-batch of padding rows
+        assert math.isnan(got["loss_metrics/importance_ratio"]) and math.isfinite(want["loss_metrics/importance_ratio"])
+    factor = m.dp / m.never_padded
+    worst = max(
+        float((got_grads[0][k] - factor * g).abs().max() / (factor * g).abs().max()) for k, g in want_grads[0].items()
+    )
+    assert worst > 0.05  # the KL and entropy terms weighted by len(micro) / len(chunk), padding included
 
 
 # -- micro-batches with padding rows, and padding micro-batches -----------------------------------
@@ -488,3 +508,12 @@ def test_a_micro_batch_reports_scaled_means_and_neutral_figures_without_real_row
     assert {k: v for k, v in got.items() if k != "loss_fn_outputs"} == expect
     want_outputs = [{"logprobs": [1.0]}, {"logprobs": []}, {"logprobs": [2.0]}] if real else [{"logprobs": []}] * 3
     assert got["loss_fn_outputs"] == want_outputs
+
+
+def test_skyrls_model_wrapper_runs_here_without_flash_attn_and_leaves_no_stub(skyrl):
+    # tests/skyrl_shim.py imports it with a flash_attn.bert_padding stub; nothing else may see the stub
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash-attn is installed: the wrapper imports it for real")
+    assert "flash_attn" not in sys.modules and "flash_attn.bert_padding" not in sys.modules
+    with pytest.raises(NotImplementedError, match="flash-attn is not installed"):
+        skyrl.wrapper.unpad_input(torch.zeros(1, 2, 1), attention_mask=torch.ones(1, 2))
