@@ -11,9 +11,12 @@ all-reduce is computed over their records, the gradients are summed over ranks a
 micro-batches in one shared model.
 
 The oracle is SkyRL alone on a data-parallel size that needs no padding anywhere
-(``NEVER_PADDED``), with the very same micro-batches of real rows; the padded run is the same
-data on a larger DP size (a power of two times it, so that SkyRL's weights scale exactly),
-where ``stage_chunks`` adds padding rows and whole ranks hold only padding.
+(``MODES[...].never_padded``), with the very same micro-batches of real rows; the padded run
+is the same data on a larger DP size (a power of two times it, so that SkyRL's weights scale
+exactly), where ``stage_chunks`` adds padding rows and whole ranks hold only padding.
+Micro-batches that mix real and padding rows have no never-padded twin on any DP size: they
+are checked against SkyRL's own ``_forward_backward_micro`` on their real rows alone,
+reduced by SkyRL's ``reduce_metrics`` (`never_padded_micro_batches`).
 """
 
 from __future__ import annotations
