@@ -129,7 +129,11 @@ def _padding_calls(keys: Sequence[str], steps: Sequence[LocalStep]) -> list[tupl
 
 
 def _rows_at(rows: Any, where: list[int]) -> Any:
-    return rows if len(where) == rows.batch_size[0] else rows[torch.tensor(where)]
+    """The rows at ``where`` (all of ``rows``, or a list of samples: indexing jagged columns needs newer torch)."""
+    if len(where) == rows.batch_size[0]:
+        return rows
+    columns = {name: col.unbind() if isinstance(col, torch.Tensor) else col.tolist() for name, col in rows.items()}
+    return [{name: values[i] for name, values in columns.items()} for i in where]
 
 
 def _call_load(n: int, where: list[int], schema: Schema | None, routes: torch.Tensor, mask: Any) -> StepAudit:
