@@ -186,6 +186,28 @@ def test_the_schema_chosen_declares_what_the_batch_holds():
     assert chosen == ["text", "moe_routed", "text", "moe_routed"]
 
 
+def test_the_choice_is_made_once_per_batch_signature(monkeypatch, tmp_path):
+    """A trainer pads batch after batch of one shape: the schema is chosen once for them; another
+    set of columns, or a schema file added to the search path, makes a fresh choice."""
+    from trajschema.skyrl import pad as module
+
+    calls = []
+    choose = module._choose
+    monkeypatch.setattr(module, "_choose", lambda *a: calls.append(a) or choose(*a))
+    monkeypatch.setattr(module, "_CHOSEN", {})
+    text = [sk.choose_batch_schema(build("text", p_lens=p)).name for p in ([3, 5, 1, 2], [7, 1, 2, 9], [1, 1, 1, 1])]
+    assert text == ["text"] * 3 and len(calls) == 1
+    assert sk.choose_batch_schema(build("moe_routed")).name == "moe_routed" and len(calls) == 2
+    assert sk.choose_batch_schema(build("text"), layout=sk.sliced_layout()).name == "text" and len(calls) == 3
+    (tmp_path / "unrelated.yaml").write_text(
+        (ts.load_schema("text").to_yaml()).replace("name: text", "name: unrelated")
+    )
+    monkeypatch.setenv("TRAJSCHEMA_PATH", str(tmp_path))
+    assert sk.choose_batch_schema(build("text")).name == "text" and len(calls) == 4
+    assert sk.pad_training_input_batch(build("text"), 2).metadata["is_padding"][-2:] == [True, True]
+    assert len(calls) == 4  # the padding itself chose from the cache
+
+
 def test_a_slice_fails_the_exact_layout_and_passes_the_sliced_one():
     part = build("text")[2:4]  # rows shorter than the whole batch's widths
     part.metadata = {"uids": ["u1", "u1"]}

@@ -6,6 +6,7 @@ import contextvars
 import copy
 import dataclasses
 import functools
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,7 +17,7 @@ from trajschema._schema import Schema
 from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_int
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
-from trajschema.load import load_layout, load_schema, schema_names
+from trajschema.load import load_layout, load_schema, schema_names, schema_search_path
 
 __all__ = [
     "PER_ROW_METADATA",
@@ -228,9 +229,61 @@ def choose_batch_schema(batch: Any, row: int = 0, *, layout: Layout | str = "sky
     ``pixel_values``); a tie goes to the schema declaring fewer fields (the tightest),
     then by name.
 
+    The choice is kept per batch signature (each column's class, dtype, rank and trailing
+    sizes, the layout and the schema search path with its directories' modification
+    times), so a trainer padding batch after batch of one shape pays for it once; the
+    schema is loaded again by name, so an edited file is read again.
+
     Raises:
         SchemaError: no schema reads the row (with the violations of the closest one).
     """
+    key = _signature(batch, layout)
+    name = _CHOSEN.get(key) if key is not None else None
+    if name is not None:
+        return load_schema(name)
+    chosen = _choose(batch, row, layout)
+    if key is not None:
+        if len(_CHOSEN) >= _CHOSEN_MAX:
+            _CHOSEN.pop(next(iter(_CHOSEN)))
+        _CHOSEN[key] = chosen.name
+    return chosen
+
+
+#: Batch signature -> the name of the schema chosen for it (oldest first, at most `_CHOSEN_MAX`).
+_CHOSEN: dict[tuple[Any, ...], str] = {}
+_CHOSEN_MAX = 64
+
+
+def _signature(batch: Any, layout: Layout | str) -> tuple[Any, ...] | None:
+    """What the choice of schema depends on, or ``None`` where it cannot be read cheaply."""
+    if not isinstance(batch, Mapping):
+        return None
+    columns: list[tuple[Any, ...]] = []
+    for k in sorted(batch, key=str):
+        v = batch[k]
+        if isinstance(v, torch.Tensor):
+            columns.append((k, "tensor", v.dtype, v.dim(), tuple(v.shape[2:]), v.is_nested))
+        elif isinstance(v, Sequence) and not isinstance(v, (str, bytes)) and v and isinstance(v[0], torch.Tensor):
+            columns.append((k, type(v).__name__, v[0].dtype, v[0].dim(), tuple(v[0].shape[1:])))
+        else:
+            columns.append((k, type(v).__name__))
+    where = layout if isinstance(layout, str) else (layout.name, layout.source, layout.pad_token_id)
+    per_row = tuple(k for k in PER_ROW_METADATA if k in _meta(batch))
+    return (where, tuple(columns), per_row, _search_stamp())
+
+
+def _search_stamp() -> tuple[Any, ...]:
+    """The schema search path and each directory's modification time (a file added or removed changes it)."""
+    out: list[tuple[str, int | None]] = []
+    for d in schema_search_path():
+        try:
+            out.append((str(d), os.stat(d).st_mtime_ns))
+        except OSError:
+            out.append((str(d), None))
+    return tuple(out)
+
+
+def _choose(batch: Any, row: int, layout: Layout | str) -> Schema:
     one = _row_batch(batch, row)
     layout = sliced_layout(layout)  # one row of a batch keeps the batch's widths
     best: tuple[int, int, str] | None = None
