@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.padding import spread_ids
-from trajschema.runtime import PaddingAuditError, audit_mode, audit_step
+from trajschema.runtime import PaddingAuditError, audit_mode, audit_step, combine_audits
 
 REAL, PAD = 3, 2
 PADDING = [False] * REAL + [True] * PAD
@@ -170,3 +170,25 @@ def test_expert_load_against_a_plain_count(pad, seq, layers, experts, data):
         max(Counter(x for r, t in tokens for x in routes[r, t, layer].tolist()).values()) for layer in range(layers)
     )
     assert found.figures["trajschema/padding_expert_load"] == worst / math.ceil(len(tokens) * topk / experts)
+
+
+def test_combined_audits_add_counts_keep_the_worst_load_and_the_smallest_scale():
+    batch = inert_batch()
+    clean = audit(batch, seq_mean_scales=[0.5])
+    hot = inert_batch()
+    _all_on_expert_0(hot)
+    _loss_on_padding(hot)
+    broken = audit(hot, violations=[ts.Violation(0, "uid", "missing", "present", "absent", "m")])
+    both = combine_audits([clean, broken])
+    f = both.figures
+    assert (f["trajschema/padding_rows"], f["trajschema/padding_tokens"]) == (4.0, 16.0)
+    assert (f["trajschema/padding_loss_tokens"], f["trajschema/padding_expert_load"]) == (1.0, 8.0)
+    assert (f["trajschema/seq_mean_scale_min"], f["trajschema/violations/missing"]) == (0.5, 1.0)
+    assert [x.split(" = ")[0] for x in both.faults] == [
+        "trajschema/padding_loss_tokens",
+        "trajschema/violations",
+        "trajschema/padding_expert_load",
+    ]
+    assert "missing 1" in both.faults[1]
+    assert combine_audits([clean]).figures == clean.figures and combine_audits([clean]).faults == ()
+    assert combine_audits([]).figures["trajschema/padding_rows"] == 0

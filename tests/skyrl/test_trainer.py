@@ -127,7 +127,20 @@ def test_train_runs_a_padded_step_and_logs_what_the_never_padded_step_logs(skyrl
     finally:
         sk.uninstall()
     keys = [k for k in want if not k.startswith(_PER_DP)]
-    assert {k for k in got if not k.startswith(_PER_DP)} == {
+    audit = {k.removeprefix("trajschema/"): v for k, v in got.items() if k.startswith("trajschema/")}
+    # the step audit (install's default): 2 padding rows in each of the 2 mini-batches, per model trained
+    models_trained = 2 if LOOPS[case].get("critic") else 1
+    assert audit == {
+        "padding_rows": 4.0 * models_trained,
+        "padding_tokens": audit["padding_tokens"],
+        "padding_loss_tokens": 0.0,
+        "padding_advantage_rows": 0.0,
+        "padding_expert_load": 0.0,  # no routes
+        "seq_mean_scale_min": 1.0,
+        "violations": 0.0,
+    }
+    assert audit["padding_tokens"] > 0
+    assert {k for k in got if not k.startswith(_PER_DP) and not k.startswith("trajschema/")} == {
         *keys,
         "padding/samples",
         "padding/tokens",

@@ -12,6 +12,7 @@ from trajschema.runtime.audit import (
     StepAudit,
     audit_mode,
     audit_step,
+    combine_audits,
 )
 from trajschema.runtime.decorator import check_mode, checked, checks, set_check_mode
 from trajschema.runtime.patches import Patches
@@ -27,5 +28,6 @@ __all__ = [
     "check_mode",
     "checked",
     "checks",
+    "combine_audits",
     "set_check_mode",
 ]

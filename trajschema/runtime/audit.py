@@ -36,7 +36,15 @@ import torch
 
 from trajschema.core import Violation
 
-__all__ = ["AUDIT_MODES", "AuditMode", "PaddingAuditError", "StepAudit", "audit_mode", "audit_step"]
+__all__ = [
+    "AUDIT_MODES",
+    "AuditMode",
+    "PaddingAuditError",
+    "StepAudit",
+    "audit_mode",
+    "audit_step",
+    "combine_audits",
+]
 
 AuditMode = Literal["off", "report", "strict"]
 
@@ -116,6 +124,31 @@ def audit_step(
     figures.update({f"violations/{code}": float(n) for code, n in sorted(codes.items())})
     out = {_PREFIX + k: v for k, v in figures.items()}
     return StepAudit(out, _faults(figures, codes))
+
+
+def combine_audits(audits: Sequence[StepAudit]) -> StepAudit:
+    """One step's figures from the audits of its parts (the padding calls of its mini-batches):
+    counts add up, the expert load is the worst part's, the seq-mean scale the smallest.
+
+    Each part's expert load is measured against its own even share: one padding call spreads
+    over its own tokens, so two calls each within their share may together exceed the whole's.
+    """
+    if not audits:
+        return audit_step([])
+    figures: dict[str, float] = {}
+    for found in audits:
+        for k, v in found.figures.items():
+            if k in (_PREFIX + "padding_expert_load",):
+                figures[k] = max(figures.get(k, 0.0), v)
+            elif k == _PREFIX + "seq_mean_scale_min":
+                figures[k] = min(figures.get(k, 1.0), v)
+            else:
+                figures[k] = figures.get(k, 0.0) + v
+    plain = {k.removeprefix(_PREFIX): v for k, v in figures.items()}
+    codes: Counter[str] = Counter(
+        {k.removeprefix("violations/"): int(v) for k, v in plain.items() if k.startswith("violations/")}
+    )
+    return StepAudit(figures, _faults(plain, codes))
 
 
 def _padding_rows(padding: Sequence[bool] | torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,8 @@ from typing import Any
 
 from trajschema._schema import Schema
 from trajschema.core import check_int
-from trajschema.runtime import Patches
+from trajschema.runtime import Patches, audit_mode
+from trajschema.skyrl.audit import train_step_for
 from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
 from trajschema.skyrl.trainer import (
     advantages_for,
@@ -63,6 +64,7 @@ SKYRL_SIGNATURES: dict[str, str] = {
     f"{_TRAINER}:RayPPOTrainer.apply_reward_kl_penalty": "(self, data)",
     f"{_TRAINER}:RayPPOTrainer.compute_advantages_and_returns": "(self, data)",
     f"{_TRAINER}:RayPPOTrainer._normalize_advantages": ("(self, data, mini_batch_boundaries, prompt_boundaries=None)"),
+    f"{_TRAINER}:RayPPOTrainer.train_critic_and_policy": "(self, data)",
 }
 
 #: The modules that bind SkyRL's ``pad_training_input_batch`` by name (``from ... import``), and
@@ -138,6 +140,7 @@ def install(
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
     check: bool = True,
+    audit: bool | str = True,
 ) -> None:
     """Switch SkyRL 0.3.0 to trajschema: padding rows, advantages on the real rows, metrics.
 
@@ -172,7 +175,10 @@ def install(
       ``_normalize_advantages``: SkyRL's own on the real rows only
       (``metadata["is_padding"]``), written back with exact zeros on the padding rows;
       ``padding/samples``, ``padding/tokens``, ``padding/share`` added to the trainer's
-      metrics (`trajschema.skyrl.trainer`).
+      metrics (`trajschema.skyrl.trainer`);
+    - ``RayPPOTrainer.train_critic_and_policy``: SkyRL's own, then the step audit
+      (`trajschema.skyrl.audit`): the ``trajschema/*`` figures of the padding rows of the
+      batch and of every mini-batch staged, in the trainer's metrics.
 
     Calling it again re-installs with the new arguments.
 
@@ -186,6 +192,10 @@ def install(
         check: check every batch before padding it (default). ``False`` checks only the
             row the padding is shaped on, for runs whose batches are checked elsewhere:
             see [`pad_training_input_batch`][trajschema.skyrl.pad_training_input_batch].
+        audit: ``True`` (default): each step's metrics gain the ``trajschema/*`` figures
+            of [`audit_step`][trajschema.audit_step]; ``"strict"``: a step whose padding was
+            not inert raises [`PaddingAuditError`][trajschema.PaddingAuditError] after
+            SkyRL's training step (its figures in the metrics); ``False``: no audit.
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -195,6 +205,7 @@ def install(
             patched then.
     """
     given = _checked_settings(schema, eos_token_id, pad_token_id, check)
+    given["audit"] = audit_mode(audit)
     _skyrl_version()
     with _patches.lock:
         _patches.restore()  # re-installing: start from SkyRL's own functions
@@ -230,6 +241,7 @@ _REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
     "RayPPOTrainer.apply_reward_kl_penalty": kl_penalty_for,
     "RayPPOTrainer.compute_advantages_and_returns": advantages_for,
     "RayPPOTrainer._normalize_advantages": normalize_for,
+    "RayPPOTrainer.train_critic_and_policy": train_step_for,
 }
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from trajschema.skyrl.audit import collect
 from trajschema.skyrl.pad import (
     PER_ROW_METADATA,
     first_real,
@@ -103,6 +104,8 @@ def staged_mini_batch(data: Any, start: int, end: int, dp_size: int) -> Any:
         mini = _padded(mini, data, start, end, pad)
     mini.metadata["is_padding"] = [not r for r in real_rows(mini.metadata, len(mini))]
     mini.metadata[STAGING] = staging(mini, dp_size)
+    if pad > 0:
+        collect(mini)
     return mini
 
 
