@@ -11,6 +11,7 @@ or its reward; a fresh uid per padding row).
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import pytest
@@ -243,3 +244,56 @@ def test_check_false_pads_a_batch_the_same_and_skips_the_whole_batch_check():
     assert len(sk.pad_training_input_batch(bad, 2, check=False)) == 6
     with pytest.raises(TypeError, match="check must be a bool"):
         sk.install(check="no")
+
+
+# -- spread routes over every padding row of a call (issue 27 §1-§3) -----------------------------
+
+
+@given(
+    pad=st.integers(1, 30),
+    lengths=st.lists(st.tuples(st.integers(1, 6), st.integers(1, 4)), min_size=1, max_size=3),
+    experts=st.integers(2, 24),
+    data=st.data(),
+)
+def test_the_drop_ins_padding_keeps_the_spread_bound_over_the_whole_call(pad, lengths, experts, data):
+    """Property: over all padding tokens of one call, no expert gets more than ceil(T * topk / E)
+    slots in any layer, each token's slots are distinct, and E is the batch's largest id + 1."""
+    topk = data.draw(st.integers(1, min(experts, 3)), label="topk")
+    p, r = [a for a, _ in lengths], [b for _, b in lengths]
+    experts_of = [routes(a + b, 2, topk, experts, seed=i) for i, (a, b) in enumerate(lengths)]
+    token = experts_of[-1][0, 0]  # the last row reaches the last expert; row 0 need not
+    if experts - 1 not in token.tolist():
+        token[-1] = experts - 1
+    batch = skyrl_batch([tokens(x) for x in p], [tokens(x, 50) for x in r], experts=experts_of)
+    out = sk.pad_training_input_batch(batch, pad)
+    mask = out["attention_mask"][len(p) :].bool()
+    ids = out["rollout_expert_indices"][len(p) :][mask].long()  # (padding tokens, layers, topk)
+    assert (ids.sort(-1).values.diff(dim=-1) != 0).all()
+    bound = math.ceil(ids.shape[0] * topk / experts)
+    for layer in range(2):
+        assert int(torch.bincount(ids[:, layer].reshape(-1), minlength=experts).max()) <= bound
+    assert int(ids.max()) < experts
+
+
+@pytest.mark.parametrize("experts", [384, 512])
+def test_a_schema_pinned_to_a_384_or_512_expert_config_pads_end_to_end(experts):
+    """Kimi K2's 384 routed experts (DeepSeek-V3's architecture), 512 (Qwen3-MoE's): install()'s schema
+    pinned from the config pads a SkyRL batch with routes spread over every expert, and the step
+    audit reads it clean."""
+    from tests.load.test_config import large_moe
+    from trajschema.skyrl.audit import skyrl_step_audit
+
+    schema = ts.schema_for_config(large_moe(experts))
+    layers, topk = schema.dims["layers"].size, schema.dims["topk"].size
+    p, r = [40, 30], [8, 12]
+    experts_of = [routes(a + b, layers, topk, experts, seed=i).to(torch.int16) for i, (a, b) in enumerate(zip(p, r))]
+    batch = skyrl_batch([tokens(x) for x in p], [tokens(x, 50) for x in r], experts=experts_of)
+    sk.install(schema=schema)
+    try:
+        out = sk.pad_training_input_batch(batch, 6)
+        found = skyrl_step_audit(out, [True, True] + [False] * 6)
+    finally:
+        sk.uninstall()
+    ids = out["rollout_expert_indices"][2:][out["attention_mask"][2:].bool()].long()
+    assert ids.shape[0] * topk >= experts and sorted(set(ids[:, 0].flatten().tolist())) == list(range(experts))
+    assert found.faults == () and found.figures["trajschema/padding_expert_load"] <= 1
