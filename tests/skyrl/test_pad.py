@@ -273,27 +273,3 @@ def test_the_drop_ins_padding_keeps_the_spread_bound_over_the_whole_call(pad, le
     for layer in range(2):
         assert int(torch.bincount(ids[:, layer].reshape(-1), minlength=experts).max()) <= bound
     assert int(ids.max()) < experts
-
-
-@pytest.mark.parametrize("experts", [384, 512])
-def test_a_schema_pinned_to_a_384_or_512_expert_config_pads_end_to_end(experts):
-    """Kimi K2's 384 routed experts (DeepSeek-V3's architecture), 512 (Qwen3-MoE's): install()'s schema
-    pinned from the config pads a SkyRL batch with routes spread over every expert, and the step
-    audit reads it clean."""
-    from tests.load.test_config import large_moe
-    from trajschema.skyrl.audit import skyrl_step_audit
-
-    schema = ts.schema_for_config(large_moe(experts))
-    layers, topk = schema.dims["layers"].size, schema.dims["topk"].size
-    p, r = [40, 30], [8, 12]
-    experts_of = [routes(a + b, layers, topk, experts, seed=i).to(torch.int16) for i, (a, b) in enumerate(zip(p, r))]
-    batch = skyrl_batch([tokens(x) for x in p], [tokens(x, 50) for x in r], experts=experts_of)
-    sk.install(schema=schema)
-    try:
-        out = sk.pad_training_input_batch(batch, 6)
-        found = skyrl_step_audit(out, [True, True] + [False] * 6)
-    finally:
-        sk.uninstall()
-    ids = out["rollout_expert_indices"][2:][out["attention_mask"][2:].bool()].long()
-    assert ids.shape[0] * topk >= experts and sorted(set(ids[:, 0].flatten().tolist())) == list(range(experts))
-    assert found.faults == () and found.figures["trajschema/padding_expert_load"] <= 1
