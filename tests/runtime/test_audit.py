@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from trajschema.padding import spread_ids
-from trajschema.runtime import PaddingAuditError, audit_mode, audit_step, combine_audits
+from trajschema.runtime import PaddingAuditError, audit_mode, audit_step, combine_audits, expert_count
 
 REAL, PAD = 3, 2
 PADDING = [False] * REAL + [True] * PAD
@@ -192,3 +192,12 @@ def test_combined_audits_add_counts_keep_the_worst_load_and_the_smallest_scale()
     assert "missing 1" in both.faults[1]
     assert combine_audits([clean]).figures == clean.figures and combine_audits([clean]).faults == ()
     assert combine_audits([]).figures["trajschema/padding_rows"] == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int64, torch.uint16], ids=str)
+def test_expert_count_is_the_pinned_size_else_the_largest_id_in_any_dtype(dtype):
+    routes = torch.tensor([[[3, 9]], [[0, 5]]]).to(dtype)
+    moe = ts.load_schema("moe_routed")
+    assert expert_count(None, routes) == expert_count(moe, routes) == 10  # torch has no max for uint16
+    assert expert_count(moe.with_dims({"experts": 64}), routes) == 64
+    assert expert_count(moe, routes[:0]) is None and expert_count(moe, None) is None

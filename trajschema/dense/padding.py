@@ -19,7 +19,7 @@ from trajschema.dense.bind import BoundLayout, bind_layout, per_row_metadata, sl
 from trajschema.dense.check import check_dense, relaxed_plan
 from trajschema.dense.convert import lay_out, refuse_memory
 from trajschema.dense.geometry import axis_widths
-from trajschema.dense.view import METADATA, one_row, read_dense
+from trajschema.dense.view import METADATA, DenseView, one_row, read_dense
 from trajschema.padding import PaddingBatch, ids_seen, make_padding, spread_ids
 
 if TYPE_CHECKING:
@@ -83,8 +83,9 @@ def dense_padding(
         found = check_dense(schema, like, layout, depth="shapes")
         if found.violations:
             raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
-    first = _first_row(bound, like)
-    blocks = _block_widths(bound, like)
+    view, _ = read_dense(like)
+    first = _first_row(bound, view)
+    blocks = _block_widths(bound, view)
     sizes = fitting_sizes(bound, blocks, dict(dims or {}))
     # the plan without the fields the layout drops: padding emits them only if like has them
     plan = relaxed_plan(schema, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
@@ -99,7 +100,7 @@ def dense_padding(
         like=first,
         dims={**(dims or {}), **sizes},
         include=None,
-        seen=_ids_seen(plan, bound, like),
+        seen=_ids_seen(plan, bound, view),
     )
     if count == 0:
         return _no_rows(like, pad.sources)
@@ -130,13 +131,12 @@ def dense_padding(
     return out
 
 
-def _first_row(bound: BoundLayout, like: Any) -> dict[str, Any]:
+def _first_row(bound: BoundLayout, view: DenseView) -> dict[str, Any]:
     """``like``'s first row as a sample of schema field names, its values read (``like`` checked clean).
 
     Only that row is extracted (in the layout with every block ``fixed``: one row keeps the
     batch's widths), so the cost does not grow with the batch or its other rows' images.
     """
-    view, _ = read_dense(like)
     if view.n == 0:
         raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
     one = one_row(view, 0, per_row_metadata(bound))
@@ -183,8 +183,7 @@ def _put_index(out: DenseBatch, key: str, count: int) -> None:
         out[key] = list(range(count))
 
 
-def _block_widths(bound: BoundLayout, like: Any) -> dict[str, int]:
-    view, _ = read_dense(like)
+def _block_widths(bound: BoundLayout, view: DenseView) -> dict[str, int]:
     widths, _ = axis_widths(bound, view)
     out = {}
     for axis in bound.layout.axes.values():
@@ -287,12 +286,11 @@ def _no_rows(like: Any, sources: Mapping[str, str]) -> DenseBatch:
     return empty
 
 
-def _ids_seen(plan: Plan, bound: BoundLayout, like: Any) -> dict[str, int]:
-    """How many ids each spread dim reaches over all of ``like``'s rows (`ids_seen` of its dense columns).
+def _ids_seen(plan: Plan, bound: BoundLayout, view: DenseView) -> dict[str, int]:
+    """How many ids each spread dim reaches over all rows of the batch ``view`` reads (`ids_seen` of its dense columns).
 
     A dense column's padded region holds the layout's fill (0 for routes), never above a real id.
     """
-    view, _ = read_dense(like)
     columns = {}
     for p in bound.placed.values():
         if p.field.pad.rule == SPREAD and p.held != "absent":

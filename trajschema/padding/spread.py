@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from trajschema.core import tensor_extremes
+
 __all__ = ["largest_id", "spread_ids"]
 
 
@@ -66,7 +68,7 @@ def largest_id(value: Any) -> int | None:
 
     ``value`` is one tensor (dense; nested: its values), or a sequence of them (one per
     sample): a reduction per tensor, never a read of the values into Python. Dtypes torch
-    cannot reduce (``uint16`` on CPU) are widened a chunk at a time. A meta tensor, a float,
+    cannot reduce (``uint16`` on CPU) are read by `tensor_extremes`, in bounded memory. A meta tensor, a float,
     bool or complex tensor, an empty one and anything else give ``None``.
 
     Examples:
@@ -81,10 +83,6 @@ def largest_id(value: Any) -> int | None:
     return None
 
 
-#: Elements widened at a time where a dtype cannot be reduced in place (64 MB of int64).
-_WIDEN_CHUNK = 1 << 23
-
-
 def _tensor_largest(t: torch.Tensor) -> int | None:
     if t.is_meta or t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
         return None
@@ -93,7 +91,7 @@ def _tensor_largest(t: torch.Tensor) -> int | None:
         return max((n for n in map(_tensor_largest, parts) if n is not None), default=None)
     if t.layout != torch.strided or not t.numel():
         return None
-    if t.dtype in (torch.uint16, torch.uint32, torch.uint64):
-        flat = t.reshape(-1)
-        return max(int(c.to(torch.int64).max()) for c in flat.split(_WIDEN_CHUNK))
+    if t.dtype in (torch.uint16, torch.uint32, torch.uint64):  # no max kernel: the value checks' exact walk
+        found = tensor_extremes(t)
+        return None if found is None else int(found[1])
     return int(t.max())

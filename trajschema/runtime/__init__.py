@@ -13,6 +13,7 @@ from trajschema.runtime.audit import (
     audit_mode,
     audit_step,
     combine_audits,
+    expert_count,
 )
 from trajschema.runtime.decorator import check_mode, checked, checks, set_check_mode
 from trajschema.runtime.patches import Patches
@@ -29,5 +30,6 @@ __all__ = [
     "checked",
     "checks",
     "combine_audits",
+    "expert_count",
     "set_check_mode",
 ]

@@ -34,7 +34,8 @@ from typing import Any, Literal
 
 import torch
 
-from trajschema.core import Violation
+from trajschema.core import FixedDim, Violation
+from trajschema.padding import largest_id
 
 __all__ = [
     "AUDIT_MODES",
@@ -44,6 +45,7 @@ __all__ = [
     "audit_mode",
     "audit_step",
     "combine_audits",
+    "expert_count",
 ]
 
 AuditMode = Literal["off", "report", "strict"]
@@ -138,7 +140,7 @@ def combine_audits(audits: Sequence[StepAudit]) -> StepAudit:
     figures: dict[str, float] = {}
     for found in audits:
         for k, v in found.figures.items():
-            if k in (_PREFIX + "padding_expert_load",):
+            if k == _PREFIX + "padding_expert_load":
                 figures[k] = max(figures.get(k, 0.0), v)
             elif k == _PREFIX + "seq_mean_scale_min":
                 figures[k] = min(figures.get(k, 1.0), v)
@@ -149,6 +151,19 @@ def combine_audits(audits: Sequence[StepAudit]) -> StepAudit:
         {k.removeprefix("violations/"): int(v) for k, v in plain.items() if k.startswith("violations/")}
     )
     return StepAudit(figures, _faults(plain, codes))
+
+
+def expert_count(schema: Any, routes: torch.Tensor | None) -> int | None:
+    """The number of experts padding routes spread over: the schema's pinned ``experts``, else
+    ``routes``' largest id + 1 (`trajschema.padding.largest_id`: any integer dtype, uint16 too);
+    ``None`` without routes or ids to read."""
+    if routes is None:
+        return None
+    pinned = schema.dims.get("experts") if schema is not None else None
+    if isinstance(pinned, FixedDim):
+        return pinned.size
+    found = largest_id(routes)
+    return None if found is None or found < 0 else found + 1
 
 
 def _padding_rows(padding: Sequence[bool] | torch.Tensor) -> torch.Tensor:

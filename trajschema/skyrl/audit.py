@@ -21,9 +21,8 @@ from typing import Any
 
 import torch
 
-from trajschema.core import FixedDim, Violation
-from trajschema.padding import largest_id
-from trajschema.runtime import StepAudit, audit_step, combine_audits
+from trajschema.core import Violation
+from trajschema.runtime import StepAudit, audit_step, combine_audits, expert_count
 from trajschema.skyrl.pad import choose_batch_schema, real_rows, rows_of, settings, staged_layout
 
 __all__ = ["MASKS", "ROUTES", "collect", "skyrl_step_audit", "train_step_for"]
@@ -79,21 +78,9 @@ def skyrl_step_audit(batch: Any, real: list[bool]) -> StepAudit:
         loss_masks={k: tensors[k] for k in MASKS if k in tensors},
         advantages={k: tensors[k] for k in OUTPUTS if k in tensors},
         routes=routes,
-        experts=_experts(routes),
+        experts=expert_count(settings.get("schema"), routes),
         violations=_padding_violations(batch, real),
     )
-
-
-def _experts(routes: torch.Tensor | None) -> int | None:
-    """The expert count padding spread over: the pinned schema's, else the batch's largest id + 1."""
-    if routes is None:
-        return None
-    schema = settings.get("schema")
-    dim = schema.dims.get("experts") if schema is not None else None
-    if isinstance(dim, FixedDim):
-        return dim.size
-    found = largest_id(routes)
-    return None if found is None or found < 0 else found + 1
 
 
 def _padding_violations(batch: Any, real: list[bool]) -> list[Violation]:

@@ -23,8 +23,7 @@ import torch
 
 from trajschema._schema import Schema
 from trajschema.contract import is_padding
-from trajschema.core import FixedDim
-from trajschema.runtime import StepAudit, audit_step
+from trajschema.runtime import StepAudit, audit_step, expert_count
 from trajschema.tq import bounded
 
 __all__ = ["ADVANTAGE_FIELDS", "LOSS_MASK_FIELDS", "ROUTES_FIELD", "Ledger", "LocalStep", "audit_padding"]
@@ -145,11 +144,7 @@ def _call_load(n: int, where: list[int], schema: Schema | None, routes: torch.Te
 
 def _experts(schema: Schema | None, routes: torch.Tensor, mask: Any, flags: torch.Tensor) -> int | None:
     """The pinned schema's expert count, else the largest id on the call's padding tokens + 1."""
-    pinned = schema.dims.get("experts") if schema is not None else None
-    if isinstance(pinned, FixedDim):
-        return pinned.size
-    ids = routes[mask[flags].bool()] if mask is not None else routes
-    return int(ids.max()) + 1 if ids.numel() else None
+    return expert_count(schema, routes[mask[flags].bool()] if mask is not None else routes)
 
 
 def _dense(col: Any) -> torch.Tensor | None:
