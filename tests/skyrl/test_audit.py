@@ -10,7 +10,6 @@ dispatch, workers and losses; Ray, the process group, FSDP and the inference eng
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,26 +18,12 @@ import torch
 import tests.skyrl.test_trainer as loop
 import trajschema as ts
 import trajschema.skyrl as sk
-from tests.skyrl.cluster import skyrl_modules, tiny_models
 from tests.skyrl_support import routes, skyrl_batch, tokens
 from trajschema.skyrl import workers
 from trajschema.skyrl.audit import skyrl_step_audit
 
 CASE = "grpo-kl_loss-sample"
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # SkyRL asks for CUDA autocast
-
-
-@pytest.fixture(scope="module")
-def skyrl() -> SimpleNamespace:
-    return skyrl_modules()
-
-
-@pytest.fixture(scope="module")
-def models(skyrl) -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tiny_models(skyrl)
-    torch.set_num_threads(threads)
 
 
 def audited_step(skyrl, models, monkeypatch, fault=None, **install) -> dict[str, Any]:

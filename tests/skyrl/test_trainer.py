@@ -30,8 +30,6 @@ from tests.skyrl.cluster import (
     FixedGenerator,
     config,
     patch_cluster,
-    skyrl_modules,
-    tiny_models,
     train_one_step,
     trainer,
 )
@@ -43,19 +41,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarnin
 ESTIMATORS = ["gae", "grpo", "maxrl", "reinforce++", "rloo"]
 REDUCTIONS = ["token_mean", "token_mean_legacy", "sequence_mean", "seq_mean_token_sum_norm", "prompt_mean"]
 SCORES = [1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.5, 1.0]
-
-
-@pytest.fixture(scope="module")
-def skyrl() -> SimpleNamespace:
-    return skyrl_modules()
-
-
-@pytest.fixture(scope="module")
-def models(skyrl) -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: one thread is faster, and steady on a shared machine
-    yield tiny_models(skyrl)
-    torch.set_num_threads(threads)
 
 
 # -- train(): one step of SkyRL's own loop ------------------------------------------------------

@@ -33,7 +33,7 @@ import torch
 
 import trajschema as ts
 import trajschema.skyrl as sk
-from tests.skyrl.cluster import Cluster, config, patch_cluster, skyrl_modules, tiny_models, trainer
+from tests.skyrl.cluster import Cluster, config, patch_cluster, trainer
 from tests.skyrl_support import routes, skyrl_batch, tokens
 
 # SkyRL's workers autocast to CUDA, which the CPU build disables with a warning per micro-batch
@@ -63,19 +63,6 @@ MODES = {
     # 10 rows on 4 ranks: 12 staged; a token budget below any two rows: one row per micro-batch
     "token": SimpleNamespace(rows=10, dp=4, never_padded=2, micro=1, max_tokens=5),
 }
-
-
-@pytest.fixture(scope="module")
-def skyrl() -> SimpleNamespace:
-    return skyrl_modules()
-
-
-@pytest.fixture(scope="module")
-def models(skyrl) -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: one thread is faster, and steady on a shared machine
-    yield tiny_models(skyrl)
-    torch.set_num_threads(threads)
 
 
 def rollout(rows: int) -> Any:
