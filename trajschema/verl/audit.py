@@ -17,14 +17,16 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.contract import is_padding
 from trajschema.runtime import StepAudit, audit_step, expert_count
 from trajschema.tq import bounded
+
+if TYPE_CHECKING:
+    from trajschema._schema import Schema  # annotations only: the audit reads no Schema at import
 
 __all__ = ["ADVANTAGE_FIELDS", "LOSS_MASK_FIELDS", "ROUTES_FIELD", "Ledger", "LocalStep", "audit_padding"]
 
