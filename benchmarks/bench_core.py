@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(spread_row(schema, sample, timing))
 
     # 4 and 5. On a real TransferQueue (one Ray + TransferQueue for both) -------------
-    tq_parts = (["put", "pad"] if "4" in parts else []) + (["upsample"] if "5" in parts else [])
+    tq_parts = (["put", "pad"] if "4" in parts else []) + (["upsample", "audit"] if "5" in parts else [])
     if tq_parts:
         if "4" in parts:
             say(
@@ -414,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say(
                 f"[5/8] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
-                "TransferQueue..."
+                "TransferQueue, then the verl step audit's cost..."
             )
         rows += tq_rows(
             args.pad_counts,

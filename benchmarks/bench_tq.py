@@ -53,7 +53,7 @@ UPSAMPLE_MULTIPLE = 120
 #: Part 5's batches: real samples in the batch; padded to 120 they need 24 and 119 padding samples.
 UPSAMPLE_REAL = (96, 1)
 #: The parts of tq_rows: part 4's put and pad_to_multiple rows, part 5's upsample rows.
-TQ_PARTS = ("put", "pad", "upsample")
+TQ_PARTS = ("put", "pad", "upsample", "audit")
 
 
 class _FreshKeys:
@@ -298,6 +298,103 @@ def upsample_rows(tq: Any, schema: ts.Schema, samples: list[dict[str, Any]], *, 
     return rows
 
 
+#: Real rows of the audited verl step (part 5b), and the audit's target share of the step.
+AUDIT_REAL = (1000, 4000)
+AUDIT_SHARE = 0.02
+#: A Qwen3-MoE-shaped model config that pins the moe_routed padding to 8 experts, top-2, 4 layers.
+AUDIT_MODEL = {"architectures": ["Qwen3MoeForCausalLM"], "num_experts": 8, "num_experts_per_tok": 2}
+AUDIT_DIMS = {"layers": 4, "topk": 2, "experts": 8}
+
+
+def audit_rows(tq: Any, *, repeats: int, say=print) -> list[Any]:
+    """Part 5b: what the verl step audit costs against the step's own batch work, on this TransferQueue.
+
+    A step of verl 0.9.1's trainer under ``trajschema.verl.install()`` (audit on), as
+    ``tests/verl/step.py`` drives it: ``_balance_batch`` (padding to a multiple of 2 ranks
+    x ``ppo_mini_batch_size`` 3 x ``rollout.n`` 4), ``_compute_advantage`` (GRPO), and
+    ``_compute_metrics``, on ``moe_routed`` rows whose model config pins 8 experts, top-2.
+    Each timed step is the three calls, with ``trajschema.verl.audit.audit_padding`` (one
+    ``kv_batch_get`` of the padding rows, their check and figures) timed inside it: ours
+    is the audit, the baseline the rest of the step. The rows are written (not timed)
+    before each step and cleared after it. Target: the audit at most 2% of the rest.
+    """
+    import json
+    import tempfile
+    import time
+
+    import trajschema.verl as tv
+    import trajschema.verl.patch as vpatch
+
+    from harness import Timing
+
+    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the tests' verl step, as bench_skyrl does
+    from tests.verl.step import TIMING_RAW, rollout, step_config, stub_trainer, write
+    from tests.verl_support import import_installed
+
+    try:
+        tb = import_installed("verl.trainer.ppo.v1.trainer_base")
+    except ImportError as e:
+        return [Row("trajschema.verl step audit", None, "the step", None, AUDIT_SHARE, "overhead", skipped=str(e))]
+    model = Path(tempfile.mkdtemp(prefix="bench_audit_"))
+    (model / "config.json").write_text(json.dumps({**AUDIT_MODEL, "num_hidden_layers": AUDIT_DIMS["layers"]}))
+    config = step_config("grpo", "token-mean")
+    config.actor_rollout_ref.model.path = str(model)
+    spent: list[float] = []
+    audit = vpatch.audit_padding
+
+    def timed_audit(*args: Any, **kw: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return audit(*args, **kw)
+        finally:
+            spent.append(time.perf_counter() - t)
+
+    rows = []
+    vpatch.audit_padding = timed_audit
+    tv.install()
+    try:
+        for real in AUDIT_REAL:
+            keys, samples, tags = rollout(real, "moe_routed", **AUDIT_DIMS)
+            steps, audits = [], []
+            for _ in range(repeats + 1):  # the first is the warm-up
+                meta = write(tq, "bench_audit", keys, samples, tags, "moe_routed")
+                t, metrics = stub_trainer(tb, config, 2), {}
+                spent.clear()
+                start = time.perf_counter()
+                meta = t._balance_batch(meta, metrics=metrics)
+                meta = t._compute_advantage(meta, metrics)
+                t._compute_metrics(meta, metrics, dict(TIMING_RAW), 1, 0)
+                whole = time.perf_counter() - start
+                tq.kv_clear(list(meta.keys), "bench_audit")
+                assert len(spent) == 1 and metrics["trajschema/violations"] == 0, (spent, metrics)
+                assert metrics["trajschema/padding_rows"] == metrics["padding/samples"] > 0, metrics
+                steps.append((whole - spent[0]) * 1e9)
+                audits.append(spent[0] * 1e9)
+            pad = int(metrics["padding/samples"])
+            say(f"      verl step of {real} moe_routed rows + {pad} padding under install(): {repeats} steps")
+            ours, theirs = (_timing(v[1:], repeats, Timing) for v in (audits, steps))
+            op = f"trajschema.verl step audit ({real} moe_routed rows + {pad} padding, 2 ranks)"
+            rows.append(
+                Row(
+                    op,
+                    ours,
+                    "the rest of the step (_balance_batch, _compute_advantage, _compute_metrics)",
+                    theirs,
+                    AUDIT_SHARE,
+                    kind="overhead",
+                )
+            )
+    finally:
+        tv.uninstall()
+        vpatch.audit_padding = audit
+    return rows
+
+
+def _timing(per_call: list[float], repeats: int, timing: Any) -> Any:
+    ordered = sorted(per_call)
+    return timing(ordered[len(ordered) // 2], ordered[0], ordered[-1], 1, repeats, tuple(per_call))
+
+
 def tq_rows(
     counts: list[int],
     *,
@@ -357,6 +454,8 @@ def tq_rows(
         if "upsample" in parts:
             samples = put_samples(schema, max(UPSAMPLE_REAL), seed=seed + 1, **lengths)
             rows += upsample_rows(tq, schema, samples, repeats=repeats, say=say)
+        if "audit" in parts:
+            rows += audit_rows(tq, repeats=max(5, repeats // 3), say=say)
     return rows
 
 
@@ -374,7 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     counts = [int(c) for c in args.counts.split(",") if c]
-    parts = {None: TQ_PARTS, "4": ("put", "pad"), "5": ("upsample",), "verl": ("upsample",)}[args.only]
+    parts = {None: TQ_PARTS, "4": ("put", "pad"), "5": ("upsample", "audit"), "verl": ("upsample", "audit")}[args.only]
     rows = tq_rows(counts, repeats=3 if args.quick else 31, put_batch=args.put_batch, parts=parts)
     print(render(rows, args.markdown))
     return 0

@@ -712,3 +712,30 @@ def test_position_extremes_match_python_min_and_max(t, budget):
 )
 def test_integer_capacity(dtype, capacity):
     assert integer_capacity(dtype) == capacity
+
+
+@given(
+    shape=st.lists(st.integers(0, 4), min_size=1, max_size=4),
+    seed=st.integers(0, 2**16),
+    strided=st.booleans(),
+)
+def test_any_per_row_is_flatten_any(shape: list[int], seed: int, strided: bool) -> None:
+    from trajschema.core import any_per_row
+
+    hit = torch.rand(shape, generator=torch.Generator().manual_seed(seed)) < 0.2
+    if strided and hit.dim() > 1:
+        hit = hit.transpose(0, -1)
+    want = hit.flatten(1).any(1) if hit.dim() > 1 else hit
+    got = any_per_row(hit)
+    assert got.dtype == torch.bool and got.tolist() == want.tolist()
+
+
+@given(rows=st.integers(0, 5), width=st.integers(0, 6), seed=st.integers(0, 2**16), flipped=st.booleans())
+def test_first_true_is_the_first_index_of_each_row(rows: int, width: int, seed: int, flipped: bool) -> None:
+    from trajschema.core import first_true
+
+    hit = torch.rand(rows, width, generator=torch.Generator().manual_seed(seed)) < 0.3
+    if flipped:
+        hit = hit.flip(1)  # a negative-stride view, as the edge padding reads it
+    want = [next((j for j, v in enumerate(r) if v), 0) for r in hit.tolist()]
+    assert first_true(hit).tolist() == want

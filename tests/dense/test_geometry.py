@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 import trajschema as ts
 from tests.dense.dense_builders import skyrl_batch, verl_batch
+from trajschema.check import batch_of
+from trajschema.core import Block
 from trajschema.dense import bind_layout, check_dense
 from trajschema.dense.geometry import count_mask, measure
 from trajschema.dense.view import read_dense
@@ -81,3 +83,61 @@ def test_one_random_defect_is_reported_at_its_row(lengths: list, data: st.DataOb
         assert (row, "attention_mask", "mask") in {(v.sample, v.field, v.code) for v in got}
     else:  # a flip that leaves one run: a legal mask of another length; others may follow (length, dims)
         assert all(v.code != "mask" for v in got)
+
+
+MASK_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float32, torch.float16]
+
+
+@given(
+    rows=st.lists(st.lists(st.integers(-2, 3), min_size=1, max_size=7), min_size=1, max_size=6),
+    dtype=st.sampled_from(MASK_DTYPES),
+    side=st.sampled_from(["left", "right"]),
+    data=st.data(),
+)
+def test_count_mask_agrees_with_the_reference_on_any_values_of_any_dtype(
+    rows: list[list[int]], dtype: torch.dtype, side: str, data: st.DataObject
+) -> None:
+    """The monotone fast path (ints, bool) and the region comparison (floats) flag exactly the
+    rows that are not one run of ones against their padding side, and count the clean ones."""
+    width = len(rows[0])
+    rows = [(r * width)[:width] for r in rows]
+    if data.draw(st.booleans()):  # mostly legal masks: the fast path's clean case
+        sizes = [data.draw(st.integers(0, width)) for _ in rows]
+        rows = [[0] * (width - n) + [1] * n if side == "left" else [1] * n + [0] * (width - n) for n in sizes]
+    full = torch.tensor(rows, dtype=torch.int64)
+    if dtype == torch.bool:
+        full = full != 0
+    elif dtype == torch.uint8:
+        full = full.clamp(min=0)
+    mask = full.to(dtype)
+    if dtype.is_floating_point and data.draw(st.booleans()):  # a fraction: not a mask value
+        mask[data.draw(st.integers(0, len(rows) - 1)), data.draw(st.integers(0, width - 1))] = 0.5
+    block = Block("seq", side, "max")  # type: ignore[arg-type]
+    lengths, bad = count_mask("m", mask, 0, width, block, "seq")
+    ref = reference_lengths(mask.to(torch.float64), left=side == "left")
+    assert sorted(bad) == [i for i, r in enumerate(ref) if r is None]
+    assert [n for i, n in enumerate(lengths.tolist()) if i not in bad] == [r for r in ref if r is not None]
+
+
+@given(lengths=ROWS, layout=st.sampled_from(["skyrl", "verl_dataproto"]), data=st.data())
+def test_the_three_cuts_of_a_batch_check_alike(lengths: list, layout: str, data: st.DataObject) -> None:
+    """Checked as a jagged TensorDict (extract=True), as the engine's view (plain uid lists)
+    and as per-row samples (rows=True): the same violations, and the rows hold the jagged rows."""
+    build = skyrl_batch if layout == "skyrl" else verl_batch
+    batch = build("text", lengths)
+    key = data.draw(st.sampled_from(["attention_mask", "response_mask"]))
+    col = batch[key]
+    if col.numel() and data.draw(st.booleans()):  # a defect somewhere, often
+        col[data.draw(st.integers(0, col.shape[0] - 1)), data.draw(st.integers(0, col.shape[1] - 1))] = 2
+    schema, lay = ts.load_schema("text"), ts.load_layout(layout)
+    depth = data.draw(st.sampled_from(["shapes", "values"]))
+    cuts = [(True, False), (False, False), (True, True)]
+    seen = [check_dense(schema, batch, lay, depth=depth, extract=e, rows=r) for e, r in cuts]
+    assert seen[0].violations == seen[1].violations == seen[2].violations
+    if seen[0].jagged is not None:
+        assert isinstance(seen[2].jagged, list)
+        want = batch_of(seen[0].jagged).rows()
+        assert [sorted(r) for r in want] == [sorted(r) for r in seen[2].jagged]
+        for w, g in zip(want, seen[2].jagged, strict=True):
+            for k, v in w.items():
+                assert torch.equal(v, g[k]) if isinstance(v, torch.Tensor) else v == g[k]

@@ -100,6 +100,8 @@ def batch_of(batch: Any) -> BatchView:
             (``batch[i]`` names the first sample that is not a mapping).
         BatchShapeError: a TensorDict without exactly one batch dim.
     """
+    if isinstance(batch, BatchView):
+        return batch
     try:
         return batch_view(batch)
     except TypeError:

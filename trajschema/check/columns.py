@@ -365,9 +365,17 @@ class BatchView:
     Build one with `batch_view`.
     """
 
-    def __init__(self, td: Any = None, samples: list[Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        td: Any = None,
+        samples: list[Mapping[str, Any]] | None = None,
+        lists: Mapping[str, list[Any]] | None = None,
+    ) -> None:
         self.td = td
         self.samples = samples
+        # Non-tensor columns of a table held as plain lists beside ``td`` (one value per row):
+        # a NonTensorStack of 4096 values costs ~15 ms to build, more than the check that reads it.
+        self.lists: dict[str, list[Any]] = dict(lists or {})
         self.n: int = td.batch_size[0] if td is not None else len(samples or ())
 
     @property
@@ -378,12 +386,14 @@ class BatchView:
     def keys(self) -> set[str]:
         """Column names of a TensorDict; the union of the samples' keys for a list."""
         if self.td is not None:
-            return set(self.td.keys())
+            return set(self.td.keys()) | set(self.lists)
         return set().union(*self.samples) if self.samples else set()
 
     def column(self, name: str) -> Any:
         """A TensorDict's raw column (``None`` when absent); only for tables."""
         assert self.td is not None
+        if name in self.lists:
+            return self.lists[name]
         return self.td.get(name) if name in self.td.keys() else None
 
     def values_of(self, name: str) -> Sequence[Any]:
@@ -398,15 +408,17 @@ class BatchView:
         if self.td is None:
             return [{k: v for k, v in s.items() if v is not None} for s in self.samples or ()]
         columns = {name: column_rows(self.td.get(name), self.n) for name in self.td.keys()}
+        columns.update(self.lists)
         return [{k: v[i] for k, v in columns.items() if v[i] is not None} for i in range(self.n)]
 
     def row(self, i: int) -> Mapping[str, Any]:
         if self.td is None:
             return (self.samples or [])[i]
-        opaque = self.opaque()
-        if not opaque:
+        if self.opaque():
+            return {k: v[i] for k, v in ((k, self.values_of(k)) for k in self.keys())}
+        if not self.lists:
             return as_mapping(self.td[i])
-        return {k: v[i] for k, v in ((k, self.values_of(k)) for k in self.td.keys())}
+        return {**as_mapping(self.td[i]), **{k: v[i] for k, v in self.lists.items()}}
 
     def opaque(self) -> frozenset[str]:
         """Columns whose per-sample shapes cannot be read (see `is_opaque`)."""

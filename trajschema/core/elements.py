@@ -41,10 +41,12 @@ __all__ = [
     "DISTINCT_LABEL",
     "Failures",
     "Repeats",
+    "any_per_row",
     "checks_for",
     "element_failures",
     "failing_positions",
     "failure_summary",
+    "first_true",
     "has_repeats",
     "nonzero_per_position",
     "position_extremes",
@@ -73,6 +75,42 @@ def same_bits(t: torch.Tensor) -> torch.Tensor:
     """
     signed = _SIGNED_TWIN.get(t.dtype)
     return t if signed is None else t.view(signed)
+
+
+def any_per_row(hit: torch.Tensor) -> torch.Tensor:
+    """``(N,)`` bool: whether anything is set in each leading position of the bool tensor ``hit``.
+
+    ``hit.flatten(1).any(1)``, read as bytes: torch's CPU ``any`` over a dim is ~20x slower
+    than ``amax`` over the same bytes (4.4 ms against 0.24 ms on a (4096, 1529) mask).
+
+    Examples:
+        >>> any_per_row(torch.tensor([[False, True], [False, False]])).tolist()
+        [True, False]
+    """
+    if hit.dim() < 2:
+        return hit
+    if hit.numel() == 0:
+        return torch.zeros(hit.shape[0], dtype=torch.bool, device=hit.device)
+    flat = hit.reshape(hit.shape[0], -1)
+    if flat.dtype != torch.bool or flat.is_meta:
+        return flat.any(1)
+    return flat.view(torch.uint8).amax(1).view(torch.bool)
+
+
+def first_true(hit: torch.Tensor) -> torch.Tensor:
+    """``(N,)`` int64: the index of the first ``True`` in each row of the ``(N, T)`` bool ``hit`` (0 for none).
+
+    ``torch.max`` over the bytes, which returns the first maximal index: an ``argmax``
+    over a (4096, 1529) mask in int8 costs ~11 ms on CPU, this ~0.9 ms.
+
+    Examples:
+        >>> first_true(torch.tensor([[False, True, True], [False, False, False]])).tolist()
+        [1, 0]
+    """
+    if hit.shape[1] == 0:
+        return torch.zeros(hit.shape[0], dtype=torch.int64, device=hit.device)
+    as_bytes = hit.view(torch.uint8) if hit.dtype == torch.bool else hit.to(torch.uint8)
+    return as_bytes.max(1).indices
 
 
 # Elements per block of a value check. Each block makes a few temporaries of its size

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.check import build_plan, check_args, check_batch
-from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation
+from trajschema.check import BatchView, build_plan, check_args, check_batch
+from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation, any_per_row, first_true
 from trajschema.dense.bind import bind_layout
-from trajschema.dense.extract import dense_to_jagged
+from trajschema.dense.extract import dense_to_jagged, dense_to_rows, dense_to_view
 from trajschema.dense.geometry import Geometry, GeometryError, axis_widths, measure
 from trajschema.dense.view import read_dense, rows_violation
 
@@ -51,13 +51,14 @@ class DenseCheck:
         bindings: the dims each sample with a violation bound, as for a jagged batch.
         lengths: the per-sample length of every per-sample dim (int64 ``(B,)`` tensors).
         jagged: the real regions as a jagged TensorDict of schema field names (only when
-            asked with ``extract=True``; ``None`` when the layout itself is broken).
+            asked with ``extract=True``; ``None`` when the layout itself is broken), or
+            with ``rows=True`` as a list of per-row samples.
     """
 
     violations: list[Violation]
     bindings: dict[int | None, dict[str, int]]
     lengths: dict[str, torch.Tensor]
-    jagged: TensorDict | None = None
+    jagged: TensorDict | list[dict[str, Any]] | None = None
 
 
 def _dt(dtype: torch.dtype) -> str:
@@ -161,17 +162,17 @@ def _off_pad(
     """
     if pad == EDGE:
         t = torch.arange(real.shape[1], device=real.device)
-        first = real.to(torch.int8).argmax(1)
-        last = real.shape[1] - 1 - real.flip(1).to(torch.int8).argmax(1)
+        first = first_true(real)
+        last = real.shape[1] - 1 - first_true(real.flip(1))
         idx = torch.minimum(torch.maximum(t, first[:, None]), last[:, None])
         idx = idx.view(*idx.shape, *([1] * (x.dim() - 2))).expand_as(x)
         diff = x != x.gather(1, idx)
         padded = padded & real.any(1, keepdim=True)
     else:
         if pad == PAD_TOKEN and pad_token is None:
-            if not bool(padded.any()):
+            if not bool(any_per_row(padded).any()):
                 return None
-            pad = _common_pad(x, padded)
+            pad = _common_pad(x, padded).item()
         elif pad == PAD_TOKEN:
             pad = pad_token
         diff = x != pad
@@ -182,8 +183,8 @@ def _off_pad(
 
 def _common_pad(x: torch.Tensor, padded: torch.Tensor) -> torch.Tensor:
     """The pad token of a field whose layout does not pin one: the most common first padded value of a row."""
-    rows = padded.any(1)
-    first = padded.to(torch.int8).argmax(1)
+    rows = any_per_row(padded)
+    first = first_true(padded)
     at = x[torch.arange(x.shape[0], device=x.device), first].reshape(x.shape[0], -1)[:, 0]
     return at[rows].mode().values
 
@@ -201,21 +202,39 @@ def _pad_violations(bound: BoundLayout, view: DenseView, geo: Geometry, skip: se
     """``padded`` (or, for a 0/1 field, ``mask``) violations: a value other than the pad value in a padded region."""
     found = []
     token = bound.layout.pad_token_id
+    proven = _counted_masks(bound)
     for p in bound.columns():
         col = view.get(p.key or p.name)
-        if p.name in skip or p.dim is None or p.axis is None or p.entry.pad == ANY or not isinstance(col, torch.Tensor):
+        if p.name in skip or p.name in proven or p.dim is None or p.axis is None or p.entry.pad == ANY:
+            continue
+        if not isinstance(col, torch.Tensor):
             continue
         x, real = col.movedim(p.axis, 1), geo.region(p.dim)
         bad = _off_pad(x, real, geo.padded(p.dim), p.entry.pad, token)
         if bad is None:
             continue
-        hit = bad.any(1)
+        hit = any_per_row(bad)
         for row in torch.nonzero(hit).flatten().tolist():
             if row in geo.broken:
                 continue
             pos = int(bad[row].to(torch.int8).argmax())
             found.append(_pad_violation(p, row, pos, x, _pad_text(p, token, x, real)))
     return found
+
+
+def _counted_masks(bound: BoundLayout) -> frozenset[str]:
+    """The masks padded with 0 whose padded regions the size count already read: a ``sizes:``
+    mask counted over every block of its axis (`count_mask` passes a row only when it is
+    exactly its real region, so its padded positions are 0; a broken row is reported there)."""
+    out = set()
+    for name, p in bound.placed.items():
+        if p.dim is None or p.entry.pad != 0 or isinstance(p.entry.pad, bool):
+            continue
+        axis = bound.axis_of(p.dim)
+        counted = {dim for dim, mask in bound.sizes.items() if mask == name}
+        if ({b.dim for b in axis.blocks} if axis.concat else {p.dim}) <= counted:
+            out.add(name)
+    return frozenset(out)
 
 
 def _pad_violation(p: Placed, row: int, pos: int, x: torch.Tensor, pad: str) -> Violation:
@@ -265,7 +284,7 @@ def _padding_rows(
     col = view.get(key)
     if not isinstance(col, torch.Tensor) or not col.dim():
         return []
-    on = (col != 0).reshape(view.n, -1).any(1)
+    on = any_per_row((col != 0).reshape(view.n, -1))
     found = []
     for row in torch.nonzero(on).flatten().tolist():
         if flags[row]:
@@ -383,6 +402,7 @@ def check_dense(
     dims: Mapping[str, int] | None = None,
     depth: str = "values",
     extract: bool = False,
+    rows: bool = False,
 ) -> DenseCheck:
     """Every violation of a dense padded ``batch`` of ``schema`` laid out as ``layout``.
 
@@ -393,6 +413,9 @@ def check_dense(
         dims, depth: as for a jagged batch. At ``depth="shapes"`` the masks and the
             padded regions are still read (they are the layout), the real values are not.
         extract: also return the real regions as a jagged TensorDict (`DenseCheck.jagged`).
+        rows: cut and check the real regions as a list of per-row samples, not a jagged
+            TensorDict (the same violations; cheaper for a batch of a few rows, such as
+            the one row padding is shaped on); ``extract`` then returns that list.
 
     Raises:
         TypeError: ``batch`` is not a mapping, a TensorDict or a ``DataProto``.
@@ -413,11 +436,13 @@ def check_dense(
     # A gathered mapping's kind is all a shapes check reads, and gathering builds a dict per
     # row: a present one is left out (a whole batch of images costs ~0.1 ms a row), an absent one stays missing.
     gathered = set() if values else {n for n, p in bound.placed.items() if p.held == "gather" and _gathers(p, view)}
-    td = dense_to_jagged(bound, view, geo, skip=skip | gathered, values=values)
+    cut = dense_to_rows if rows else dense_to_jagged if extract else dense_to_view
+    td = cut(bound, view, geo, skip=skip | gathered, values=values)
     optional = frozenset(skip | gathered | {n for n, p in bound.placed.items() if p.held == "absent"})
     engine, bindings = check_batch(relaxed_plan(schema, optional), td, tags=tags, dims=dims, depth=depth)
     casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []
     told = {(v.sample, v.field) for v in casts}  # the engine saw the cast's value, not the batch's
     found += [v for v in _translate(bound, engine, geo.broken) if (v.sample, v.field) not in told] + casts
     bindings = {k: v for k, v in bindings.items() if k not in geo.broken}
-    return DenseCheck(found, bindings, dict(geo.lengths), td if extract and layout_ok else None)
+    jagged = td if extract and layout_ok and not isinstance(td, BatchView) else None
+    return DenseCheck(found, bindings, dict(geo.lengths), jagged)

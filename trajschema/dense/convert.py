@@ -26,6 +26,7 @@ from trajschema.core import (
     Violation,
     check_int,
     describe_value,
+    first_true,
     same_bits,
 )
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout
@@ -476,8 +477,8 @@ def _edge(out: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     if length == 0:
         return out
     at = torch.arange(length, device=mask.device)
-    first = mask.int().argmax(dim=1, keepdim=True)
-    last = length - 1 - mask.flip(1).int().argmax(dim=1, keepdim=True)
+    first = first_true(mask)[:, None]
+    last = length - 1 - first_true(mask.flip(1))[:, None]
     nearest = torch.maximum(torch.minimum(at[None, :], last), first)
     index = nearest.reshape(*nearest.shape, *([1] * (out.dim() - 2))).expand_as(out)
     edged = torch.gather(out, 1, index)
@@ -602,7 +603,7 @@ def from_dense(
     if found.violations:
         raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
     jagged = found.jagged
-    assert jagged is not None  # a clean check extracts
+    assert jagged is not None and not isinstance(jagged, list)  # a clean check extracts a TensorDict
     if as_tensordict:
         return jagged
     return [{k: _own(v) for k, v in row.items()} for row in batch_of(jagged).rows()]

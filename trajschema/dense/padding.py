@@ -140,10 +140,10 @@ def _first_row(bound: BoundLayout, view: DenseView) -> dict[str, Any]:
     if view.n == 0:
         raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
     one = one_row(view, 0, per_row_metadata(bound))
-    found = check_dense(bound.schema, one, sliced_layout(bound.layout), depth="shapes", extract=True)
-    if found.violations or found.jagged is None:  # only with check=False: a checked batch's row is clean
+    found = check_dense(bound.schema, one, sliced_layout(bound.layout), depth="shapes", extract=True, rows=True)
+    if found.violations or not isinstance(found.jagged, list):  # only with check=False: a checked batch's row is clean
         raise SchemaError(found.violations, schema_name=bound.schema.name, bindings=found.bindings)
-    return batch_of(found.jagged).rows()[0]
+    return found.jagged[0]
 
 
 def _repeated_bytes(one: DenseBatch, count: int) -> dict[str, int]:

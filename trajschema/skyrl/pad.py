@@ -291,13 +291,13 @@ def _choose(batch: Any, row: int, layout: Layout | str) -> Schema:
     closest: tuple[int, Schema, list[Any]] | None = None
     for name in schema_names():
         schema = load_schema(name)
-        checked = check_dense(schema, one, layout, depth="shapes", extract=True)
+        checked = check_dense(schema, one, layout, depth="shapes", extract=True, rows=True)
         found = checked.violations
-        if found or checked.jagged is None:
+        if found or not isinstance(checked.jagged, list):
             if closest is None or len(found) < closest[0]:
                 closest = (len(found), schema, found)
             continue
-        held = len(set(checked.jagged.keys()) & set(schema.fields))
+        held = len(set(checked.jagged[0]) & set(schema.fields))
         score = (-held, len(schema.fields), name)
         if best is None or score < best:
             best, chosen = score, schema
