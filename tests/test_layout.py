@@ -22,7 +22,7 @@ MAX_FUNCTION_LINES = 60
 #: Rooms from the ground floor up; rooms on one floor do not import each other.
 FLOORS: list[set[str]] = [
     {"core"},
-    {"check"},
+    {"check", "files"},
     {"padding", "export", "evolution"},
     {"dense"},
     {"_schema"},
@@ -72,7 +72,24 @@ def imports(module: str, path: Path) -> list[tuple[str, list[str]]]:
             for alias in node.names:
                 if alias.name.startswith("trajschema."):
                     found.append((alias.name.removeprefix("trajschema."), []))
+        elif (dynamic := _dynamic_import(node)) is not None:
+            found.append((dynamic, []))
     return found
+
+
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The package module a literal ``importlib.import_module("trajschema...")`` or
+    ``__import__("trajschema...")`` call names (an edge like any import), else ``None``."""
+    if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant):
+        return None
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+    target = node.args[0].value
+    if name not in ("import_module", "__import__") or not isinstance(target, str):
+        return None
+    if target != "trajschema" and not target.startswith("trajschema."):
+        return None
+    return target.removeprefix("trajschema").removeprefix(".") or "__init__"
 
 
 def module_graph() -> dict[str, set[str]]:
@@ -235,6 +252,32 @@ def test_the_layout_checks_can_fail(tmp_path, monkeypatch):
     with pytest.raises(AssertionError):
         test_other_rooms_import_a_room_through_its_front()
     assert _long_functions(pkg / "check" / "plan.py") == [("f", 61)]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'importlib.import_module("trajschema.check.plan")',
+        'import_module("trajschema.check.plan")',
+        '__import__("trajschema.check.plan")',
+    ],
+)
+def test_a_dynamic_import_up_is_an_arrow_up(tmp_path, monkeypatch, call):
+    """The edge the layout registry once hid: a lower room importing a higher one by name."""
+    pkg = tmp_path / "trajschema"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "check").mkdir()
+    (pkg / "core" / "__init__.py").write_text('"""c."""\n')
+    (pkg / "core" / "layout.py").write_text(f"import importlib\ndef load():\n    return {call}\n")
+    (pkg / "check" / "plan.py").write_text("from trajschema.core import layout\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    assert arrows_up() == ["core.layout -> check.plan (floor 0 -> 1)"]
+    assert find_cycle(module_graph()) == ["check.plan", "core.layout", "check.plan"]
+
+
+def test_a_dynamic_import_of_something_else_is_no_edge():
+    tree = ast.parse('importlib.import_module("tensordict")\nimport_module(name)\n__import__("os")')
+    assert [d for n in ast.walk(tree) if (d := _dynamic_import(n)) is not None] == []
 
 
 BENCHMARKS = PACKAGE.parent / "benchmarks"

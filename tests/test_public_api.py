@@ -149,14 +149,14 @@ IMPORT_CLAIMS = [
     # The front is lazy: importing it imports no room (the command line's --help and --version
     # answer without torch) ...
     ImportClaim("trajschema", "import trajschema", absent=(*HEAVY, *ROOM_DEPENDENCIES)),
-    # ... a layout name resolves before anything imported trajschema.load (which registers the
-    # loader): as_layout imports it. Seeing torch and yaml loaded here is what shows the check
-    # would see Ray or rich ...
+    # ... a layout name resolves below the front door, without the schema-file room: reading
+    # a layout imports yaml and torch (its dtypes), and neither trajschema.load nor the
+    # front's Schema. Seeing torch and yaml loaded here is what shows the check would see Ray or rich ...
     ImportClaim(
         "as_layout by name",
-        "from trajschema.core import as_layout\nassert as_layout('skyrl').name == 'skyrl'",
-        absent=HEAVY,
-        loaded=("trajschema.load", "torch", "yaml"),
+        "from trajschema.files import as_layout\nassert as_layout('skyrl').name == 'skyrl'",
+        absent=(*HEAVY, "trajschema.load", "trajschema._schema"),
+        loaded=("torch", "yaml"),
     ),
     # ... and reading a name imports what it needs, still without the extras.
     ImportClaim("trajschema.load_schema", "import trajschema as ts\nts.load_schema('text')", absent=HEAVY),

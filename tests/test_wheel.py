@@ -71,7 +71,7 @@ def test_every_layout_is_inside_the_wheel(wheel: Path) -> None:
 
 PROBE = """
 import json, trajschema as ts
-from trajschema.load.search import packaged_dir
+from trajschema.files.paths import packaged_dir
 names = ts.schema_names()
 print(json.dumps({
     "file": ts.__file__,

@@ -54,18 +54,16 @@ if TYPE_CHECKING:
         ViolationCode,
     )
     from trajschema.evolution import Change
+    from trajschema.files import layout_names, load_layout, schema_search_path
     from trajschema.load import (
         ModelConfigError,
         infer_schema,
-        layout_names,
-        load_layout,
         load_schema,
         schema_for_architecture,
         schema_for_config,
         schema_for_sample,
         schema_from_dict,
         schema_names,
-        schema_search_path,
     )
     from trajschema.padding import (
         PaddingBatch,
@@ -180,18 +178,16 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "ViolationCode",
     ),
     "trajschema.evolution": ("Change",),
+    "trajschema.files": ("layout_names", "load_layout", "schema_search_path"),
     "trajschema.load": (
         "ModelConfigError",
         "infer_schema",
-        "layout_names",
-        "load_layout",
         "load_schema",
         "schema_for_architecture",
         "schema_for_config",
         "schema_for_sample",
         "schema_from_dict",
         "schema_names",
-        "schema_search_path",
     ),
     "trajschema.padding": (
         "PaddingBatch",

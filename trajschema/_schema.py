@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 # The check and padding rooms are imported as their (lazy) fronts and read at call time: a
 # schema is loaded, shown and compared without torch, which only checking and padding need.
 import trajschema.check as _check
+import trajschema.files as _files
 import trajschema.padding as _padding
 from trajschema.core import (
     DTYPE_NAMES,
@@ -32,7 +33,6 @@ from trajschema.core import (
     Tag,
     TagDict,
     as_dtype,
-    as_layout,
     dtype_name,
     short_dtype,
     value_failures,
@@ -633,7 +633,7 @@ class Schema:
     ) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
         from trajschema.dense import check_dense
 
-        found = check_dense(self, batch, as_layout(layout), **kw)
+        found = check_dense(self, batch, _files.as_layout(layout), **kw)
         return found.violations, found.bindings
 
     # -- dense padded batches: the dense room, which never imports this one ----------------
@@ -664,7 +664,7 @@ class Schema:
         """
         from trajschema.dense import to_dense
 
-        return to_dense(self, samples, layout=as_layout(layout), pad_token_id=pad_token_id, lengths=lengths)
+        return to_dense(self, samples, layout=_files.as_layout(layout), pad_token_id=pad_token_id, lengths=lengths)
 
     def from_dense(
         self,
@@ -686,7 +686,9 @@ class Schema:
         """
         from trajschema.dense import from_dense
 
-        return from_dense(self, batch, layout=as_layout(layout), tags=tags, depth=depth, as_tensordict=as_tensordict)
+        return from_dense(
+            self, batch, layout=_files.as_layout(layout), tags=tags, depth=depth, as_tensordict=as_tensordict
+        )
 
     def dense_padding(
         self,
@@ -717,7 +719,7 @@ class Schema:
         return dense_padding(
             self,
             count,
-            layout=as_layout(layout),
+            layout=_files.as_layout(layout),
             like=like,
             eos_token_id=eos_token_id,
             pad_token_id=pad_token_id,
@@ -753,7 +755,7 @@ class Schema:
             from trajschema.dense import bind_layout
             from trajschema.export import dense_annotations
 
-            return dense_annotations(self, bind_layout(as_layout(layout), self))
+            return dense_annotations(self, bind_layout(_files.as_layout(layout), self))
         from trajschema.export import all_annotations
 
         return all_annotations(self)

@@ -914,7 +914,7 @@ def test_a_verl_dataproto_is_read_with_trust(capsys, tmp_path):
 
 
 def test_a_layout_file_is_taken_by_path_as_the_library_takes_it(capsys, tmp_path):
-    from trajschema.load import layout_search_path
+    from trajschema.files import layout_search_path
 
     packaged = next(d / "skyrl.yaml" for d in layout_search_path() if (d / "skyrl.yaml").is_file())
     mine = tmp_path / "my_trainer.yaml"

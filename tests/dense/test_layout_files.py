@@ -12,7 +12,7 @@ import torch
 
 import trajschema as ts
 from trajschema.dense import bind_layout
-from trajschema.load import layout_from_dict
+from trajschema.files import layout_from_dict
 
 SKYRL = {
     "name": "mine",

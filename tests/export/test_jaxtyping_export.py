@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from jaxtyping import jaxtyped
 
 import trajschema as ts
-from trajschema.load import layout_from_dict
+from trajschema.files import layout_from_dict
 from trajschema.testing import verl_sample
 
 JT_ERRORS = (jaxtyping.TypeCheckError, beartype.roar.BeartypeException)

@@ -30,9 +30,10 @@ from hypothesis import strategies as st
 import trajschema as ts
 from tests.loading_cases import BASE
 from tests.loading_cases import edit_base as _edit
-from trajschema.load import resolve_schema, shown_name
-from trajschema.load.filetext import _MAX_DEPTH, _MAX_NODES
-from trajschema.load.reader import _read_text
+from trajschema.files import shown_name
+from trajschema.files.filetext import MAX_DEPTH, MAX_NODES
+from trajschema.files.reader import read_text
+from trajschema.load import resolve_schema
 from trajschema.testing import verl_sample
 
 PACKAGED = ts.schema_names()
@@ -794,22 +795,22 @@ NESTING_ATTACKS = [
     pytest.param(
         "name: bad\ndescription: " + "[" * 5000 + "]" * 5000 + "\n",
         "line 2, column 29",
-        f"nested more than {_MAX_DEPTH} levels deep; a schema needs 5",
+        f"nested more than {MAX_DEPTH} levels deep; a schema needs 5",
         id="deep-flow-lists",
     ),
     pytest.param(
         "name: bad\ndescription: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",
         "line 2, column 71",
-        f"nested more than {_MAX_DEPTH} levels deep",
+        f"nested more than {MAX_DEPTH} levels deep",
         id="deep-flow-mappings",
     ),
     pytest.param(
         "name: bad\ndescription:\n" + "".join("  " * i + "- \n" for i in range(1, 40)),
         "line 18, column 33",
-        f"nested more than {_MAX_DEPTH} levels deep",
+        f"nested more than {MAX_DEPTH} levels deep",
         id="deep-block-lists",
     ),
-    pytest.param(LAUGHS, "", f"expands to more than {_MAX_NODES} values (aliases of aliases?)", id="billion-laughs"),
+    pytest.param(LAUGHS, "", f"expands to more than {MAX_NODES} values (aliases of aliases?)", id="billion-laughs"),
 ]
 
 
@@ -820,7 +821,7 @@ def test_billion_laughs_under_a_real_key(tmp_path: Path) -> None:
     err = _load_error(_write(tmp_path, "bad", text))
     assert (err.path, err.problem) == (
         "",
-        f"expands to more than {_MAX_NODES} values (aliases of aliases?); a schema needs hundreds",
+        f"expands to more than {MAX_NODES} values (aliases of aliases?); a schema needs hundreds",
     )
 
 
@@ -2361,14 +2362,14 @@ def test_a_fifo_put_in_place_after_the_search_is_not_read(tmp_path: Path) -> Non
     """The reader checks the open file, not only the path it looked at: a swap cannot make it block."""
     os.mkfifo(tmp_path / "pipe.yaml")
     with _within(10), pytest.raises(ts.SchemaDefinitionError, match=r"is not a regular file \(a FIFO\)$"):
-        _read_text(tmp_path / "pipe.yaml")
+        read_text(tmp_path / "pipe.yaml")
 
 
 @needs_posix
 def test_a_directory_named_like_a_schema_file_is_refused_by_the_reader_too(tmp_path: Path) -> None:
     (tmp_path / "d.yaml").mkdir()
     with pytest.raises(ts.SchemaDefinitionError, match=r"d\.yaml: is a directory, not a schema file$"):
-        _read_text(tmp_path / "d.yaml")
+        read_text(tmp_path / "d.yaml")
 
 
 def _unlistable(monkeypatch: pytest.MonkeyPatch, directory: Path) -> None:

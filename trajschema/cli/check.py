@@ -236,8 +236,8 @@ def _layout(name: str) -> Layout:
         SchemaNotFoundError: no such layout (with "did you mean" when a name is close).
         LayoutDefinitionError: the layout file is malformed.
     """
-    from trajschema.core import SchemaNotFoundError, as_layout
-    from trajschema.load import layout_names
+    from trajschema.core import SchemaNotFoundError
+    from trajschema.files import as_layout, layout_names
 
     try:
         return as_layout(name, argument="--layout")
@@ -344,9 +344,8 @@ def _dense_lookalike(data: SampleFile, schema: Schema) -> str | None:
     import torch
 
     from trajschema.check import batch_view, is_tensordict
-    from trajschema.core import as_layout
     from trajschema.dense import bind_layout
-    from trajschema.load import layout_names
+    from trajschema.files import as_layout, layout_names
 
     batch = data.batch
     if data.lines is not None:

@@ -94,7 +94,8 @@ def schema_listing() -> list[ListingRow]:
     """
     from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
     from trajschema.export import extends
-    from trajschema.load import load_found, missing_entry_note, packaged_dir, schema_search_path, search_path_files
+    from trajschema.files import missing_entry_note, packaged_dir, schema_search_path, search_path_files
+    from trajschema.load import load_found
 
     packaged = packaged_dir().resolve()
     dirs = schema_search_path()
@@ -385,7 +386,8 @@ def _draft_name_problem(name: str, base: Any) -> str | None:
     unquoted; then the names ``--base`` already brings.
     """
     from trajschema.core import SchemaDefinitionError
-    from trajschema.load import schema_from_dict, shown_name
+    from trajschema.files import shown_name
+    from trajschema.load import schema_from_dict
 
     shown = shown_name(name)
     try:
@@ -411,7 +413,8 @@ def packaged_match(data: Any) -> str | None:
     """The packaged schema the samples match exactly, if any: every sample passes it (depth values, with
     its tags) and carries only fields it declares. Of several, the one declaring the most fields."""
     from trajschema.check import batch_view
-    from trajschema.load import load_schema, packaged_dir
+    from trajschema.files import packaged_dir
+    from trajschema.load import load_schema
 
     keys = batch_view(data.batch).keys()
     matches = []

@@ -89,8 +89,6 @@ if TYPE_CHECKING:
         FieldEntry,
         Layout,
         PadValue,
-        as_layout,
-        register_layout_loader,
     )
     from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
     from trajschema.core.validation import check_int, check_real, is_int, positive_int
@@ -160,7 +158,6 @@ __all__ = [
     "ViolationCode",
     "any_per_row",
     "as_dtype",
-    "as_layout",
     "check_int",
     "check_real",
     "checks_for",
@@ -190,7 +187,6 @@ __all__ = [
     "parse_expr",
     "position_extremes",
     "positive_int",
-    "register_layout_loader",
     "repeat_positions",
     "repeat_summary",
     "round_to",
@@ -268,8 +264,6 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "FieldEntry",
         "Layout",
         "PadValue",
-        "as_layout",
-        "register_layout_loader",
     ),
     "trajschema.core.types": (
         "DEPTHS",

@@ -9,10 +9,8 @@ to a schema and reads and writes the batches.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
@@ -32,8 +30,6 @@ __all__ = [
     "FieldEntry",
     "Layout",
     "PadValue",
-    "as_layout",
-    "register_layout_loader",
 ]
 
 LEFT, RIGHT = "left", "right"
@@ -202,33 +198,3 @@ class DenseBatch(dict):
 
     def __repr__(self) -> str:
         return f"DenseBatch({dict.__repr__(self)}, metadata={self.metadata!r})"
-
-
-#: The loader of layout names and paths: ``trajschema.load`` registers ``load_layout`` when it is
-#: imported, so that rooms below it take a name too (`as_layout` imports it when nothing has).
-_LOADERS: list[Callable[[Any], Layout]] = []
-
-
-def register_layout_loader(loader: Callable[[Any], Layout]) -> None:
-    """Set the function that loads a layout by name or path (``trajschema.load.load_layout``)."""
-    _LOADERS[:] = [loader]
-
-
-def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
-    """A `Layout` as it is, or a layout name or path loaded with [`load_layout`][trajschema.load_layout].
-
-    Raises:
-        TypeError: ``layout`` is neither a Layout, a name nor a path.
-        SchemaNotFoundError / LayoutDefinitionError: as ``load_layout`` raises them.
-    """
-    if isinstance(layout, Layout):
-        return layout
-    if isinstance(layout, (str, os.PathLike)):
-        if not _LOADERS:
-            # The package front is lazy, so a caller may reach this room before anything imported
-            # `trajschema.load`; it is imported by name, as this lower room may not import it.
-            importlib.import_module("trajschema.load.layouts")
-        return _LOADERS[0](layout)
-    raise TypeError(
-        f"{argument} must be a Layout or a layout name (verl_dataproto, skyrl), found {type(layout).__name__}"
-    )

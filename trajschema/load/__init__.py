@@ -1,6 +1,7 @@
-"""Schema files: the strict YAML reader, the syntax and file limits, compiling a file into a Schema,
-layout files (``layouts/``), the search path, choosing a schema for a sample or a model config (and pinning the dims the
-config gives), and drafting one from samples.
+"""Schema files: their syntax, compiling a file into a Schema, composing (``extends``),
+choosing a schema for a sample or a model config (and pinning the dims the config gives),
+and drafting one from samples. The reader, the search path and layout files are one floor
+down, in `trajschema.files`.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one. Every room that accepts "a Schema or a
@@ -17,45 +18,26 @@ from trajschema.core import lazy_front
 if TYPE_CHECKING:
     from trajschema.load.config import ModelConfig, ModelConfigError, config_sizes, pin_config_dims, read_model_config
     from trajschema.load.infer import infer_schema
-    from trajschema.load.layouts import (
-        LAYOUT_ENV_VAR,
-        layout_from_dict,
-        layout_names,
-        layout_search_path,
-        load_layout,
-    )
     from trajschema.load.search import (
         load_found,
         load_schema,
-        missing_entry_note,
-        packaged_dir,
         resolve_schema,
         schema_for_architecture,
         schema_for_config,
         schema_from_dict,
         schema_names,
-        schema_search_path,
-        search_path_files,
-        shown_name,
     )
     from trajschema.load.select import SchemaChoice, choose_schema, schema_for_sample
 
 __all__ = [
-    "LAYOUT_ENV_VAR",
     "ModelConfig",
     "ModelConfigError",
     "SchemaChoice",
     "choose_schema",
     "config_sizes",
     "infer_schema",
-    "layout_from_dict",
-    "layout_names",
-    "layout_search_path",
     "load_found",
-    "load_layout",
     "load_schema",
-    "missing_entry_note",
-    "packaged_dir",
     "pin_config_dims",
     "read_model_config",
     "resolve_schema",
@@ -64,9 +46,6 @@ __all__ = [
     "schema_for_sample",
     "schema_from_dict",
     "schema_names",
-    "schema_search_path",
-    "search_path_files",
-    "shown_name",
 ]
 
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
@@ -79,26 +58,14 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "read_model_config",
     ),
     "trajschema.load.infer": ("infer_schema",),
-    "trajschema.load.layouts": (
-        "LAYOUT_ENV_VAR",
-        "layout_from_dict",
-        "layout_names",
-        "layout_search_path",
-        "load_layout",
-    ),
     "trajschema.load.search": (
         "load_found",
         "load_schema",
-        "missing_entry_note",
-        "packaged_dir",
         "resolve_schema",
         "schema_for_architecture",
         "schema_for_config",
         "schema_from_dict",
         "schema_names",
-        "schema_search_path",
-        "search_path_files",
-        "shown_name",
     ),
     "trajschema.load.select": ("SchemaChoice", "choose_schema", "schema_for_sample"),
 }

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 from trajschema._schema import Schema
 from trajschema.core import (
+    DTYPE_NAMES,
     KINDS,
     MAX_SIZE,
     PAD_RULES,
@@ -39,21 +40,21 @@ from trajschema.core import (
     value_failures,
     values_label,
 )
-from trajschema.load.filetext import (
-    _DTYPE_HINTS,
-    _DTYPES,
-    _MAX_DIM_CHAIN,
-    _MAX_EXPR_CHARS,
-    _MAX_EXPR_DEPTH,
-    _MAX_SIZE,
-    _MAX_SIZE_TEXT,
-    _is_number,
-    _num,
-    _raise,
-    _show,
-    _string_hint,
+from trajschema.files import (
+    DTYPE_HINTS,
+    MAX_DIM_CHAIN,
+    MAX_EXPR_CHARS,
+    MAX_EXPR_DEPTH,
+    SIZE_LIMIT_TEXT,
+    Consequence,
+    ErrorsMode,
+    Problems,
+    is_number,
+    num,
+    refuse,
+    shown,
+    string_hint,
 )
-from trajschema.load.problems import Consequence, ErrorsMode, Problems
 from trajschema.load.syntax import (
     _DerivedDimDecl,
     _DimDecl,
@@ -161,16 +162,16 @@ class _Blame:
         joiner, own = self.culprit(entries)
         src, checked_key = self.source(checked), f"{checked[0]}.{checked[1]}"
         if own == checked:
-            _raise(src, path, problem)
+            refuse(src, path, problem)
         if own is not None:
             key = f"{own[0]}.{own[1]}"
-            _raise(
+            refuse(
                 self.file[joiner],
                 key,
                 f"this declaration breaks {path}, which {self._owner(checked)!r} declares ({src}): {problem}; "
                 f"change {key} here, or redeclare {checked_key} here too",
             )
-        _raise(
+        refuse(
             self.file[joiner],
             path,
             f"{problem}: {_combined(self, entries)}, which {joiner!r} extends together; "
@@ -294,10 +295,10 @@ def _compile_dim(name: str, d: _DimDecl, src: str) -> Any:
         return DerivedDim(name, _expr(d.expr, src, path), description=d.description)
     assert isinstance(d, _FreeDimDecl)
     if d.max is not None and d.max < d.min:
-        _raise(src, path, f"max {d.max} is below min {d.min}")
+        refuse(src, path, f"max {d.max} is below min {d.min}")
     free = FreeDim(name, d.min, d.max, d.multiple_of, description=d.description)
     if free.size_range() is None:
-        _raise(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {d.multiple_of}")
+        refuse(src, path, f"no size is >= {d.min}, <= {d.max} and a multiple of {d.multiple_of}")
     return free
 
 
@@ -314,43 +315,43 @@ def _drop_dependents(dims: _Dims) -> None:
 def _config_keys(texts: Sequence[str], source: str, path: str) -> tuple[Expr, ...]:
     """A free dim's ``from_config:`` alternatives, parsed; their names are config keys, not dims."""
     if not texts:
-        _raise(source, path, "lists no config key; name one (num_experts) or drop from_config")
+        refuse(source, path, "lists no config key; name one (num_experts) or drop from_config")
     keys: list[Expr] = []
     for i, text in enumerate(texts):
         at = f"{path}[{i}]" if len(texts) > 1 else path
         if "," in text:
             items = ", ".join(t.strip() for t in text.split(","))
-            _raise(source, at, f"{text!r} contains a comma; list each config key as its own item: [{items}]")
+            refuse(source, at, f"{text!r} contains a comma; list each config key as its own item: [{items}]")
         e = _expr(text, source, at)
         if not e.names():
-            _raise(source, at, f"{text!r} names no config key; a size the config does not give is size: (a fixed dim)")
+            refuse(source, at, f"{text!r} names no config key; a size the config does not give is size: (a fixed dim)")
         if e in keys:
-            _raise(source, at, f"{str(e)!r} is listed twice")
+            refuse(source, at, f"{str(e)!r} is listed twice")
         keys.append(e)
     return tuple(keys)
 
 
 def _expr(text: Any, source: str, path: str) -> Expr:
     """Parse a dim expression, refusing what would overflow torch sizes or the recursion limit."""
-    if isinstance(text, str) and len(text) > _MAX_EXPR_CHARS:
-        _raise(source, path, f"a dim expression of {len(text)} characters; the limit is {_MAX_EXPR_CHARS}")
+    if isinstance(text, str) and len(text) > MAX_EXPR_CHARS:
+        refuse(source, path, f"a dim expression of {len(text)} characters; the limit is {MAX_EXPR_CHARS}")
     try:
         expr = parse_expr(text)
     except ExprError as exc:
-        _raise(source, path, str(exc))
+        refuse(source, path, str(exc))
     stack = [(expr, 1)]
     while stack:  # iterative: Expr's own methods recurse
         e, depth = stack.pop()
-        if depth > _MAX_EXPR_DEPTH:
-            _raise(source, path, f"dim expression {str(expr)!r} nests more than {_MAX_EXPR_DEPTH} levels deep")
-        if e.is_int and e.args[0] > _MAX_SIZE:
-            _raise(source, path, f"the integer {_num(e.args[0])} is larger than {_MAX_SIZE_TEXT}")
+        if depth > MAX_EXPR_DEPTH:
+            refuse(source, path, f"dim expression {str(expr)!r} nests more than {MAX_EXPR_DEPTH} levels deep")
+        if e.is_int and e.args[0] > MAX_SIZE:
+            refuse(source, path, f"the integer {num(e.args[0])} is larger than {SIZE_LIMIT_TEXT}")
         if not e.is_int and not e.is_name:
             stack.extend((a, depth + 1) for a in e.args)
     if not expr.names():
         value = expr.evaluate({})
-        if not 0 <= value <= _MAX_SIZE:
-            _raise(source, path, f"dim expression {str(expr)!r} is always {_num(value)}, not a size")
+        if not 0 <= value <= MAX_SIZE:
+            refuse(source, path, f"dim expression {str(expr)!r} is always {num(value)}, not a size")
     return expr
 
 
@@ -370,11 +371,11 @@ def _no_dim(name: str, dims: Mapping[str, Any], source: str, path: str, note: st
     """Refuse a dim name ``dims`` lacks: unknown, or declared with a problem of its own (reported there)."""
     if name in getattr(dims, "broken", ()):
         raise Consequence(name)
-    _raise(source, path, _unknown("dim", name, getattr(dims, "declared", list(dims))) + note)
+    refuse(source, path, _unknown("dim", name, getattr(dims, "declared", list(dims))) + note)
 
 
 def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
-    """No cycles among derived dims, and no chain longer than ``_MAX_DIM_CHAIN``."""
+    """No cycles among derived dims, and no chain longer than ``MAX_DIM_CHAIN``."""
     try:
         order = derived_order(dims)
     except DimCycleError as exc:
@@ -383,9 +384,9 @@ def _check_dim_graph(dims: Mapping[str, Any], blame: _Blame) -> None:
     for d in order:  # each after the derived dims it uses
         inputs = d.expr.names()
         height[d.name] = 1 + max(height.get(m, 0) for m in inputs) if inputs else 0
-        if height[d.name] > _MAX_DIM_CHAIN:
+        if height[d.name] > MAX_DIM_CHAIN:
             chain = [("dims", m) for m in depends_on(dims, [d.name]) if isinstance(dims[m], DerivedDim)]
-            blame.fail(chain[0], f"dims.{d.name}", chain[1:], f"derived dims chain more than {_MAX_DIM_CHAIN} deep")
+            blame.fail(chain[0], f"dims.{d.name}", chain[1:], f"derived dims chain more than {MAX_DIM_CHAIN} deep")
 
 
 def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
@@ -398,12 +399,12 @@ def _cycle(loop: list[str], blame: _Blame) -> NoReturn:
     src = blame.file[joiner]
     others = [f"{n} as {blame.owner[s]!r} declares it" for n in loop if (s := blame.source(("dims", n))) != src]
     if own is None:
-        _raise(
+        refuse(
             src,
             f"dims.{first}",
             f"{text} ({', '.join(others)}), which {joiner!r} extends together; redeclare one of them in {joiner!r}",
         )
-    _raise(src, f"dims.{first}", text + (f" ({', '.join(others)})" if others else ""))
+    refuse(src, f"dims.{first}", text + (f" ({', '.join(others)})" if others else ""))
 
 
 # ---------------------------------------------------------------------------
@@ -419,7 +420,7 @@ def _compile_field(
     before = len(problems.found)
     if f.pad is None:
         with problems.each():
-            _raise(
+            refuse(
                 src,
                 f"{path}.pad",
                 f"field {name!r} has no pad rule; every field needs one (a number, or one of {', '.join(PAD_RULES)})",
@@ -445,7 +446,7 @@ def _compile_field(
             parts[f"{key}_expr"] = _dim_bound(f, key, dims, src, path)
     with problems.each():
         if f.finite and kind not in ("tensor", "float"):
-            _raise(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
+            refuse(src, f"{path}.finite", f"finite applies to tensors and float, not {kind!r}")
     if len(problems.found) > before:
         raise Consequence(path)
     (lo, hi), pad, values = parts["bounds"], parts["pad"], parts["values"]
@@ -479,13 +480,13 @@ def _field_type(
     """The kind, the shape and the dtypes; each axis of the shape and the dtype checked on its own."""
     if f.kind is not None and f.kind != "tensor":
         if f.kind not in KINDS:
-            _raise(src, f"{path}.kind", _unknown("kind", f.kind, ("tensor", *KINDS)))
+            refuse(src, f"{path}.kind", _unknown("kind", f.kind, ("tensor", *KINDS)))
         if f.shape is not None or f.dtype is not None:
-            _raise(src, path, f"a {f.kind!r} field has no shape or dtype; drop them or drop kind")
+            refuse(src, path, f"a {f.kind!r} field has no shape or dtype; drop them or drop kind")
         return f.kind, None, ()
     if f.shape is None or f.dtype is None:
         missing = "shape" if f.shape is None else "dtype"
-        _raise(
+        refuse(
             src,
             path,
             f"a tensor field needs both shape and dtype ({missing} is missing), or a kind: one of {', '.join(KINDS)}",
@@ -508,25 +509,25 @@ def _field_type(
 def _compile_dtypes(raw: Any, src: str, path: str) -> tuple[DType, ...]:
     names = list(raw) if isinstance(raw, (list, tuple)) else [raw]
     if not names:
-        _raise(src, path, "an empty dtype list allows nothing")
+        refuse(src, path, "an empty dtype list allows nothing")
     dtypes: list[DType] = []
     for i, n in enumerate(names):
         at = f"{path}[{i}]" if isinstance(raw, (list, tuple)) else path
         d = _compile_dtype(n, src, at)
         if d in dtypes:
-            _raise(src, path, f"dtype {dtype_name(d)} is listed twice")
+            refuse(src, path, f"dtype {dtype_name(d)} is listed twice")
         dtypes.append(d)
     return tuple(dtypes)
 
 
 def _compile_dtype(name: Any, source: str, path: str) -> DType:
     if not isinstance(name, str):
-        _raise(source, path, f"expected a torch dtype name, found {_show(name)}")
+        refuse(source, path, f"expected a torch dtype name, found {shown(name)}")
     name = name.removeprefix("torch.")
-    if name in _DTYPE_HINTS and name not in _DTYPES:
-        _raise(source, path, f"ambiguous dtype {name!r}; did you mean {_DTYPE_HINTS[name]}?")
-    if name not in _DTYPES:
-        _raise(source, path, _unknown("dtype", name, list(_DTYPES)))
+    if name in DTYPE_HINTS and name not in DTYPE_NAMES:
+        refuse(source, path, f"ambiguous dtype {name!r}; did you mean {DTYPE_HINTS[name]}?")
+    if name not in DTYPE_NAMES:
+        refuse(source, path, _unknown("dtype", name, list(DTYPE_NAMES)))
     return DType(name)
 
 
@@ -545,9 +546,9 @@ def _check_pad_name(pad: Any, src: str, path: str) -> None:
     if not isinstance(pad, str):
         return
     if pad == SPREAD:  # the one rule that needs an argument: written as a mapping
-        _raise(src, path, f"pad rule {SPREAD!r} needs the dim that counts the ids: write {{{SPREAD}: experts}}")
+        refuse(src, path, f"pad rule {SPREAD!r} needs the dim that counts the ids: write {{{SPREAD}: experts}}")
     if pad not in PAD_RULES:
-        _raise(src, path, _unknown("pad rule", pad, PAD_RULES) + _string_hint(pad))
+        refuse(src, path, _unknown("pad rule", pad, PAD_RULES) + string_hint(pad))
 
 
 def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: Mapping[str, Any]) -> PadRule:
@@ -556,43 +557,43 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: 
     if isinstance(pad, str):
         _check_pad_name(pad, src, path)
         if kind not in _RULE_KINDS[pad]:
-            _raise(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
+            refuse(src, path, f"pad rule {pad!r} does not fit a {kind!r} field (it fits {', '.join(_RULE_KINDS[pad])})")
         if pad in ("eos", "positions") and any(d.is_bool for d in dtypes):
-            _raise(src, path, f"pad rule {pad!r} fills integers, which a bool tensor cannot hold")
+            refuse(src, path, f"pad rule {pad!r} fills integers, which a bool tensor cannot hold")
         if pad == "positions" and not shape:
-            _raise(src, path, "pad rule 'positions' counts along the last dim; a 0-d field has none")
+            refuse(src, path, "pad rule 'positions' counts along the last dim; a 0-d field has none")
         return PadRule(pad)
-    if not _is_number(pad):
-        _raise(
+    if not is_number(pad):
+        refuse(
             src,
             path,
-            f"expected a number or a pad rule ({', '.join(PAD_RULES)}), found {_show(pad)} "
+            f"expected a number or a pad rule ({', '.join(PAD_RULES)}), found {shown(pad)} "
             f"(or {{{SPREAD}: <dim>}}, ids spread over a dim)",
         )
     if kind == "tensor":
         for d in dtypes:
             if not fill_fits_dtype(pad, d):
-                _raise(src, path, f"fill {_num(pad)} does not fit dtype {dtype_name(d)}: {_misfit(pad, d)}")
-        if isinstance(pad, int) and not -(2**63) <= pad <= _MAX_SIZE:  # only float dtypes get here
-            _raise(
+                refuse(src, path, f"fill {num(pad)} does not fit dtype {dtype_name(d)}: {_misfit(pad, d)}")
+        if isinstance(pad, int) and not -(2**63) <= pad <= MAX_SIZE:  # only float dtypes get here
+            refuse(
                 src,
                 path,
-                f"fill {_num(pad)} is an integer beyond int64, which torch cannot take as a scalar; "
+                f"fill {num(pad)} is an integer beyond int64, which torch cannot take as a scalar; "
                 f"write it as a float ({float(pad)!r})",
             )
     elif kind in ("str", "mapping"):
-        _raise(
+        refuse(
             src,
             path,
-            f"a {kind!r} field cannot be filled with the number {_num(pad)}; "
+            f"a {kind!r} field cannot be filled with the number {num(pad)}; "
             f"use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}",
         )
     elif kind == "int" and not (isinstance(pad, int) and not isinstance(pad, bool)):
-        _raise(src, path, f"an 'int' field needs an integer fill, found {_num(pad)}")
+        refuse(src, path, f"an 'int' field needs an integer fill, found {num(pad)}")
     elif kind == "float" and isinstance(pad, bool):
-        _raise(src, path, f"a 'float' field needs a number fill, found {_num(pad)}")
+        refuse(src, path, f"a 'float' field needs a number fill, found {num(pad)}")
     elif kind == "bool" and not isinstance(pad, bool):
-        _raise(src, path, f"a 'bool' field needs true or false, found {_num(pad)}")
+        refuse(src, path, f"a 'bool' field needs true or false, found {num(pad)}")
     return PadRule("fill", pad)
 
 
@@ -604,21 +605,21 @@ def _compile_spread(
     if len(keys) != 1 or keys[0] != SPREAD:
         odd = next((k for k in keys if k != SPREAD), None)
         problem = _unknown("pad rule", odd, (SPREAD,)) + "; " if odd is not None else ""
-        _raise(src, path, f"{problem}a pad mapping has exactly one key, {SPREAD} ({{{SPREAD}: experts}})")
+        refuse(src, path, f"{problem}a pad mapping has exactly one key, {SPREAD} ({{{SPREAD}: experts}})")
     over = pad[SPREAD]
     at = f"{path}.{SPREAD}"
     if not isinstance(over, str):
-        _raise(src, at, f"expected the name of the dim that counts the ids (experts), found {_show(over)}")
+        refuse(src, at, f"expected the name of the dim that counts the ids (experts), found {shown(over)}")
     if over not in dims:
         _no_dim(over, dims, src, at, "; declare it under dims:")
     rule = f"{{{SPREAD}: {over}}}"
     if kind != "tensor":
-        _raise(src, path, f"pad rule {rule} spreads ids along a tensor's last axis; a {kind!r} field has none")
+        refuse(src, path, f"pad rule {rule} spreads ids along a tensor's last axis; a {kind!r} field has none")
     if not shape:
-        _raise(src, path, f"pad rule {rule} spreads ids along the last axis (a token's slots); a 0-d field has none")
+        refuse(src, path, f"pad rule {rule} spreads ids along the last axis (a token's slots); a 0-d field has none")
     floats = [d.name for d in dtypes if d.is_bool or d.is_floating_point or d.is_complex]
     if floats:
-        _raise(src, path, f"pad rule {rule} fills integer ids, which dtype {', '.join(floats)} does not hold")
+        refuse(src, path, f"pad rule {rule} fills integer ids, which dtype {', '.join(floats)} does not hold")
     return PadRule(SPREAD, over=over)
 
 
@@ -642,22 +643,22 @@ def _compile_values(values: list[Any] | None, kind: str, dtypes, src: str, path:
     if values is None:
         return None
     if kind in ("str", "mapping"):
-        _raise(src, path, f"values lists numbers; it does not apply to a {kind!r} field")
+        refuse(src, path, f"values lists numbers; it does not apply to a {kind!r} field")
     if not values:
-        _raise(src, path, "an empty values list allows nothing")
+        refuse(src, path, "an empty values list allows nothing")
     seen: set[Any] = set()
     for i, v in enumerate(values):
         at = f"{path}[{i}]"
-        if not _is_number(v):
-            _raise(src, at, f"expected a number, found {_show(v)}{_string_hint(v)}")
+        if not is_number(v):
+            refuse(src, at, f"expected a number, found {shown(v)}{string_hint(v)}")
         if isinstance(v, float) and math.isnan(v):
-            _raise(src, at, "nan equals nothing, not even itself; drop it")
+            refuse(src, at, "nan equals nothing, not even itself; drop it")
         if v in seen:  # hashing agrees with ==: true == 1 == 1.0
-            _raise(src, at, f"{_num(v)} is listed twice (as Python compares: true == 1, 0.0 == 0)")
+            refuse(src, at, f"{num(v)} is listed twice (as Python compares: true == 1, 0.0 == 0)")
         seen.add(v)
         problem = _value_misfit(v, kind, dtypes)
         if problem:
-            _raise(src, at, f"{_num(v)} can never match: {problem}")
+            refuse(src, at, f"{num(v)} can never match: {problem}")
     return tuple(values)
 
 
@@ -667,35 +668,37 @@ def _compile_bounds(f: _FieldDecl, kind: str, dtypes, src: str, path: str) -> tu
         v = getattr(f, key)
         at = f"{path}.{key}"
         if v is not None and kind not in ("tensor", "int", "float"):
-            _raise(src, at, f"{key} applies to tensors, int and float, not {kind!r}")
-        if isinstance(v, str) and not _string_hint(v):
+            refuse(src, at, f"{key} applies to tensors, int and float, not {kind!r}")
+        if isinstance(v, str) and not string_hint(v):
             v = None  # a dim expression (experts - 1): _dim_bound reads it
-        if v is not None and (isinstance(v, bool) or not _is_number(v)):
-            _raise(src, at, f"expected a number or a dim expression (experts - 1), found {_show(v)}{_string_hint(v)}")
+        if v is not None and (isinstance(v, bool) or not is_number(v)):
+            refuse(src, at, f"expected a number or a dim expression (experts - 1), found {shown(v)}{string_hint(v)}")
         if isinstance(v, float) and not math.isfinite(v):
-            _raise(src, at, f"{key} must be finite, found {v!r}; leave {key} out for no bound")
+            refuse(src, at, f"{key} must be finite, found {v!r}; leave {key} out for no bound")
         out.append(v)
     lo, hi = out
     if lo is not None and hi is not None and lo > hi:
-        _raise(src, path, f"min {_num(lo)} is above max {_num(hi)}; no value passes")
+        refuse(src, path, f"min {num(lo)} is above max {num(hi)}; no value passes")
     # The value engine's own sets: a float dtype holds +-inf, so only integer dtypes run out of values.
     if dtypes and lo is not None and all(not ValueSet.at_least(lo, d).spans for d in dtypes):
-        _raise(src, f"{path}.min", f"min {_num(lo)} is above every value of {_names(dtypes)}; no element passes")
+        refuse(src, f"{path}.min", f"min {num(lo)} is above every value of {_names(dtypes)}; no element passes")
     if dtypes and hi is not None and all(not ValueSet.at_most(hi, d).spans for d in dtypes):
-        _raise(src, f"{path}.max", f"max {_num(hi)} is below every value of {_names(dtypes)}; no element passes")
+        refuse(src, f"{path}.max", f"max {num(hi)} is below every value of {_names(dtypes)}; no element passes")
     return lo, hi
 
 
 def _dim_bound(f: _FieldDecl, key: str, dims: Mapping[str, Any], src: str, path: str) -> Expr | None:
     """``min`` / ``max`` written in dims (``max: experts - 1``), parsed; ``None`` for a number or nothing."""
     text = getattr(f, key)
-    if not isinstance(text, str) or _string_hint(text):  # a number YAML read as a string: _compile_bounds says so
+    if not isinstance(text, str) or string_hint(text):  # a number YAML read as a string: _compile_bounds says so
         return None
     at = f"{path}.{key}"
     e = _expr(text, src, at)
     if not e.names():
-        _raise(
-            src, at, f"{text!r} names no dim; write the number {_num(e.evaluate({}))} for a bound that never changes"
+        refuse(
+            src,
+            at,
+            f"{text!r} names no dim; write the number {num(e.evaluate({}))} for a bound that never changes",
         )
     _check_names(e, dims, src, at)
     return e
@@ -709,19 +712,19 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
     lo_span = f.min_expr.bounds(spans) if f.min_expr is not None else None
     hi_span = f.max_expr.bounds(spans) if f.max_expr is not None else None
     if hi_span is not None and f.min is not None and hi_span[1] < f.min:
-        _raise(
+        refuse(
             src,
             f"{path}.max",
-            f"max {f.max_expr} is at most {_num(hi_span[1])}, below min {_num(f.min)}, "
+            f"max {f.max_expr} is at most {num(hi_span[1])}, below min {num(f.min)}, "
             "for every size the dims allow; no value passes",
         )
     if f.min_expr is not None and f.max_expr is not None:
         _check_bound_gap(f, spans, src, path)
     if lo_span is not None and f.max is not None and lo_span[0] > f.max:
-        _raise(
+        refuse(
             src,
             f"{path}.min",
-            f"min {f.min_expr} is at least {_num(lo_span[0])}, above max {_num(f.max)}, "
+            f"min {f.min_expr} is at least {num(lo_span[0])}, above max {num(f.max)}, "
             "for every size the dims allow; no value passes",
         )
     for d in f.dtype_names:
@@ -729,18 +732,18 @@ def _check_dim_bounds(f: Field, spans: Mapping[str, tuple[float, float]], src: s
         if cap is None:
             continue
         if hi_span is not None and hi_span[0] > cap[1]:
-            _raise(
+            refuse(
                 src,
                 f"{path}.dtype",
-                f"{dtype_name(d)} cannot hold {_num(hi_span[0])}, the smallest value max "
+                f"{dtype_name(d)} cannot hold {num(hi_span[0])}, the smallest value max "
                 f"{f.max_expr} takes for the sizes the dims allow ({dtype_name(d)} holds {cap[0]}..{cap[1]}); "
                 "drop the dtype or bound the dims",
             )
         if hi_span is not None and hi_span[1] < cap[0] and all(integer_capacity(x) for x in f.dtype_names):
-            _raise(
+            refuse(
                 src,
                 f"{path}.max",
-                f"max {f.max_expr} is at most {_num(hi_span[1])}, below every value of "
+                f"max {f.max_expr} is at most {num(hi_span[1])}, below every value of "
                 f"{_names(f.dtype_names)}, for every size the dims allow; no element passes",
             )
     _check_fill_at_every_size(f, lo_span, hi_span, src, f"{path}.pad")
@@ -757,10 +760,10 @@ def _check_bound_gap(f: Field, spans: Mapping[str, tuple[float, float]], src: st
     top = _poly_top(p, spans) if p is not None else gap.bounds(spans)[1]
     top = int(top) if math.isfinite(top) else top
     if top < 0:
-        _raise(
+        refuse(
             src,
             f"{path}.max",
-            f"max {f.max_expr} is below min {f.min_expr} (by {_num(-top)} or more) for every size the dims "
+            f"max {f.max_expr} is below min {f.min_expr} (by {num(-top)} or more) for every size the dims "
             "allow; no value passes",
         )
 
@@ -778,7 +781,7 @@ def _poly_top(p: Poly, spans: Mapping[str, tuple[float, float]]) -> float:
 def _check_fill_at_every_size(f: Field, lo_span, hi_span, src: str, path: str) -> None:
     """A constant fill (or the 0 that positions and index start from) must not break a dim bound at every size."""
     if f.pad.rule == "index" and hi_span is not None:
-        _raise(
+        refuse(
             src,
             path,
             f"pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which max "
@@ -787,23 +790,23 @@ def _check_fill_at_every_size(f: Field, lo_span, hi_span, src: str, path: str) -
     if f.pad.rule not in ("fill", "positions", "index", SPREAD):
         return
     v = f.pad.value if f.pad.rule == "fill" else 0
-    what = f"fill {_num(v)}" if f.pad.rule == "fill" else f"pad rule {f.pad} starts at 0, which"
+    what = f"fill {num(v)}" if f.pad.rule == "fill" else f"pad rule {f.pad} starts at 0, which"
     if hi_span is not None and not v <= hi_span[1]:
-        _raise(src, path, f"{what} breaks max {f.max_expr} (at most {_num(hi_span[1])}) for every size the dims allow")
+        refuse(src, path, f"{what} breaks max {f.max_expr} (at most {num(hi_span[1])}) for every size the dims allow")
     if lo_span is not None and not v >= lo_span[0]:
-        _raise(src, path, f"{what} breaks min {f.min_expr} (at least {_num(lo_span[0])}) for every size the dims allow")
+        refuse(src, path, f"{what} breaks min {f.min_expr} (at least {num(lo_span[0])}) for every size the dims allow")
 
 
 def _check_distinct(f: Field, spans: Mapping[str, tuple[float, float]], src: str, path: str) -> None:
     """``distinct`` needs a tensor with a last axis, and a pad rule that can fill one without a repeat."""
     at = f"{path}.distinct"
     if not f.is_tensor:
-        _raise(src, at, f"distinct applies along a tensor's last axis, not to a {f.kind!r} field")
+        refuse(src, at, f"distinct applies along a tensor's last axis, not to a {f.kind!r} field")
     if not f.shape:
-        _raise(src, at, "distinct applies along the last axis; a 0-d field has none")
+        refuse(src, at, "distinct applies along the last axis; a 0-d field has none")
     if f.pad.rule in ("fill", "eos") and f.shape[-1].bounds(spans)[1] > 1:
-        filled = f"fill {_num(f.pad.value)}" if f.pad.rule == "fill" else "pad rule 'eos'"
-        _raise(
+        filled = f"fill {num(f.pad.value)}" if f.pad.rule == "fill" else "pad rule 'eos'"
+        refuse(
             src,
             f"{path}.pad",
             f"{filled} puts one value in every slot, which repeats along the last axis "
@@ -818,30 +821,30 @@ def _names(dtypes: tuple[Any, ...]) -> str:
 def _check_fill(pad: PadRule, values, lo, hi, finite: bool, src: str, path: str) -> None:
     """The fill must itself pass the field's value checks, as Python's arithmetic compares."""
     if pad.rule == "empty" and values is not None:
-        _raise(src, path, "pad rule 'empty' fills an empty mapping, which no number in values equals")
+        refuse(src, path, "pad rule 'empty' fills an empty mapping, which no number in values equals")
     if pad.rule not in ("fill", "positions", "index", SPREAD):
         return  # eos is the caller's; copy copies real data; uid fills strings (no values on str)
     if pad.rule == "index" and (values is not None or hi is not None):
-        _raise(
+        refuse(
             src,
             path,
             f"pad rule 'index' numbers padding samples 0, 1, 2, ... without bound, which "
-            f"{'values' if values is not None else f'max {_num(hi)}'} cannot keep to; drop it or pad with a number",
+            f"{'values' if values is not None else f'max {num(hi)}'} cannot keep to; drop it or pad with a number",
         )
     # positions (and index) fill 0, 1, 2, ...: how far depends on the sizes, but 0 always comes.
     v = pad.value if pad.rule == "fill" else 0
     failed = value_failures(v, values=values, lo=lo, hi=hi, finite=finite)
     # The engine's labels, in the words of the schema file (which key says so).
-    in_file = {f">= {number_label(lo)}": f">= min {_num(lo)}", f"<= {number_label(hi)}": f"<= max {_num(hi)}"}
+    in_file = {f">= {number_label(lo)}": f">= min {num(lo)}", f"<= {number_label(hi)}": f"<= max {num(hi)}"}
     if values is not None:
-        in_file[f"one of {values_label(values)}"] = f"in values {'[' + ', '.join(map(_num, values)) + ']'}"
+        in_file[f"one of {values_label(values)}"] = f"in values {'[' + ', '.join(map(num, values)) + ']'}"
     broken = in_file.get(failed[0], failed[0]) if failed else None
     if broken and pad.rule != "fill":
         # positions, index and spread ids all start at 0 (spread: in the first slot of the first padding token)
         rule = pad if pad.rule == SPREAD else repr(pad.rule)
-        _raise(src, path, f"pad rule {rule} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be {broken})")
+        refuse(src, path, f"pad rule {rule} fills 0, 1, 2, ..., and 0 breaks the field's value checks (be {broken})")
     if broken:
-        _raise(src, path, f"fill {_num(v)} must itself pass the field's value checks (be {broken})")
+        refuse(src, path, f"fill {num(v)} must itself pass the field's value checks (be {broken})")
 
 
 # ---------------------------------------------------------------------------
@@ -852,7 +855,7 @@ def _tag_default_misfit(v: Any, kind: str | None) -> str | None:
     if v is None:
         return None
     if not isinstance(v, (bool, int, float, str)):
-        return f"a tag default is a number, a boolean or a string, found {_show(v)}"
+        return f"a tag default is a number, a boolean or a string, found {shown(v)}"
     fits = {
         "int": isinstance(v, int) and not isinstance(v, bool),
         "float": isinstance(v, (int, float)) and not isinstance(v, bool),
@@ -860,28 +863,28 @@ def _tag_default_misfit(v: Any, kind: str | None) -> str | None:
         "str": isinstance(v, str),
         "mapping": False,
     }.get(kind or "any", True)
-    return None if fits else f"the tag is {kind!r} but its default is {_show(v)}"
+    return None if fits else f"the tag is {kind!r} but its default is {shown(v)}"
 
 
 def _compile_tag(name: str, t: _TagDecl, src: str, dims) -> Tag:
     path = f"tags.{name}"
     if t.kind is not None and t.kind not in KINDS:
-        _raise(src, f"{path}.kind", _unknown("kind", t.kind, KINDS))
+        refuse(src, f"{path}.kind", _unknown("kind", t.kind, KINDS))
     eq = None
     if t.equals is not None:
         eq = _expr(t.equals, src, f"{path}.equals")
         _check_names(eq, dims, src, f"{path}.equals")
         if t.kind not in (None, "int", "any"):
-            _raise(src, f"{path}.kind", f"a tag with equals holds a dim size, an int, not {t.kind!r}")
+            refuse(src, f"{path}.kind", f"a tag with equals holds a dim size, an int, not {t.kind!r}")
         if t.default is not None:
-            _raise(src, f"{path}.default", "a tag with equals takes its value from the dims; drop default")
+            refuse(src, f"{path}.default", "a tag with equals takes its value from the dims; drop default")
     problem = _tag_default_misfit(t.default, t.kind)
     if problem:
-        _raise(src, f"{path}.default", problem)
+        refuse(src, f"{path}.default", problem)
     if name == "is_padding" and (
         t.kind not in (None, "bool", "any") or eq is not None or t.default not in (None, False)
     ):
-        _raise(
+        refuse(
             src,
             path,
             "padding samples carry is_padding: true and real ones may omit it, so this tag is "
@@ -949,7 +952,7 @@ def _size_span(lo: float, hi: float) -> tuple[float, float]:
 
 def _refuse_negative(e: Expr, hi: float, blame: _Blame, checked: tuple[str, str], path: str, dims) -> None:
     if hi < 0:
-        problem = f"{e} is at most {_num(hi)} for every size the dims allow; a size cannot be negative"
+        problem = f"{e} is at most {num(hi)} for every size the dims allow; a size cannot be negative"
         blame.fail(checked, path, blame.dims_of(e.names(), dims), problem)
 
 
@@ -966,10 +969,10 @@ def _padding_env(dims: Mapping[str, Any], padding: Mapping[str, int], blame: _Bl
 def _padding_size_of(e: Expr, env: Mapping[str, int], blame: _Blame, checked, path: str, known) -> int:
     """``e`` at the padding sizes; ``known`` is ``(dims, padding sizes)``."""
     v = e.evaluate(env)
-    if v is not None and not 0 <= v <= _MAX_SIZE:
+    if v is not None and not 0 <= v <= MAX_SIZE:
         dims, padding = known
         sizes = ", ".join(f"{n}={k}" for n, k in padding.items()) or "none"
-        problem = f"{e} is {_num(v)} with the padding sizes ({sizes}); padding needs a size >= 0 and <= 2**63 - 1"
+        problem = f"{e} is {num(v)} with the padding sizes ({sizes}); padding needs a size >= 0 and <= 2**63 - 1"
         blame.fail(checked, path, blame.dims_of(e.names(), dims, padding=True), problem)
     return v
 
@@ -1007,7 +1010,7 @@ def _check_field_padding(f: Field, env: Mapping[str, int], dims, padding: Mappin
     last = n - 1
     broken = next((f"{last} does not fit {d}" for d in f.dtype_names if not fill_fits_dtype(last, d)), None)
     if f.max is not None and not last <= f.max:
-        broken = broken or f"{last} breaks max {_num(f.max)}"
+        broken = broken or f"{last} breaks max {num(f.max)}"
     missing = next((k for k in range(min(n, len(f.values) + 1)) if k not in f.values), None) if f.values else None
     if missing is not None:
         broken = broken or f"{missing} is not in values"
@@ -1030,7 +1033,7 @@ def _check_fill_at_padding_sizes(f: Field, env: Mapping[str, int], dims, padding
         assert e is not None
         sizes = ", ".join(f"{n}={env[n]}" for n in e.names())
         problem = (
-            f"fill {_num(f.pad.value)} breaks {'max' if e is f.max_expr else 'min'} {e} at the padding sizes ({sizes})"
+            f"fill {num(f.pad.value)} breaks {'max' if e is f.max_expr else 'min'} {e} at the padding sizes ({sizes})"
         )
         blame.fail(("fields", f.name), f"fields.{f.name}.pad", blame.dims_of(e.names(), dims, padding=True), problem)
 
@@ -1041,7 +1044,7 @@ def _compile_padding(name: str, size: int, src: str, dims, blame: _Blame) -> int
         _no_dim(name, dims, src, path)
     d = dims[name]
     if not isinstance(d, FreeDim):
-        _raise(src, path, f"only free dims take a padding size; {name!r} is {type(d).__name__}")
+        refuse(src, path, f"only free dims take a padding size; {name!r} is {type(d).__name__}")
     if not d.allows(size):  # a child that redeclared the dim with new bounds is named, not the padding's file
         blame.fail(
             ("padding", name), path, [("dims", name)], f"padding size {size} breaks the dim's bounds ({d.describe()})"

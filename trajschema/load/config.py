@@ -29,8 +29,7 @@ from typing import Any
 
 from trajschema._schema import Schema
 from trajschema.core import MAX_SIZE, Expr, FreeDim
-from trajschema.load.filetext import _show
-from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, file_problem
+from trajschema.files import IS_A_DIRECTORY, NOTHING, file_problem, os_problem, shown
 
 __all__ = ["ModelConfig", "ModelConfigError", "config_sizes", "pin_config_dims", "read_model_config"]
 
@@ -87,7 +86,7 @@ class ModelConfig:
             raise ModelConfigError(
                 self.source,
                 key,
-                f"{key} is {_show(top)} but {TEXT_CONFIG}.{key} is {_show(sub)}; the config says two things",
+                f"{key} is {shown(top)} but {TEXT_CONFIG}.{key} is {shown(sub)}; the config says two things",
             )
         if top is not None:
             return top, key
@@ -100,7 +99,7 @@ class ModelConfig:
             return None
         v, where = found
         if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= int(v) <= MAX_SIZE:
-            raise ModelConfigError(self.source, where, f"expected an integer >= 0 (a size), found {_show(v)}")
+            raise ModelConfigError(self.source, where, f"expected an integer >= 0 (a size), found {shown(v)}")
         return int(v), where
 
 
@@ -136,7 +135,7 @@ def read_model_config(config: Any) -> ModelConfig:
         except Exception as exc:  # the object's own method failed: say so, not its traceback's last line
             raise ModelConfigError(source, "", f"to_dict() failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(data, Mapping):
-            raise ModelConfigError(source, "", f"to_dict() must return a mapping, found {_show(data)}")
+            raise ModelConfigError(source, "", f"to_dict() must return a mapping, found {shown(data)}")
         return _split(_plain(data, source), source)
     raise TypeError(
         "config must be a mapping, a transformers.PretrainedConfig, or a path to a config.json or a model "
@@ -163,7 +162,7 @@ def _split(top: dict[str, Any], source: str) -> ModelConfig:
             raise ModelConfigError(source, TEXT_CONFIG, f"to_dict() failed: {type(exc).__name__}: {exc}") from exc
     if not isinstance(text, Mapping):
         raise ModelConfigError(
-            source, TEXT_CONFIG, f"expected a mapping (the language model's keys), found {_show(text)}"
+            source, TEXT_CONFIG, f"expected a mapping (the language model's keys), found {shown(text)}"
         )
     return ModelConfig(source, top, _plain(text, source))
 
@@ -206,14 +205,14 @@ def _read_bytes(path: Path) -> bytes:
     try:
         fd = os.open(path, flags)
     except OSError as exc:  # replaced since file_problem looked
-        raise ModelConfigError(source, "", _os_problem(exc, path)) from None
+        raise ModelConfigError(source, "", os_problem(exc, path)) from None
     try:
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # a FIFO put in its place since
                 raise ModelConfigError(source, "", "is not a regular file")
             raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:  # EIO, a file that vanished under a network mount
-        raise ModelConfigError(source, "", _os_problem(exc, path)) from None
+        raise ModelConfigError(source, "", os_problem(exc, path)) from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ModelConfigError(source, "", f"larger than {MAX_CONFIG_BYTES >> 20} MiB; a config.json is a few KiB")
     return raw
@@ -239,7 +238,7 @@ def _parse(raw: bytes, source: str) -> dict[str, Any]:
     except ValueError as exc:  # an integer of more digits than Python converts
         raise ModelConfigError(source, "", f"not JSON a config holds: {exc}") from None
     if not isinstance(data, dict):
-        raise ModelConfigError(source, "", f"expected a JSON object of config keys, found {_show(data)}")
+        raise ModelConfigError(source, "", f"expected a JSON object of config keys, found {shown(data)}")
     return data
 
 
@@ -364,8 +363,8 @@ def config_architectures(config: ModelConfig) -> list[str]:
             "pass schema= to pin a schema of your choice",
         )
     if not isinstance(archs, list) or not archs:
-        raise ModelConfigError(config.source, "architectures", f"expected a list of class names, found {_show(archs)}")
+        raise ModelConfigError(config.source, "architectures", f"expected a list of class names, found {shown(archs)}")
     for i, a in enumerate(archs):
         if not isinstance(a, str) or not a:
-            raise ModelConfigError(config.source, f"architectures[{i}]", f"expected a class name, found {_show(a)}")
+            raise ModelConfigError(config.source, f"architectures[{i}]", f"expected a class name, found {shown(a)}")
     return archs

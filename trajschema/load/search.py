@@ -5,11 +5,11 @@ Schema files are strict: anything malformed fails at load time with a
 Python or torch error, and never later at first use. Reading a file goes through four
 gates, each of which refuses what the next one could not survive:
 
-1. bytes: a regular file of at most ``_MAX_FILE_BYTES``, UTF-8;
+1. bytes: a regular file of at most ``MAX_FILE_BYTES``, UTF-8;
 2. YAML (`_SchemaYAMLLoader`): no key given twice, no merge keys, string keys
-   only, at most ``_MAX_DEPTH`` levels of nesting;
-3. the parsed tree (`_check_tree`): no structure that contains itself (an alias
-   inside its own anchor) and at most ``_MAX_NODES`` values once aliases are expanded;
+   only, at most ``MAX_DEPTH`` levels of nesting;
+3. the parsed tree (`check_tree`): no structure that contains itself (an alias
+   inside its own anchor) and at most ``MAX_NODES`` values once aliases are expanded;
 4. declarations (pydantic models and the ``_compile_*`` functions): every key, type,
    range, dim, dtype and pad fill.
 """
@@ -19,204 +19,42 @@ from __future__ import annotations
 import difflib
 import errno
 import os
-import stat
-import sys
-import threading
-import types
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, NoReturn
+from typing import Any, NoReturn
 
 from trajschema._schema import Schema
 from trajschema.core import SchemaDefinitionError, SchemaNotFoundError, describe_value
+from trajschema.files import (
+    ENV_VAR,
+    MAX_EXTENDS_DEPTH,
+    NOTHING,
+    PATH_SHOWN,
+    ErrorsMode,
+    Found,
+    check_errors_mode,
+    file_problem,
+    read_yaml,
+    readable,
+    refuse,
+    reporting,
+    schema_search_path,
+    search_path_files,
+    shown_name,
+)
 from trajschema.load.compile import _compile
 from trajschema.load.config import config_architectures, pin_config_dims, read_model_config
-from trajschema.load.filetext import _MAX_EXTENDS_DEPTH, _raise
-from trajschema.load.problems import ErrorsMode, check_errors_mode, reporting
-from trajschema.load.reader import IS_A_DIRECTORY, NOTHING, _os_problem, _read_yaml, file_problem
 from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
 
 __all__ = [
     "load_found",
     "load_schema",
-    "missing_entry_note",
     "resolve_schema",
     "schema_for_architecture",
     "schema_for_config",
     "schema_from_dict",
     "schema_names",
-    "schema_search_path",
-    "shown_name",
 ]
-
-#: Environment variable: extra schema directories (``os.pathsep``-separated),
-#: searched before the packaged ones so a project can add or override families.
-ENV_VAR = "TRAJSCHEMA_PATH"
-
-# ---------------------------------------------------------------------------
-# Search path
-
-
-def packaged_dir() -> Path:
-    # In a wheel the schemas sit inside the package; in a source checkout or an
-    # editable install they are the repository's top-level `schemas/`.
-    package = Path(__file__).resolve().parent.parent  # trajschema/, above this room
-    inside = package / "schemas"
-    if inside.is_dir():
-        return inside
-    return package.parent / "schemas"
-
-
-def schema_search_path() -> list[Path]:
-    """The directories searched for schema names: ``TRAJSCHEMA_PATH`` entries, then the packaged ones."""
-    extra = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
-    return [*extra, packaged_dir()]
-
-
-class _Found(NamedTuple):
-    """A schema file on the search path: where it is, and why it cannot be read (``None`` if it can be)."""
-
-    path: Path
-    problem: str | None
-
-
-class _Search(NamedTuple):
-    """What the search path holds: the first file of each name, the directories that cannot be
-    listed, and the entries that do not exist."""
-
-    files: dict[str, _Found]
-    unlisted: list[tuple[Path, str]]
-    missing: list[Path]
-
-    def unlisted_note(self) -> str:
-        return "".join(f"; {d} {why}" for d, why in self.unlisted)
-
-
-_SUFFIXES = (".yaml", ".yml")
-
-
-def _directory_problem(d: Path) -> str | None:
-    """Why the search directory ``d`` cannot be listed: ``None`` when it can, ``NOTHING`` when it is missing.
-
-    A missing directory holds nothing to look up, so lookups go on without it (saying so
-    once, see `search_path_files`); a dangling or looping symbolic link, a file or a
-    directory without permission is an entry that cannot be listed.
-    """
-    try:
-        mode = os.stat(d).st_mode
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        return _os_problem(exc, d) if os.path.islink(d) else NOTHING
-    except OSError as exc:
-        return _os_problem(exc, d)
-    except ValueError:  # a NUL byte in the name
-        return NOTHING
-    return None if stat.S_ISDIR(mode) else f"is not a directory ({ENV_VAR} lists directories of schema files)"
-
-
-def _scan(d: Path, name: str | None) -> tuple[list[tuple[str, _Found]], str | None]:
-    """The schema files of ``d`` by name (only ``name``'s, when given), and why ``d`` cannot be listed
-    (``NOTHING`` when it does not exist)."""
-    problem = _directory_problem(d)
-    if problem == NOTHING:
-        return [], NOTHING
-    entries: list[str] = []
-    if problem is None:
-        try:
-            with os.scandir(d) as listing:
-                entries = sorted(e.name for e in listing)
-        except OSError as exc:
-            problem = f"cannot be listed: {exc.strerror or exc}"
-    if problem is not None and name is not None:
-        # A directory one may search but not list (or one that vanished): a known name can still be looked up.
-        entries = [f"{name}{suffix}" for suffix in _SUFFIXES]
-    found = []
-    for entry in entries:
-        p = d / entry
-        if p.suffix not in _SUFFIXES or (name is not None and p.stem != name) or not os.path.lexists(p):
-            continue  # not a schema file's name, or nothing there (or nothing one may see)
-        why = file_problem(p)
-        if why not in (NOTHING, IS_A_DIRECTORY):  # a directory named x.yaml is not a schema
-            found.append((p.stem, _Found(p, why)))
-    return found, problem
-
-
-def search_path_files(dirs: list[Path], name: str | None = None, *, quiet: bool = False) -> _Search:
-    """Every schema file on ``dirs`` (or only ``name``'s), the first of each name winning.
-
-    A file that cannot be read (a dangling or looping symbolic link, a FIFO, a device)
-    still takes its name: it is what the user put there, so it is reported, not skipped
-    for a file of the same name further down the path.
-
-    An entry that does not exist is left out of the lookup with a `UserWarning` naming
-    it, once per entry per process (a typo in ``TRAJSCHEMA_PATH`` would otherwise hide
-    every schema of that directory without a word). ``quiet=True`` is for a caller that
-    shows the missing entries itself (`trajschema list`): they count as told.
-    """
-    files: dict[str, _Found] = {}
-    unlisted: list[tuple[Path, str]] = []
-    missing: list[Path] = []
-    for d in dirs:
-        found, problem = _scan(d, name)
-        if problem == NOTHING:
-            missing.append(d)
-        elif problem is not None:
-            unlisted.append((d, problem))
-        for stem, hit in found:
-            files.setdefault(stem, hit)
-    _tell_missing(missing, quiet)
-    return _Search(files, unlisted, missing)
-
-
-#: The missing search path entries already warned about (or shown), so each is told once per process.
-_TOLD: set[Path] = set()
-_TOLD_LOCK = threading.Lock()
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # as code objects name files
-
-
-def missing_entry_note(d: Path) -> str:
-    """What a search path entry that does not exist means for lookups (the warning's and `list`'s words)."""
-    return f"search path entry {d} does not exist; schemas are looked up without it (check {ENV_VAR})"
-
-
-def _tell_missing(missing: list[Path], quiet: bool) -> None:
-    for d in missing:
-        with _TOLD_LOCK:
-            if d in _TOLD:
-                continue
-            _TOLD.add(d)
-        if not quiet:
-            warnings.warn(missing_entry_note(d), UserWarning, stacklevel=_caller_level())
-
-
-def _caller_level() -> int:
-    """The ``stacklevel`` of the first frame outside this package: the warning names the caller's line."""
-    level = 2  # 1 is the function calling warnings.warn, 2 its caller
-    frame: types.FrameType | None = sys._getframe(level)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        level, frame = level + 1, frame.f_back
-    return level
-
-
-#: A name longer than this is shown cut, with its length: an error message does not grow with the input.
-NAME_SHOWN = 60
-#: ... and a path (a real one can be long; the file system refuses one much longer than this).
-PATH_SHOWN = 1000
-
-
-def shown_name(text: str, limit: int = NAME_SHOWN) -> str:
-    """``text`` quoted as an error message echoes a user-given name: whole up to ``limit``
-    characters, else its first ``limit`` and its length (``'xxxxxxxx'…(5000 chars)``)."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}…({len(text)} chars)"
-
-
-def _readable(hit: _Found) -> Path:
-    """The resolved path of a found file, or its problem as a SchemaDefinitionError naming the file."""
-    if hit.problem is not None:
-        _raise(str(hit.path), "", hit.problem)
-    return hit.path.resolve()
 
 
 def schema_names() -> list[str]:
@@ -325,7 +163,7 @@ def _load_path(text: str, errors: ErrorsMode) -> Schema:
         raise SchemaNotFoundError(f"no schema file at {shown_name(text, PATH_SHOWN)}")
     if problem is not None and _too_long(text):  # no file can be there; do not echo the whole path
         raise SchemaNotFoundError(f"no schema file at {shown_name(text)}: {os.strerror(errno.ENAMETOOLONG)}")
-    return _load_file(_readable(_Found(path, problem)), errors)
+    return _load_file(readable(Found(path, problem)), errors)
 
 
 def _too_long(text: str) -> bool:
@@ -338,7 +176,7 @@ def _too_long(text: str) -> bool:
     return False
 
 
-def load_found(name: str, hit: _Found, *, errors: ErrorsMode = "all") -> Schema:
+def load_found(name: str, hit: Found, *, errors: ErrorsMode = "all") -> Schema:
     """The schema of a file the search path holds under ``name``, which it must declare.
 
     ``errors`` is `load_schema`'s: every problem of the file, or the first.
@@ -347,9 +185,9 @@ def load_found(name: str, hit: _Found, *, errors: ErrorsMode = "all") -> Schema:
         SchemaDefinitionError: the file cannot be read or does not load, or its ``name:``
             is not ``name`` (naming the file, its ``name:`` and its file name).
     """
-    schema = _load_file(_readable(hit), errors)
+    schema = _load_file(readable(hit), errors)
     if schema.name != name:
-        _raise(
+        refuse(
             str(hit.path),
             "name",
             f"this file is found as {name!r} (its file name) but declares name {shown_name(schema.name)}; "
@@ -394,11 +232,11 @@ def schema_for_architecture(architecture: str) -> Schema:
         raise TypeError(f"architecture must be a str, found {type(architecture).__name__}")
     search = search_path_files(schema_search_path())
     for d, why in search.unlisted:  # it may hold a schema that claims the architecture
-        _raise(str(d), "", f"{why}; schema_for_architecture reads every schema file on the search path")
+        refuse(str(d), "", f"{why}; schema_for_architecture reads every schema file on the search path")
     hits: list[str] = []
     known: list[str] = []
     for name, hit in search.files.items():
-        path = _readable(hit)
+        path = readable(hit)
         archs = _declared(path).architectures
         known.extend(archs)
         if architecture in archs:
@@ -457,10 +295,10 @@ def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
     """The one schema claiming any of ``architectures`` (a config may list several model classes)."""
     search = search_path_files(schema_search_path())
     for d, why in search.unlisted:  # it may hold a schema that claims an architecture
-        _raise(str(d), "", f"{why}; schema_for_config reads every schema file on the search path")
+        refuse(str(d), "", f"{why}; schema_for_config reads every schema file on the search path")
     claims: dict[str, list[str]] = {}
     for name, hit in search.files.items():
-        path = _readable(hit)
+        path = readable(hit)
         for arch in _declared(path).architectures:
             claims.setdefault(arch, []).append(name)
     hits = list(dict.fromkeys(n for a in architectures for n in claims.get(a, ())))
@@ -483,7 +321,7 @@ def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
 def _declared(path: Path) -> _SchemaDecl:
     """The declarations of the schema file at ``path`` (its problems located, as a load's are)."""
     with reporting():
-        return _decl(_read_yaml(path), str(path))
+        return _decl(read_yaml(path), str(path))
 
 
 def schema_from_dict(
@@ -527,7 +365,7 @@ def _load_file(path: Path, errors: ErrorsMode = "all") -> Schema:
     chain = _Chain(base_dir=path.parent, errors=errors)
     stamp = _mtime(path)
     with reporting(errors):
-        schema = chain.compile(_read_yaml(path), str(path), path)
+        schema = chain.compile(read_yaml(path), str(path), path)
     used = ((path, stamp), *((Path(src), _mtime(Path(src))) for _, src in chain.decls.values()))
     _CACHE[path] = (schema, search, used)
     return schema
@@ -555,8 +393,8 @@ class _Chain:
             search = search_path_files(dirs)
             close = difflib.get_close_matches(name, sorted(search.files), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            _raise(child_source, "extends", f"unknown parent schema {shown_name(name)}{hint}{search.unlisted_note()}")
-        return _readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
+            refuse(child_source, "extends", f"unknown parent schema {shown_name(name)}{hint}{search.unlisted_note()}")
+        return readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
 
     def _parent(self, name: str, child_source: str, child_dir: Path | None) -> tuple[_SchemaDecl, str]:
         path = self._find(name, child_source, child_dir)
@@ -565,11 +403,11 @@ class _Chain:
                 self._cycle(i, name, path, child_source)
         if name in self.decls:
             if self.decls[name][1] != str(path):  # found beside another child: another file
-                _raise(child_source, "extends", f"two schemas are named {name!r}: {self.decls[name][1]} and {path}")
+                refuse(child_source, "extends", f"two schemas are named {name!r}: {self.decls[name][1]} and {path}")
             return self.decls[name]
-        decl = _decl(_read_yaml(path), str(path), self.errors)
+        decl = _decl(read_yaml(path), str(path), self.errors)
         if decl.name != name:
-            _raise(
+            refuse(
                 str(path),
                 "name",
                 f"this file is found as {name!r} (its file name) but declares name {decl.name!r}; "
@@ -584,15 +422,15 @@ class _Chain:
         cycle = " -> ".join([*(m for m, _ in self.loading[i:]), name])
         if p == path:
             note = "" if n == name else f" ({path.name}, found as {name!r}, is the file of {n!r})"
-            _raise(child_source, "extends", f"cycle in extends: {cycle}{note}")
+            refuse(child_source, "extends", f"cycle in extends: {cycle}{note}")
         where = f"{p}" if p else "the mapping being compiled"
-        _raise(child_source, "extends", f"two schemas are named {name!r}: {where} and {path}, which it extends")
+        refuse(child_source, "extends", f"two schemas are named {name!r}: {where} and {path}, which it extends")
 
     def _linearize(self, decl: _SchemaDecl, source: str, path: Path | None) -> list[str]:
         if decl.name in self.mro:
             return self.mro[decl.name]
-        if len(self.loading) >= _MAX_EXTENDS_DEPTH:
-            _raise(source, "extends", f"extends chains more than {_MAX_EXTENDS_DEPTH} schemas deep")
+        if len(self.loading) >= MAX_EXTENDS_DEPTH:
+            refuse(source, "extends", f"extends chains more than {MAX_EXTENDS_DEPTH} schemas deep")
         here = path.parent if path else self.base_dir
         self.loading.append((decl.name, path))
         try:
@@ -638,7 +476,7 @@ def _c3_merge(seqs: list[list[str]], source: str) -> list[str]:
             if not any(head in s[1:] for s in seqs):
                 break
         else:
-            _raise(source, "extends", "parents cannot be ordered consistently (no C3 linearization)")
+            refuse(source, "extends", "parents cannot be ordered consistently (no C3 linearization)")
         out.append(head)
         seqs = [[x for x in s if x != head] for s in seqs]
         seqs = [s for s in seqs if s]
@@ -698,7 +536,7 @@ def _conflict(section: str, key: str, leaves: list[str], mro, by_name, ancestors
         joiner, under = mro[0], leaves
     decl, source = by_name[joiner]
     kin = "parents" if all(d in decl.extends for d in under) else "ancestors"
-    _raise(
+    refuse(
         source,
         f"{section}.{key}",
         f"{kin} {' and '.join(under)} declare {_WHAT[section]} {key!r} differently; declare it in {joiner!r} to choose",

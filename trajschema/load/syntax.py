@@ -9,20 +9,20 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from trajschema.core import SchemaDefinitionError, SchemaProblem
-from trajschema.load.filetext import (
-    _DIM_NAME,
-    _MAX_SIZE,
-    _MAX_SIZE_TEXT,
-    _REPR,
-    _join,
-    _num,
-    _raise,
-    _show,
-    _string_hint,
+from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem
+from trajschema.files import (
+    DIM_NAME,
+    REPR,
+    SIZE_LIMIT_TEXT,
+    ErrorsMode,
+    Problems,
+    check_tree,
+    join_path,
+    num,
+    refuse,
+    shown,
+    string_hint,
 )
-from trajschema.load.problems import ErrorsMode, Problems
-from trajschema.load.reader import _check_tree
 
 # ---------------------------------------------------------------------------
 # Declarations as written (validated with pydantic and the checks below, then compiled)
@@ -30,7 +30,7 @@ from trajschema.load.reader import _check_tree
 
 def _list_or_tuple(v: Any) -> Any:
     if isinstance(v, (set, frozenset)):  # pydantic's lax mode would turn it into a list
-        raise ValueError(f"expected a list, found {_show(v)} (its order is arbitrary)")
+        raise ValueError(f"expected a list, found {shown(v)} (its order is arbitrary)")
     return list(v) if isinstance(v, tuple) else v
 
 
@@ -43,7 +43,7 @@ def _one_or_many(v: Any) -> Any:
 # cannot apply to a list.)
 _List = Annotated[list[Any], pydantic.BeforeValidator(_list_or_tuple)]
 _Names = Annotated[list[pydantic.StrictStr], pydantic.BeforeValidator(_one_or_many)]
-_Size = Annotated[pydantic.StrictInt, pydantic.Field(ge=0, le=_MAX_SIZE)]
+_Size = Annotated[pydantic.StrictInt, pydantic.Field(ge=0, le=MAX_SIZE)]
 _Section = Annotated[dict[pydantic.StrictStr, Any], pydantic.BeforeValidator(lambda v: {} if v is None else v)]
 
 
@@ -54,7 +54,7 @@ class _Strict(pydantic.BaseModel):
 class _FreeDimDecl(_Strict):
     min: _Size = 0
     max: _Size | None = None
-    multiple_of: Annotated[pydantic.StrictInt, pydantic.Field(gt=0, le=_MAX_SIZE)] | None = None
+    multiple_of: Annotated[pydantic.StrictInt, pydantic.Field(gt=0, le=MAX_SIZE)] | None = None
     from_config: _Names = []  # config keys or expressions over them: checked by _compile_dims
     description: pydantic.StrictStr = ""
 
@@ -161,7 +161,7 @@ def _pydantic_error(exc: pydantic.ValidationError, model: type[_Strict], source:
             continue  # misspelled, not missing: the unknown key's "did you mean" says so
         at, problem, key = _pydantic_problem(err, model, path)
         try:
-            _raise(source, at, problem, key=key)
+            refuse(source, at, problem, key=key)
         except SchemaDefinitionError as one:
             found.append(one.errors[0])
     return SchemaDefinitionError.of(found)
@@ -178,35 +178,35 @@ def _pydantic_problem(err: Any, model: type[_Strict], path: str) -> tuple[str, s
     """The key path, the problem and (for an unknown key) the path of the key itself."""
     loc = [p for p in err["loc"] if p != "[key]"]
     for p in loc[:-1] if err["type"] in ("extra_forbidden", "missing") else loc:
-        path = f"{path}[{p}]" if isinstance(p, int) else _join(path, p)
+        path = f"{path}[{p}]" if isinstance(p, int) else join_path(path, p)
     kind, found, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "extra_forbidden":
         close = _close_key(err, model)
         hint = f"; did you mean {close!r}?" if close else ""
-        return path, f"unknown key {loc[-1]!r}{hint}", _join(path, loc[-1])
+        return path, f"unknown key {loc[-1]!r}{hint}", join_path(path, loc[-1])
     if kind == "missing":
         return path, f"missing required key {loc[-1]!r}", None
     if kind in _EXPECTED:
-        return path, f"expected {_EXPECTED[kind]}, found {_show(found)}{_string_hint(found)}", None
+        return path, f"expected {_EXPECTED[kind]}, found {shown(found)}{string_hint(found)}", None
     if kind == "literal_error":
-        return path, f"expected {ctx.get('expected')}, found {_show(found)}", None
+        return path, f"expected {ctx.get('expected')}, found {shown(found)}", None
     if kind == "value_error" and isinstance(ctx.get("error"), ValueError):
         return path, str(ctx["error"]), None  # our own validators' words
-    if kind == "less_than_equal" and ctx.get("le") == _MAX_SIZE:
-        return path, f"{_num(found)} is larger than {_MAX_SIZE_TEXT}", None
+    if kind == "less_than_equal" and ctx.get("le") == MAX_SIZE:
+        return path, f"{num(found)} is larger than {SIZE_LIMIT_TEXT}", None
     if kind in ("greater_than_equal", "greater_than"):
         bound = f">= {ctx.get('ge')}" if "ge" in ctx else f"> {ctx.get('gt')}"
-        return path, f"must be {bound}, found {_num(found)}", None
-    return path, f"{err['msg']} (found {_show(found)})", None
+        return path, f"must be {bound}, found {num(found)}", None
+    return path, f"{err['msg']} (found {shown(found)})", None
 
 
 def _check_name(name: str, source: str, path: str, what: str) -> None:
     if not name:
-        _raise(source, path, f"an empty {what}")
+        refuse(source, path, f"an empty {what}")
     if name != name.strip():
-        _raise(source, path, f"{what} {name!r} has leading or trailing whitespace")
+        refuse(source, path, f"{what} {name!r} has leading or trailing whitespace")
     if not name.isprintable():
-        _raise(source, path, f"{what} {name!r} contains a control character")
+        refuse(source, path, f"{what} {name!r} contains a control character")
 
 
 def _check_names_list(names: list[str], source: str, key: str, what: str) -> None:
@@ -214,7 +214,7 @@ def _check_names_list(names: list[str], source: str, key: str, what: str) -> Non
     for i, n in enumerate(names):
         _check_name(n, source, f"{key}[{i}]", what)
         if n in seen:
-            _raise(source, key, f"{'an' if what[0] in 'aeiou' else 'a'} {what} is listed twice: {_REPR.repr(names)}")
+            refuse(source, key, f"{'an' if what[0] in 'aeiou' else 'a'} {what} is listed twice: {REPR.repr(names)}")
         seen.add(n)
 
 
@@ -230,9 +230,9 @@ def _decl(data: Any, source: str, errors: ErrorsMode = "all", *, partial: bool =
     them what the file declares is not known.
     """
     if not isinstance(data, Mapping):
-        found = "an empty file" if data is None else _show(data)
-        _raise(source, "", f"expected a mapping at the top level (name:, fields:, ...), found {found}")
-    _check_tree(data, source)
+        found = "an empty file" if data is None else shown(data)
+        refuse(source, "", f"expected a mapping at the top level (name:, fields:, ...), found {found}")
+    check_tree(data, source)
     problems = Problems(errors)
     top, named, blocking = _top(data, source, problems)
     if named:
@@ -266,8 +266,8 @@ def _sections(top: _TopDecl, source: str, problems: Problems) -> dict[str, dict[
     out: dict[str, dict[str, Any]] = {"dims": {}, "fields": {}, "tags": {}, "padding": {}}
     for n, v in top.dims.items():
         with problems.each():
-            if not _DIM_NAME.fullmatch(n):
-                _raise(source, f"dims.{n}", f"dim name {n!r} is not an identifier (ASCII letters, digits and _)")
+            if not DIM_NAME.fullmatch(n):
+                refuse(source, f"dims.{n}", f"dim name {n!r} is not an identifier (ASCII letters, digits and _)")
             out["dims"][n] = _dim_decl(v, source, f"dims.{n}")
     for section, model, keys in (("fields", _FieldDecl, "shape, dtype, pad, ..."), ("tags", _TagDecl, _TAG_KEYS)):
         for n, v in getattr(top, section).items():
@@ -308,12 +308,12 @@ def _check_entry_name(n: str, source: str, section: str) -> None:
     try:
         _check_name(n, source, at, f"{section[:-1]} name")
     except SchemaDefinitionError as exc:  # the key itself: its path cannot be written out in a message
-        _raise(exc.source, exc.path, exc.problem, key=f"{section}.{n}")
+        refuse(exc.source, exc.path, exc.problem, key=f"{section}.{n}")
 
 
 def _entry(model: type[_Strict], v: Any, source: str, path: str, keys: str) -> Any:
     if not isinstance(v, Mapping):
-        _raise(source, path, f"expected a mapping ({keys}), found {_show(v)}")
+        refuse(source, path, f"expected a mapping ({keys}), found {shown(v)}")
     return _validate(model, v, source, path)
 
 
@@ -321,21 +321,21 @@ def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
     """A dim as written: a size (fixed), an expression (derived) or a mapping (any of the three)."""
     if isinstance(v, int) and not isinstance(v, bool):
         if v < 0:
-            _raise(source, path, f"a fixed dim cannot be negative, found {_num(v)}")
-        if v > _MAX_SIZE:
-            _raise(source, path, f"a fixed dim of {_num(v)} is larger than {_MAX_SIZE_TEXT}")
+            refuse(source, path, f"a fixed dim cannot be negative, found {num(v)}")
+        if v > MAX_SIZE:
+            refuse(source, path, f"a fixed dim of {num(v)} is larger than {SIZE_LIMIT_TEXT}")
         return _FixedDimDecl(size=v)
     if isinstance(v, str):
         return _DerivedDimDecl(expr=v)
     if not isinstance(v, Mapping):
-        _raise(
+        refuse(
             source,
             path,
-            f"expected a size (4), an expression (prompt + response) or a mapping ({{min: 1}}), found {_show(v)}",
+            f"expected a size (4), an expression (prompt + response) or a mapping ({{min: 1}}), found {shown(v)}",
         )
     forms = [f for f, k in (("fixed (size)", "size"), ("derived (expr)", "expr")) if k in v]
     if forms and "from_config" in v:
-        _raise(
+        refuse(
             source,
             f"{path}.from_config",
             f"from_config gives a free dim its size; this dim is {forms[0]} already (drop one of the two)",
@@ -343,7 +343,7 @@ def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
     if any(k in v for k in ("min", "max", "multiple_of")):
         forms.append("free (min, max, multiple_of)")
     if len(forms) > 1:
-        _raise(
+        refuse(
             source,
             path,
             f"a dim is fixed (size), derived (expr) or free (min, max, multiple_of), not {' and '.join(forms)} at once",
@@ -354,9 +354,9 @@ def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
 
 def _padding_size(v: Any, source: str, path: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        _raise(source, path, f"expected a size (an integer >= 0), found {_show(v)}")
+        refuse(source, path, f"expected a size (an integer >= 0), found {shown(v)}")
     if v < 0:
-        _raise(source, path, f"a padding size cannot be negative, found {_num(v)}")
-    if v > _MAX_SIZE:
-        _raise(source, path, f"padding size {_num(v)} is larger than {_MAX_SIZE_TEXT}")
+        refuse(source, path, f"a padding size cannot be negative, found {num(v)}")
+    if v > MAX_SIZE:
+        refuse(source, path, f"padding size {num(v)} is larger than {SIZE_LIMIT_TEXT}")
     return v

@@ -17,7 +17,8 @@ from trajschema._schema import Schema
 from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_int
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
-from trajschema.load import load_layout, load_schema, schema_names, schema_search_path
+from trajschema.files import load_layout, schema_search_path
+from trajschema.load import load_schema, schema_names
 
 __all__ = [
     "PER_ROW_METADATA",

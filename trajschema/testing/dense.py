@@ -20,8 +20,9 @@ import torch
 from hypothesis import strategies as st
 
 from trajschema._schema import Schema
-from trajschema.core import FreeDim, Layout, as_layout, check_int, is_int
+from trajschema.core import FreeDim, Layout, check_int, is_int
 from trajschema.dense import BoundLayout, bind_layout
+from trajschema.files import as_layout
 from trajschema.load import resolve_schema
 from trajschema.testing.strategies import samples
 

@@ -8,29 +8,27 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from trajschema.core import DTYPE_NAMES, MAX_SIZE, SchemaDefinitionError
-from trajschema.load.problems import place
+from trajschema.core import SchemaDefinitionError
+from trajschema.files.problems import place
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
 #: searched before the packaged ones so a project can add or override families.
 
 # Limits. A real schema file is a few KiB, nests 5 levels (fields.x.shape[0]) and holds
 # a few hundred values; these are far above that and far below what hurts.
-_MAX_FILE_BYTES = 1 << 20
-_MAX_DEPTH = 16
-_MAX_NODES = 100_000
-_MAX_INT_CHARS = 100  # int("1" * 10**6) is quadratic; Python refuses > 4300 digits anyway
-_MAX_EXTENDS_DEPTH = 64
-_MAX_DIM_CHAIN = 32  # derived dims of derived dims ...: resolved recursively at run time
-_MAX_EXPR_CHARS = 200  # the expression parser is recursive-descent
-_MAX_EXPR_DEPTH = 32
-#: torch sizes are int64.
-_MAX_SIZE = MAX_SIZE
-_MAX_SIZE_TEXT = "2**63 - 1, the largest size torch can hold"
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 16
+MAX_NODES = 100_000
+MAX_INT_CHARS = 100  # int("1" * 10**6) is quadratic; Python refuses > 4300 digits anyway
+MAX_EXTENDS_DEPTH = 64
+MAX_DIM_CHAIN = 32  # derived dims of derived dims ...: resolved recursively at run time
+MAX_EXPR_CHARS = 200  # the expression parser is recursive-descent
+MAX_EXPR_DEPTH = 32
+#: torch sizes are int64 (the limit itself is core's ``MAX_SIZE``).
+SIZE_LIMIT_TEXT = "2**63 - 1, the largest size torch can hold"
 
-_DTYPES = DTYPE_NAMES
 # torch's own aliases are traps: torch.int is int32 and torch.float is float32.
-_DTYPE_HINTS = {
+DTYPE_HINTS = {
     "int": "int64 (torch.int is int32; say int32 if that is meant)",
     "long": "int64",
     "float": "float32 (or float64)",
@@ -40,10 +38,10 @@ _DTYPE_HINTS = {
     "bfloat": "bfloat16",
 }
 # What the expression parser reads as a name (str.isidentifier also admits non-ASCII).
-_DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _raise(
+def refuse(
     source: str, path: str, problem: str, *, key: str | None = None, mark: tuple[int, int] | None = None
 ) -> NoReturn:
     """Raise ``problem`` at ``path`` of ``source``, with the line and column of ``mark``, else of the
@@ -55,22 +53,22 @@ def _raise(
     raise SchemaDefinitionError(source, path, problem, line=line, column=column)
 
 
-def _join(path: str, key: Any) -> str:
+def join_path(path: str, key: Any) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
 # ---------------------------------------------------------------------------
 # Showing values in messages (bounded: a message never grows with the input)
 
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
-_REPR.maxlevel = 3
+REPR = reprlib.Repr()
+REPR.maxstring = REPR.maxother = 60
+REPR.maxlist = REPR.maxtuple = REPR.maxdict = REPR.maxset = 6
+REPR.maxlevel = 3
 _KIND_WORDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
 _KIND_WORDS.update({tuple: "a list", dict: "a mapping", bytes: "binary data", set: "a set"})
 
 
-def _num(v: Any) -> str:
+def num(v: Any) -> str:
     """A number as a message shows it: YAML's ``true``/``false``, huge ints abridged."""
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -92,26 +90,26 @@ def _text(v: Any) -> str:
     if v is None:
         return "null"
     if isinstance(v, (bool, int, float)):
-        return _num(v)
+        return num(v)
     try:
-        return _REPR.repr(v)
+        return REPR.repr(v)
     except Exception:  # a huge int inside a list, an odd object: say what it is
         return f"<{type(v).__name__}>"
 
 
-def _show(v: Any) -> str:
+def shown(v: Any) -> str:
     """``an integer 3``, ``a string 'maybe'``, ``a list [1, 2]``, ``null``."""
     return "null" if v is None else f"{_word(v)} {_text(v)}"
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
     return isinstance(v, (bool, int, float))
 
 
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
-def _string_hint(v: Any) -> str:
+def string_hint(v: Any) -> str:
     """YAML 1.1 reads ``1e5`` and ``1.0e5`` as strings (a float needs a dot and a signed exponent)."""
     if isinstance(v, str) and _EXPONENT_FLOAT.fullmatch(v.strip()):
         return f" (YAML reads {v!r} as a string: write a float with a dot and a signed exponent, e.g. 1.0e+5)"

@@ -12,17 +12,17 @@ from typing import Any
 
 import yaml
 
-from trajschema.load.filetext import (
-    _MAX_DEPTH,
-    _MAX_FILE_BYTES,
-    _MAX_INT_CHARS,
-    _MAX_NODES,
-    _join,
-    _raise,
+from trajschema.files.filetext import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_INT_CHARS,
+    MAX_NODES,
     _text,
     _word,
+    join_path,
+    refuse,
 )
-from trajschema.load.problems import places_of, remember
+from trajschema.files.problems import places_of, remember
 
 # ---------------------------------------------------------------------------
 # Reading YAML
@@ -47,8 +47,8 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
       refused for, and YAML 1.2 dropped them (an alias ``*name`` reuses a whole entry);
     * keys that are not strings (``1:``, ``null:``, ``on:`` — YAML 1.1 reads
       ``on``/``off``/``yes``/``no`` as booleans);
-    * nesting deeper than ``_MAX_DEPTH`` (the composer recurses once per level);
-    * integer literals longer than ``_MAX_INT_CHARS`` and impossible dates (which would
+    * nesting deeper than ``MAX_DEPTH`` (the composer recurses once per level);
+    * integer literals longer than ``MAX_INT_CHARS`` and impossible dates (which would
       raise ``ValueError`` from inside the constructor).
 
     ``paths`` maps ``id(node)`` to the node's key path, for the messages; the caller
@@ -61,9 +61,9 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
         self.paths: dict[int, str] = {}
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.depth >= _MAX_DEPTH:
+        if self.depth >= MAX_DEPTH:
             mark = self.peek_event().start_mark
-            raise _YAMLProblem("", f"nested more than {_MAX_DEPTH} levels deep; a schema needs 5", mark)
+            raise _YAMLProblem("", f"nested more than {MAX_DEPTH} levels deep; a schema needs 5", mark)
         self.depth += 1
         try:
             return super().compose_node(parent, index)
@@ -78,7 +78,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
             line = mark.line + 1
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise _YAMLProblem(
-                    _join(path, "<<"),
+                    join_path(path, "<<"),
                     f"YAML merge keys (<<, line {line}) are not supported: they override keys silently; "
                     "write the entry out, or reuse a whole entry with an alias (*name)",
                     mark,
@@ -93,7 +93,7 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
                 )
             if key in marks:
                 raise _YAMLProblem(
-                    _join(path, key),
+                    join_path(path, key),
                     f"key {key!r} is given twice ({_two_places(marks[key], mark)}); YAML would keep only the last",
                     mark,
                 )
@@ -101,11 +101,11 @@ class _SchemaYAMLLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        if len(node.value) > _MAX_INT_CHARS:
+        if len(node.value) > MAX_INT_CHARS:
             raise _YAMLProblem(
                 self.paths.get(id(node), ""),
                 f"an integer literal of {len(node.value)} characters (line {node.start_mark.line + 1}); "
-                f"the limit is {_MAX_INT_CHARS}",
+                f"the limit is {MAX_INT_CHARS}",
                 node.start_mark,
             )
         return super().construct_yaml_int(node)
@@ -151,7 +151,7 @@ def _node_paths(root: yaml.Node) -> dict[int, str]:
             continue
         paths[id(node)] = path
         if isinstance(node, yaml.MappingNode):
-            children = [(v, _join(path, k.value if isinstance(k, yaml.ScalarNode) else "?")) for k, v in node.value]
+            children = [(v, join_path(path, k.value if isinstance(k, yaml.ScalarNode) else "?")) for k, v in node.value]
         elif isinstance(node, yaml.SequenceNode):
             children = [(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
         else:
@@ -172,14 +172,14 @@ def _parse_yaml(text: str, source: str) -> Any:
         remember(source, places_of(node, loader.paths))
         return data
     except _YAMLProblem as p:
-        _raise(source, p.path, p.problem, mark=_place(p.mark))
+        refuse(source, p.path, p.problem, mark=_place(p.mark))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = exc.problem or exc.context
         context = f" ({exc.context})" if exc.problem and exc.context else ""
-        _raise(source, "", f"invalid YAML: {what}{context}", mark=_place(mark) if mark else None)
+        refuse(source, "", f"invalid YAML: {what}{context}", mark=_place(mark) if mark else None)
     except yaml.YAMLError as exc:  # ReaderError: a control character
-        _raise(source, "", f"invalid YAML: {str(exc).splitlines()[0]}", mark=_text_place(text, exc))
+        refuse(source, "", f"invalid YAML: {str(exc).splitlines()[0]}", mark=_text_place(text, exc))
     finally:
         if loader is not None:
             loader.dispose()
@@ -201,7 +201,7 @@ _KINDS = (
 )
 
 
-def _os_problem(exc: OSError, path: Path) -> str:
+def os_problem(exc: OSError, path: Path) -> str:
     """Why ``path`` cannot be opened, as a schema-file message says it."""
     if exc.errno == errno.ELOOP:
         return "is a symbolic link that never reaches a file (too many levels of symbolic links)"
@@ -236,44 +236,44 @@ def file_problem(path: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError) as exc:
         if not os.path.islink(path):
             return NOTHING
-        return _os_problem(exc, path)
+        return os_problem(exc, path)
     except OSError as exc:
-        return _os_problem(exc, path)
+        return os_problem(exc, path)
     except ValueError:  # a NUL byte in the name
         return NOTHING
     return _mode_problem(mode)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
     # Opened without blocking and checked on the open file: a FIFO put in the file's place
     # after the caller looked must not hang the reader, and a device is not read.
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
     except IsADirectoryError:
-        _raise(str(path), "", IS_A_DIRECTORY)
+        refuse(str(path), "", IS_A_DIRECTORY)
     except OSError as exc:
-        _raise(str(path), "", _os_problem(exc, path))
+        refuse(str(path), "", os_problem(exc, path))
     try:
         problem = _mode_problem(os.fstat(fd).st_mode)
         if problem:
-            _raise(str(path), "", problem)
+            refuse(str(path), "", problem)
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            raw = fh.read(_MAX_FILE_BYTES + 1)
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:  # EIO, or a file that vanished under a network mount
-        _raise(str(path), "", _os_problem(exc, path))
+        refuse(str(path), "", os_problem(exc, path))
     finally:
         if fd >= 0:
             os.close(fd)
-    if len(raw) > _MAX_FILE_BYTES:
-        _raise(str(path), "", f"larger than {_MAX_FILE_BYTES >> 20} MiB; a schema file is a few KiB")
+    if len(raw) > MAX_FILE_BYTES:
+        refuse(str(path), "", f"larger than {MAX_FILE_BYTES >> 20} MiB; a schema file is a few KiB")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_start = raw.rfind(b"\n", 0, exc.start) + 1
         column = len(raw[line_start : exc.start].decode("utf-8", errors="replace")) + 1  # in characters
-        _raise(
+        refuse(
             str(path),
             "",
             f"not UTF-8 text: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason}); schema files are UTF-8",
@@ -281,17 +281,17 @@ def _read_text(path: Path) -> str:
         )
 
 
-def _read_yaml(path: Path) -> Any:
-    return _parse_yaml(_read_text(path), str(path))
+def read_yaml(path: Path) -> Any:
+    return _parse_yaml(read_text(path), str(path))
 
 
-def _check_tree(data: Any, source: str) -> None:
+def check_tree(data: Any, source: str) -> None:
     """Refuse a parsed tree that contains itself, nests too deeply or expands too far.
 
     Aliases share objects, so a YAML file of a few lines can parse (cheaply) into a tree
     that contains itself (``a: &x [*x]``) or that is exponentially large once walked
     ("billion laughs"); validating either would recurse forever or run out of memory.
-    This walk is iterative and stops at ``_MAX_NODES`` values. It also refuses non-string
+    This walk is iterative and stops at ``MAX_NODES`` values. It also refuses non-string
     keys, for mappings that did not come from YAML ([`schema_from_dict`][trajschema.schema_from_dict]).
     """
     stack: list[tuple[Any, str, tuple[int, ...]]] = [(data, "", ())]
@@ -299,22 +299,22 @@ def _check_tree(data: Any, source: str) -> None:
     while stack:
         obj, path, chain = stack.pop()
         count += 1
-        if count > _MAX_NODES:
-            _raise(
-                source, "", f"expands to more than {_MAX_NODES} values (aliases of aliases?); a schema needs hundreds"
+        if count > MAX_NODES:
+            refuse(
+                source, "", f"expands to more than {MAX_NODES} values (aliases of aliases?); a schema needs hundreds"
             )
         if isinstance(obj, Mapping):
             for key in obj:
                 if not isinstance(key, str):
-                    _raise(source, path, f"key {_text(key)} is {_word(key)}, not a string")
-            children = [(v, _join(path, k)) for k, v in obj.items()]
+                    refuse(source, path, f"key {_text(key)} is {_word(key)}, not a string")
+            children = [(v, join_path(path, k)) for k, v in obj.items()]
         elif isinstance(obj, (list, tuple)):
             children = [(v, f"{path}[{i}]") for i, v in enumerate(obj)]
         else:
             continue
         if id(obj) in chain:
-            _raise(source, path, "contains itself (as a YAML alias inside its own anchor does: a: &x [*x])")
-        if len(chain) >= _MAX_DEPTH:
-            _raise(source, path, f"nested more than {_MAX_DEPTH} levels deep; a schema needs 5")
+            refuse(source, path, "contains itself (as a YAML alias inside its own anchor does: a: &x [*x])")
+        if len(chain) >= MAX_DEPTH:
+            refuse(source, path, f"nested more than {MAX_DEPTH} levels deep; a schema needs 5")
         chain = (*chain, id(obj))
         stack.extend((v, p, chain) for v, p in reversed(children))

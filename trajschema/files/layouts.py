@@ -26,16 +26,16 @@ from trajschema.core import (
     LayoutDefinitionError,
     SchemaDefinitionError,
     SchemaNotFoundError,
-    register_layout_loader,
     torch_dtype,
 )
-from trajschema.load.filetext import _DIM_NAME, _show
-from trajschema.load.problems import place, reporting
-from trajschema.load.reader import NOTHING, _check_tree, _read_yaml, file_problem
-from trajschema.load.search import _Found, _readable, search_path_files, shown_name
+from trajschema.files.filetext import DIM_NAME, shown
+from trajschema.files.paths import Found, readable, search_path_files, shown_name
+from trajschema.files.problems import place, reporting
+from trajschema.files.reader import NOTHING, check_tree, file_problem, read_yaml
 
 __all__ = [
     "LAYOUT_ENV_VAR",
+    "as_layout",
     "layout_from_dict",
     "layout_names",
     "layout_search_path",
@@ -50,7 +50,7 @@ _FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather")
 _BLOCK_KEYS = ("pad_side", "length", "holds")
 
 
-def _raise(source: str, path: str, problem: str, *, key: bool = False) -> NoReturn:
+def refuse(source: str, path: str, problem: str, *, key: bool = False) -> NoReturn:
     """Raise ``problem`` at ``path`` (its key, with ``key``), with its line and column when the file was read."""
     mark = place(source, path, key=key)
     line, column = mark if mark is not None else (None, None)
@@ -97,7 +97,7 @@ def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
         problem = file_problem(path)
         if problem == NOTHING:
             raise SchemaNotFoundError(f"no layout file at {shown_name(text, 1000)}")
-        return _from_file(_readable_layout(path, problem))
+        return _from_file(readable_layout(path, problem))
     hit = search_path_files(layout_search_path(), name=text, quiet=True).files.get(text)
     if hit is None:
         known = layout_names()
@@ -107,9 +107,9 @@ def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
             f"no layout {shown_name(text)}{hint} known: {', '.join(known) or '(none)'} "
             f"(searched {', '.join(map(str, layout_search_path()))}; add directories with {LAYOUT_ENV_VAR})"
         )
-    layout = _from_file(_readable(hit))
+    layout = _from_file(readable(hit))
     if layout.name != text:
-        _raise(
+        refuse(
             str(hit.path),
             "name",
             f"this file is found as {text!r} (its file name) but declares name {shown_name(layout.name)}",
@@ -117,9 +117,9 @@ def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
     return layout
 
 
-def _readable_layout(path: Path, problem: str | None) -> Path:
+def readable_layout(path: Path, problem: str | None) -> Path:
     try:
-        return _readable(_Found(path, problem))
+        return readable(Found(path, problem))
     except SchemaDefinitionError as exc:
         raise LayoutDefinitionError.of(exc.errors) from None
 
@@ -147,7 +147,7 @@ def _from_file(path: Path) -> Layout:
 def _read_layout(path: Path) -> Layout:
     with reporting():  # the problems of the file, with their lines and columns
         try:
-            data = _read_yaml(path)
+            data = read_yaml(path)
         except LayoutDefinitionError:
             raise
         except SchemaDefinitionError as exc:  # the reader's own words, as a layout error
@@ -162,9 +162,9 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
         LayoutDefinitionError: naming ``source`` and the key path.
     """
     if not isinstance(data, Mapping):
-        _raise(source, "", f"expected a mapping at the top level (name:, axes:, sizes:, fields:), found {_show(data)}")
+        refuse(source, "", f"expected a mapping at the top level (name:, axes:, sizes:, fields:), found {shown(data)}")
     try:
-        _check_tree(data, source)
+        check_tree(data, source)
     except LayoutDefinitionError:
         raise
     except SchemaDefinitionError as exc:
@@ -180,7 +180,7 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
         if not any(
             d == a or d in b.holds or d in (x.dim for x in ax.blocks) for a, ax in axes.items() for b in ax.blocks
         ):
-            _raise(source, f"sizes.{d}", f"no axis holds dim {d!r} (axes: {', '.join(axes)})")
+            refuse(source, f"sizes.{d}", f"no axis holds dim {d!r} (axes: {', '.join(axes)})")
     fields = {n: _field(v, source, f"fields.{n}") for n, v in _section(data, "fields", source).items()}
     overrides = {
         fam: {
@@ -207,14 +207,14 @@ def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], source: str, pa
         if k not in known:
             close = difflib.get_close_matches(str(k), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
-            _raise(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}", key=True)
+            refuse(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}", key=True)
 
 
 def _string(v: Any, source: str, path: str, *, required: bool = False) -> str:
     if v is None and not required:
         return ""
     if not isinstance(v, str) or (required and not v.strip()):
-        _raise(source, path, f"expected a non-empty string, found {_show(v)}")
+        refuse(source, path, f"expected a non-empty string, found {shown(v)}")
     return v
 
 
@@ -222,24 +222,24 @@ def _mapping(v: Any, source: str, path: str) -> Mapping[str, Any]:
     if v is None:
         return {}
     if not isinstance(v, Mapping):
-        _raise(source, path, f"expected a mapping, found {_show(v)}")
+        refuse(source, path, f"expected a mapping, found {shown(v)}")
     return v
 
 
 def _section(data: Mapping[str, Any], key: str, source: str, *, required: bool = False) -> Mapping[str, Any]:
     if required and not data.get(key):
-        _raise(source, key, f"missing required key {key!r}" if key not in data else f"{key}: must not be empty")
+        refuse(source, key, f"missing required key {key!r}" if key not in data else f"{key}: must not be empty")
     return _mapping(data.get(key), source, key)
 
 
 def _dim_list(v: Any, source: str, path: str) -> tuple[str, ...]:
     if not isinstance(v, (list, tuple)) or len(v) < 2:
-        _raise(source, path, f"expected a list of at least two dim names, found {_show(v)}")
+        refuse(source, path, f"expected a list of at least two dim names, found {shown(v)}")
     for i, d in enumerate(v):
-        if not isinstance(d, str) or not _DIM_NAME.fullmatch(d):
-            _raise(source, f"{path}[{i}]", f"expected a dim name, found {_show(d)}")
+        if not isinstance(d, str) or not DIM_NAME.fullmatch(d):
+            refuse(source, f"{path}[{i}]", f"expected a dim name, found {shown(d)}")
     if len(set(v)) != len(v):
-        _raise(source, path, f"a dim is listed twice: {list(v)}")
+        refuse(source, path, f"a dim is listed twice: {list(v)}")
     return tuple(v)
 
 
@@ -247,12 +247,12 @@ def _block(dim: str, v: Mapping[str, Any], source: str, path: str) -> Block:
     _known_keys(v, _BLOCK_KEYS, source, path)
     side, length = v.get("pad_side"), v.get("length", MAX)
     if side not in (LEFT, RIGHT):
-        _raise(source, f"{path}.pad_side", f"expected left or right (where the padding goes), found {_show(side)}")
+        refuse(source, f"{path}.pad_side", f"expected left or right (where the padding goes), found {shown(side)}")
     if length not in (MAX, FIXED):
-        _raise(
+        refuse(
             source,
             f"{path}.length",
-            f"expected max (the longest sample) or fixed (a configured length), found {_show(length)}",
+            f"expected max (the longest sample) or fixed (a configured length), found {shown(length)}",
         )
     holds = _dim_list(v["holds"], source, f"{path}.holds") if "holds" in v else ()
     return Block(dim=dim, pad_side=side, length=length, holds=holds)
@@ -263,8 +263,8 @@ def _axes(section: Mapping[str, Any], source: str) -> dict[str, Axis]:
     concats: dict[str, tuple[str, ...]] = {}
     for dim, v in section.items():
         path = f"axes.{dim}"
-        if not _DIM_NAME.fullmatch(dim):
-            _raise(source, path, f"dim name {dim!r} is not an identifier")
+        if not DIM_NAME.fullmatch(dim):
+            refuse(source, path, f"dim name {dim!r} is not an identifier")
         v = _mapping(v, source, path)
         if "concat" in v:
             _known_keys(v, ("concat",), source, path)
@@ -275,7 +275,7 @@ def _axes(section: Mapping[str, Any], source: str) -> dict[str, Axis]:
     for dim, parts in concats.items():
         for i, p in enumerate(parts):
             if p not in blocks:
-                _raise(
+                refuse(
                     source,
                     f"axes.{dim}.concat[{i}]",
                     f"{p!r} is not a padded block of this layout (blocks: {', '.join(blocks) or 'none'})",
@@ -291,7 +291,7 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
     _known_keys(v, _FIELD_KEYS, source, path)
     forms = [k for k in ("slice_of", "same_as", "gather") if k in v]
     if len(forms) > 1 or (forms and "key" in v):
-        _raise(
+        refuse(
             source,
             path,
             "a field is a column (key), a slice_of, a same_as or a gather, "
@@ -303,16 +303,16 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
         or not isinstance(pad, (int, float, str))
         or (isinstance(pad, str) and pad not in (PAD_TOKEN, EDGE, ANY))
     ):
-        _raise(source, f"{path}.pad", f"expected a number, pad_token, edge or any, found {_show(pad)}")
+        refuse(source, f"{path}.pad", f"expected a number, pad_token, edge or any, found {shown(pad)}")
     dtype = None
     if "dtype" in v:
         dtype = torch_dtype(v["dtype"]) if v["dtype"] in DTYPE_NAMES else None
         if dtype is None:
-            _raise(source, f"{path}.dtype", f"expected a dtype name (float32, int64, ...), found {_show(v['dtype'])}")
+            refuse(source, f"{path}.dtype", f"expected a dtype name (float32, int64, ...), found {shown(v['dtype'])}")
     if "gather" in v:
         cols = v["gather"]
         if not isinstance(cols, (list, tuple)) or not cols or not all(isinstance(c, str) and c for c in cols):
-            _raise(source, f"{path}.gather", f"expected a list of batch keys, found {_show(cols)}")
+            refuse(source, f"{path}.gather", f"expected a list of batch keys, found {shown(cols)}")
         return FieldEntry(held="gather", gather=tuple(cols), pad=pad, dtype=dtype)
     if forms:
         return FieldEntry(
@@ -325,4 +325,17 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
     return FieldEntry(held="column", key=key, pad=pad, dtype=dtype)
 
 
-register_layout_loader(load_layout)
+def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
+    """A `Layout` as it is, or a layout name or path loaded with [`load_layout`][trajschema.load_layout].
+
+    Raises:
+        TypeError: ``layout`` is neither a Layout, a name nor a path.
+        SchemaNotFoundError / LayoutDefinitionError: as ``load_layout`` raises them.
+    """
+    if isinstance(layout, Layout):
+        return layout
+    if isinstance(layout, (str, os.PathLike)):
+        return load_layout(layout)
+    raise TypeError(
+        f"{argument} must be a Layout or a layout name (verl_dataproto, skyrl), found {type(layout).__name__}"
+    )
