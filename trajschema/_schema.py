@@ -407,6 +407,11 @@ class Schema:
             raise AttributeError(f"schema {self.__dict__.get('name')!r} is immutable: its {name} cannot be deleted")
         object.__delattr__(self, name)
 
+    @property
+    def plan(self) -> Plan:
+        """The compiled plan of this schema (built once, cached): what every room below the front door reads."""
+        return self._compiled()
+
     def _compiled(self) -> Plan:
         plan = self._plan
         if plan is None:

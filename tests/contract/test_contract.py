@@ -525,9 +525,9 @@ def test_the_uid_field_is_the_one_declared_pad_uid():
 
 
 def test_the_is_padding_default_comes_from_its_tag_declaration():
-    assert TEXT._compiled().padding_default is False
+    assert TEXT.plan.padding_default is False
     undeclared = ts.schema_from_dict({"name": "bare", "fields": {"n": {"kind": "int", "pad": 0}}})
-    assert undeclared._compiled().padding_default is False
+    assert undeclared.plan.padding_default is False
     # A declaration that made untagged (real) samples padding would hide them from metrics.
     with pytest.raises(ts.SchemaDefinitionError, match=r"tags\.is_padding"):
         ts.schema_from_dict(

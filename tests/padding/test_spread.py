@@ -279,11 +279,11 @@ def test_no_count_of_experts_is_refused_naming_the_three_ways():
 
 def test_resolve_padding_finds_the_same_count_without_building():
     like = routes_like(experts=6)
-    sizes = resolve_padding(MOE._compiled(), 3, like=like)
+    sizes = resolve_padding(MOE.plan, 3, like=like)
     assert (sizes.dims["experts"], sizes.sources["experts"]) == (6, "like")
     assert sizes.fields["routed_experts"].rule == SPREAD
     with pytest.raises(PaddingSizeError, match="no real sample shows it"):
-        resolve_padding(MOE._compiled(), 3, dims=DIMS)
+        resolve_padding(MOE.plan, 3, dims=DIMS)
 
 
 def test_a_reference_without_a_count_to_read_gives_none():
@@ -443,8 +443,8 @@ def test_experts_from_the_whole_batch_not_row_0():
         assert (pad.dims["experts"], pad.sources["experts"]) == (8, "batch")
         assert_spread(pad.fields["routed_experts"], 8)
         assert sorted(set(pad.fields["routed_experts"].flatten().tolist())) == list(range(8))
-    assert ids_seen(MOE._compiled(), rows) == {"experts": 8}
-    assert resolve_padding(MOE._compiled(), 1, like=rows[0], seen={"experts": 8}).sources["experts"] == "batch"
+    assert ids_seen(MOE.plan, rows) == {"experts": 8}
+    assert resolve_padding(MOE.plan, 1, like=rows[0], seen={"experts": 8}).sources["experts"] == "batch"
 
 
 def test_dims_and_a_pinned_schema_still_win_over_the_batch():
@@ -457,9 +457,9 @@ def test_dims_and_a_pinned_schema_still_win_over_the_batch():
 def test_a_batch_without_ids_to_read_falls_back_to_like_then_the_default():
     rows = _batch_rows([[0, 5]])
     empty = [{**rows[0], "routed_experts": rows[0]["routed_experts"][:0]}]
-    assert ids_seen(MOE._compiled(), empty) == {}
+    assert ids_seen(MOE.plan, empty) == {}
     assert MOE.padding(1, eos_token_id=2, like=rows[0], batch=empty).sources["experts"] == "like"
-    assert ids_seen(ts.load_schema("text")._compiled(), rows) == {}  # nothing spread: nothing read
+    assert ids_seen(ts.load_schema("text").plan, rows) == {}  # nothing spread: nothing read
 
 
 def test_a_batch_that_is_no_batch_is_a_type_error():

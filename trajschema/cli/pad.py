@@ -102,7 +102,7 @@ def run_pad(args: argparse.Namespace, console: Console) -> int:
     like = load_samples(args.like, trust=args.trust).first() if args.like is not None else None
     try:
         # The sizes first, bounded by what pad writes; then the padding, which checks its own bound.
-        resolve_padding(schema._compiled(), args.count, like=like, dims=dims or None).check_memory(PAD_MEMORY_LIMIT)
+        resolve_padding(schema.plan, args.count, like=like, dims=dims or None).check_memory(PAD_MEMORY_LIMIT)
         pad = schema.padding(args.count, eos_token_id=args.eos_token_id, like=like, dims=dims or None)
     except SchemaError as exc:  # only `like` can break the schema here
         n = len(exc.violations)
@@ -247,7 +247,7 @@ def padding_bytes(
     """
     from trajschema.padding import resolve_padding
 
-    sizes = resolve_padding(schema._compiled(), 1, like=like, dims=dims or None)
+    sizes = resolve_padding(schema.plan, 1, like=like, dims=dims or None)
     return sizes.sample_bytes, dict(sizes.dims)
 
 

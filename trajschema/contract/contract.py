@@ -155,7 +155,7 @@ def padding_contract_violations(
     """
     from trajschema.load import resolve_schema
 
-    plan = resolve_schema(schema)._compiled()
+    plan = resolve_schema(schema).plan
     try:
         view = batch_of(samples_or_batch)
     except BatchShapeError as exc:

@@ -296,7 +296,7 @@ def _padding_rows(
 @functools.lru_cache(maxsize=256)
 def relaxed_plan(schema: Any, optional: frozenset[str]) -> Plan:
     """The schema's plan with the fields in ``optional`` not required (absent in the layout, or reported already)."""
-    plan = schema._compiled()
+    plan = schema.plan
     if not optional:
         return plan
     fields = {n: dataclasses.replace(f, required=False) if n in optional else f for n, f in plan.fields.items()}
@@ -422,7 +422,7 @@ def check_dense(
         ValueError: a bad ``depth`` or ``dims``.
         LayoutDefinitionError: the layout cannot hold the schema.
     """
-    plan = schema._compiled()
+    plan = schema.plan
     dims = check_args(plan, dims, depth)
     bound = bind_layout(layout, schema)
     view, found = read_dense(batch)

@@ -220,8 +220,8 @@ class _Ctx:
 
     def __init__(self, old: Schema, new: Schema) -> None:
         self.old, self.new = old, new
-        self.plan_old: Plan = old._compiled()
-        self.plan_new: Plan = new._compiled()
+        self.plan_old: Plan = old.plan
+        self.plan_new: Plan = new.plan
         self.exp_old = expansions(self.plan_old.dim_plan.dims)
         self.exp_new = expansions(self.plan_new.dim_plan.dims)
         self.used_old, self.used_new = _used(self.plan_old), _used(self.plan_new)

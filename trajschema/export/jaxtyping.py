@@ -191,7 +191,7 @@ class AxisNames:
         dims: Mapping[str, Any] = schema.dims
         #: The dims whose size the schema alone decides: fixed ones, and derived ones over them.
         self.fixed: dict[str, int] = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
-        for d in schema._compiled().dim_plan.derived:
+        for d in schema.plan.dim_plan.derived:
             size = d.expr.evaluate(self.fixed)
             if isinstance(size, int) and d.name in dims:
                 self.fixed[d.name] = size

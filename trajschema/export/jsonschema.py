@@ -123,7 +123,7 @@ def _sorted(x: Any) -> Any:
 def _constant_dims(schema: Any) -> dict[str, int]:
     """Sizes the schema alone decides: fixed dims, and derived dims over fixed ones only."""
     out: dict[str, int] = {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
-    for d in schema._compiled().dim_plan.derived:
+    for d in schema.plan.dim_plan.derived:
         size = d.expr.evaluate(out)
         if isinstance(size, int) and d.name in schema.dims:
             out[d.name] = size

@@ -118,7 +118,7 @@ def assert_valid(samples_or_batch: Any, schema: Schema | str, *, tags: Any = Non
     schema = _resolve_schema(schema)
     if depth not in DEPTHS:
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
-    plan = schema._compiled()
+    plan = schema.plan
     bindings: Mapping[Any, Mapping[str, int]]
     if _is_single_sample(samples_or_batch):
         if tags is not None and not isinstance(tags, Mapping):

@@ -696,7 +696,7 @@ def _plan_of(schema: Any) -> Plan:
         schema = load_schema(schema)
     if not callable(getattr(schema, "_compiled", None)):
         raise TypeError(f"schema must be a trajschema Schema or a schema name, found {type(schema).__name__}")
-    return schema._compiled()
+    return schema.plan
 
 
 def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:

@@ -125,7 +125,7 @@ class TransferQueueWriter:
             raise ValueError(f"partition_id must be a non-empty str, found {partition_id!r}")
         check_eos_token_id(eos_token_id)
         timeout_s = check_timeout(timeout_s)
-        dims = check_args(schema._compiled(), dims, depth)
+        dims = check_args(schema.plan, dims, depth)
         self.schema: Schema = schema
         self.partition_id: str = partition_id
         self.eos_token_id: int = int(eos_token_id)
@@ -363,7 +363,7 @@ class TransferQueueWriter:
 
     def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
         """Check a put completely; return what to write or raise with every problem."""
-        plan = self.schema._compiled()
+        plan = self.schema.plan
         bound: list[dict[str, int]] = []
         found, _ = check_batch(plan, rows, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound)
         found += _key_violations(keys, existing, self.partition_id)
