@@ -24,6 +24,7 @@ from trajschema.core import (
     DenseBatch,
     SchemaError,
     Violation,
+    any_per_row,
     check_int,
     describe_value,
     first_true,
@@ -395,11 +396,6 @@ def row_index(counts: torch.Tensor) -> torch.Tensor:
     return torch.searchsorted(ends, torch.arange(total, device=counts.device), right=True)
 
 
-def per_row(hit: torch.Tensor) -> torch.Tensor:
-    """``(N,)`` bool: whether anything is set in each leading position of ``hit``."""
-    return hit.flatten(1).any(dim=1) if hit.dim() > 1 else hit
-
-
 def _check_cast(rows: _Rows, p: Placed, flat: torch.Tensor, row_of: torch.Tensor, target: torch.dtype) -> None:
     if flat.dtype == target or flat.numel() == 0:
         return
@@ -407,7 +403,7 @@ def _check_cast(rows: _Rows, p: Placed, flat: torch.Tensor, row_of: torch.Tensor
     lost = back != flat
     if flat.is_floating_point():
         lost &= ~(back.isnan() & flat.isnan())
-    lost = per_row(lost)
+    lost = any_per_row(lost)
     if bool(lost.any()):
         _bad(
             rows,
@@ -421,7 +417,7 @@ def _check_cast(rows: _Rows, p: Placed, flat: torch.Tensor, row_of: torch.Tensor
 
 
 def _check_mask_ones(rows: _Rows, p: Placed, flat: torch.Tensor, row_of: torch.Tensor) -> None:
-    off = per_row(flat != 1)
+    off = any_per_row(flat != 1)
     if bool(off.any()):
         _bad(
             rows,
@@ -505,7 +501,7 @@ def _compare_to_source(bound: BoundLayout, rows: _Rows, p: Placed) -> None:
     same = (a == b.to(a.dtype)) | (
         a.isnan() & b.isnan() if a.is_floating_point() else torch.zeros_like(a, dtype=torch.bool)
     )
-    off = per_row(~same)
+    off = any_per_row(~same)
     if bool(off.any()):
         how = f"same_as {src.name!r}" if p.held == "same_as" else f"the {p.dim} part of {src.name!r}"
         _bad(
