@@ -27,7 +27,7 @@ FLOORS: list[set[str]] = [
     {"dense"},
     {"_schema"},
     {"load"},
-    {"contract", "runtime"},
+    {"contract", "runtime", "dropin"},
     {"tq"},
     {"testing"},
     {"verl", "skyrl"},

@@ -5,14 +5,13 @@ front lists what the other rooms take from this one. `main` is imported on first
 importing one subcommand's module (or the demo) does not import them all.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from trajschema.core import lazy_front
+
+if TYPE_CHECKING:
+    from trajschema.cli.app import main
 
 __all__ = ["main"]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "main":
-        from trajschema.cli.app import main
-
-        return main
-    raise AttributeError(f"module 'trajschema.cli' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_front(__name__, {"trajschema.cli.app": ("main",)})

@@ -1,5 +1,4 @@
-"""Runtime: the `@checked` decorator and its check mode, the `Patches` the trainer drop-ins install
-through, and the audit of a training step's padding (`audit_step`).
+"""Runtime: the `@checked` decorator and its check mode, and the audit of a training step's padding (`audit_step`).
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
@@ -16,13 +15,11 @@ from trajschema.runtime.audit import (
     expert_count,
 )
 from trajschema.runtime.decorator import check_mode, checked, checks, set_check_mode
-from trajschema.runtime.patches import Patches
 
 __all__ = [
     "AUDIT_MODES",
     "AuditMode",
     "PaddingAuditError",
-    "Patches",
     "StepAudit",
     "audit_mode",
     "audit_step",

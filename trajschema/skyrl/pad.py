@@ -17,6 +17,7 @@ from trajschema._schema import Schema
 from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_int
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
+from trajschema.dropin import real_and_padding
 from trajschema.files import load_layout, schema_search_path
 from trajschema.load import load_schema, schema_names
 
@@ -176,17 +177,12 @@ def real_rows(metadata: Mapping[str, Any], n: int) -> list[bool]:
 
 
 def first_real(real: Sequence[bool], n: int) -> int:
-    """The index of the first real row.
+    """The index of the first real row of ``n``.
 
     Raises:
-        ValueError: no rows, or none real.
+        ValueError: no rows, or none real (`trajschema.dropin.real_and_padding`).
     """
-    if n == 0:
-        raise ValueError("the batch has no rows: there is no row to shape the padding on")
-    for i, r in enumerate(real):
-        if r:
-            return i
-    raise ValueError(f"the batch has no real row ({n} rows, all padding): there is nothing to shape padding on")
+    return real_and_padding([not r for r in real[:n]])[0][0]
 
 
 def _no_padding(batch: Any, metadata: dict[str, Any], real: list[bool]) -> Any:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 from trajschema._schema import Schema
 from trajschema.core import check_int
-from trajschema.runtime import Patches, audit_mode
+from trajschema.dropin import DropIn, Target, parameters
+from trajschema.runtime import audit_mode
 from trajschema.skyrl.audit import train_step_for
 from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
 from trajschema.skyrl.trainer import (
@@ -37,7 +37,15 @@ from trajschema.skyrl.workers import (
     stage_chunks_for,
 )
 
-__all__ = ["SKYRL_SIGNATURES", "SUPPORTED_SKYRL_VERSIONS", "install", "installed", "parameters", "uninstall"]
+__all__ = [
+    "BINDINGS",
+    "SKYRL_SIGNATURES",
+    "SUPPORTED_SKYRL_VERSIONS",
+    "install",
+    "installed",
+    "parameters",
+    "uninstall",
+]
 
 SUPPORTED_SKYRL_VERSIONS = ("0.3.0",)
 
@@ -76,62 +84,14 @@ BINDINGS: dict[str, bool] = {
     "skyrl.train.sft_trainer": True,
 }
 
-_patches = Patches()
-
-
-def parameters(fn: Any) -> str:
-    """``fn``'s signature without annotations, e.g. ``(self, data)`` (a classmethod's with ``cls``)."""
-    fn = fn.__func__ if isinstance(fn, (classmethod, staticmethod)) else fn
-    sig = inspect.signature(fn)
-    plain = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
-    return str(sig.replace(parameters=plain, return_annotation=inspect.Signature.empty))
-
-
-def _skyrl_version() -> str:
-    try:
-        import skyrl  # type: ignore[import-untyped]
-    except ImportError as exc:
-        raise ImportError("trajschema.skyrl.install() needs SkyRL 0.3.0 installed (pip install skyrl==0.3.0)") from exc
-    version = getattr(skyrl, "__version__", "unknown")
-    if version not in SUPPORTED_SKYRL_VERSIONS:
-        raise RuntimeError(
-            f"trajschema.skyrl.install() supports SkyRL {', '.join(SUPPORTED_SKYRL_VERSIONS)}; this is SkyRL "
-            f"{version}, so nothing was patched"
-        )
-    return version
-
-
-def _resolve(label: str) -> tuple[Any, str]:
-    module, _, qual = label.partition(":")
-    owner: Any = importlib.import_module(module)
-    *path, name = qual.split(".")
-    for part in path:
-        owner = getattr(owner, part)
-    return owner, name
-
-
-def _targets() -> list[tuple[str, Any, str]]:
-    """Every (label, owner, attribute) install() replaces, signatures checked, bindings unchanged."""
-    found = []
-    for label, want in SKYRL_SIGNATURES.items():
-        owner, name = _resolve(label)
-        got = parameters(vars(owner)[name])
-        if got != want:
-            raise RuntimeError(
-                f"SkyRL's {label} has the signature {got}, not the {want} trajschema.skyrl was written "
-                "against; nothing was patched"
-            )
-        found.append((label, owner, name))
-    ours = vars(importlib.import_module(_TB))["pad_training_input_batch"]
-    for module in BINDINGS:
-        mod = importlib.import_module(module)
-        if vars(mod).get("pad_training_input_batch") is not ours:
-            raise RuntimeError(
-                f"{module}.pad_training_input_batch is not SkyRL's {_TB}.pad_training_input_batch "
-                "(something else replaced it); nothing was patched"
-            )
-        found.append((f"{module}:pad_training_input_batch", mod, "pad_training_input_batch"))
-    return found
+_SKYRL = DropIn(
+    "trajschema.skyrl",
+    "SkyRL",
+    "skyrl",
+    SUPPORTED_SKYRL_VERSIONS,
+    SKYRL_SIGNATURES,
+    bindings={f"{_TB}:pad_training_input_batch": tuple(BINDINGS)},
+)
 
 
 def install(
@@ -206,15 +166,12 @@ def install(
     """
     given = _checked_settings(schema, eos_token_id, pad_token_id, check)
     given["audit"] = audit_mode(audit)
-    _skyrl_version()
-    with _patches.lock:
-        _patches.restore()  # re-installing: start from SkyRL's own functions
-        targets = _targets()
-        originals = [(owner, name, vars(owner)[name]) for _, owner, name in targets]
-        replaced = [_replacement(label, obj) for (label, _, _), (_, _, obj) in zip(targets, originals, strict=True)]
-        _patches.replace(originals, replaced)
-        settings.clear()
-        settings.update(given)
+    _SKYRL.install(_replacement, then=lambda: _settle(given))
+
+
+def _settle(given: dict[str, Any]) -> None:
+    settings.clear()
+    settings.update(given)
 
 
 def _checked_settings(schema: Any, eos: Any, pad: Any, check: Any) -> dict[str, Any]:
@@ -245,13 +202,13 @@ _REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _replacement(label: str, original: Any) -> Any:
-    module, _, qual = label.partition(":")
+def _replacement(target: Target) -> Any:
+    module, _, qual = target.label.partition(":")
     if qual == "pad_training_input_batch":
         return _pad_for(sliced=BINDINGS.get(module, True))
     if qual == "MeshDispatch.stage_chunks":
         return classmethod(stage_chunks_for(importlib.import_module(module)))
-    return _REPLACEMENTS[qual](original)
+    return _REPLACEMENTS[qual](target.original)
 
 
 def uninstall() -> bool:
@@ -259,14 +216,12 @@ def uninstall() -> bool:
 
     ``False`` if none was.
     """
-    with _patches.lock:
-        settings.clear()
-        return _patches.restore()
+    return _SKYRL.uninstall(then=settings.clear)
 
 
 def installed() -> bool:
     """Whether [`install`][trajschema.skyrl.install] is in effect."""
-    return _patches.active
+    return _SKYRL.installed()
 
 
 # -- the replacements -------------------------------------------------------------------

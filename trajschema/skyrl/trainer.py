@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from trajschema.dropin import padding_metrics as shared_padding_metrics
+from trajschema.dropin import zeros_on_padding
 from trajschema.skyrl.pad import PER_ROW_METADATA, first_real, real_rows, rows_of, token_ids
 from trajschema.skyrl.workers import forward_batch
 
@@ -158,12 +160,9 @@ def on_real_rows(
     done = step(trainer, real_part(data, real), *args)
     if to_cpu:
         data = data.to("cpu")  # as SkyRL's advantage step returns it (moved in place)
-    index = torch.tensor([i for i, r in enumerate(real) if r], dtype=torch.long)
+    index = [i for i, r in enumerate(real) if r]
     for key in outputs:
-        value = done[key]
-        full = value.new_zeros((len(real), *value.shape[1:]))
-        full[index.to(value.device)] = value
-        data[key] = full
+        data[key] = zeros_on_padding(done[key], index, len(real))
     if data.metadata is None:
         data.metadata = {}
     for key, value in (done.metadata or {}).items():
@@ -193,12 +192,9 @@ def _device(value: Any) -> Any:
 
 
 def padding_metrics(batch: Any, real: list[bool]) -> dict[str, float]:
-    """``padding/samples``, ``padding/tokens`` (attended tokens of padding rows), ``padding/share``."""
+    """The ``padding/*`` metrics of every drop-in (`trajschema.dropin.padding_metrics`); the
+    padding rows' tokens are their ``attention_mask``'s ones."""
     pad = [i for i, r in enumerate(real) if not r]
     mask = batch.get("attention_mask")
     tokens = float(mask[pad].sum()) if pad and isinstance(mask, torch.Tensor) else 0.0
-    return {
-        "padding/samples": float(len(pad)),
-        "padding/tokens": tokens,
-        "padding/share": len(pad) / len(real) if real else 0.0,
-    }
+    return shared_padding_metrics([not r for r in real], tokens)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema._schema import Schema
+from trajschema.core import lazy_front
 from trajschema.testing.routes import random_routes
 
 __all__ = [
@@ -43,27 +44,14 @@ if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ impo
 
 #: The toolkit's other names, each imported from its own module on first use (the
 #: strategies need hypothesis, which importing this module must not import).
-_LAZY = {
-    "assert_valid": "testing.assertions",
-    "assert_padding_invariant": "testing.assertions",
-    "MemoryTransferQueue": "tq.memory",
-    "samples": "testing.strategies",
-    "tags": "testing.strategies",
-    "batches": "testing.strategies",
-    "invalid_samples": "testing.strategies",
-    "ExpectedViolation": "testing.strategies",
-    "LAYOUTS": "testing.strategies",
-    "dense_batches": "testing.dense",
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.testing.assertions": ("assert_padding_invariant", "assert_valid"),
+    "trajschema.testing.dense": ("dense_batches",),
+    "trajschema.testing.strategies": ("LAYOUTS", "ExpectedViolation", "batches", "invalid_samples", "samples", "tags"),
+    "trajschema.tq": ("MemoryTransferQueue",),
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'trajschema.testing' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"trajschema.{module}"), name)
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)
 
 
 def verl_sample(

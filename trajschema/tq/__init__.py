@@ -4,19 +4,20 @@ carries, the read layout, a local TransferQueue, and an in-memory one.
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
 
-`MemoryTransferQueue` is imported on first use: its module imports TransferQueue's own
-`KVBatchMeta` when TransferQueue is installed, which `import trajschema` must not do.
+Each name is imported on first use: `MemoryTransferQueue`'s module imports TransferQueue's
+own `KVBatchMeta` when TransferQueue is installed, which `import trajschema` must not do.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from trajschema.tq.calls import bounded, check_meta, check_timeout
-from trajschema.tq.layout import to_tq_fields, tq_layout
-from trajschema.tq.local import TransferQueueStartError, import_tq, start_local_transfer_queue
-from trajschema.tq.writer import TransferQueueWriter, check_eos_token_id, one_row
+from trajschema.core import lazy_front
 
-if TYPE_CHECKING:  # for type checkers and the docs' static reader; loaded on first use below
+if TYPE_CHECKING:
+    from trajschema.tq.calls import bounded, check_meta, check_timeout
+    from trajschema.tq.layout import to_tq_fields, tq_layout
+    from trajschema.tq.local import TransferQueueStartError, import_tq, start_local_transfer_queue
     from trajschema.tq.memory import MemoryTransferQueue
+    from trajschema.tq.writer import TransferQueueWriter, check_eos_token_id, one_row
 
 __all__ = [
     "MemoryTransferQueue",
@@ -33,10 +34,13 @@ __all__ = [
     "tq_layout",
 ]
 
+#: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
+_ROOMS: dict[str, tuple[str, ...]] = {
+    "trajschema.tq.calls": ("bounded", "check_meta", "check_timeout"),
+    "trajschema.tq.layout": ("to_tq_fields", "tq_layout"),
+    "trajschema.tq.local": ("TransferQueueStartError", "import_tq", "start_local_transfer_queue"),
+    "trajschema.tq.memory": ("MemoryTransferQueue",),
+    "trajschema.tq.writer": ("TransferQueueWriter", "check_eos_token_id", "one_row"),
+}
 
-def __getattr__(name: str) -> Any:
-    if name == "MemoryTransferQueue":
-        from trajschema.tq.memory import MemoryTransferQueue
-
-        return MemoryTransferQueue
-    raise AttributeError(f"module 'trajschema.tq' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_front(__name__, _ROOMS)

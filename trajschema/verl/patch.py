@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextvars
 import importlib
-import inspect
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -21,9 +20,11 @@ import torch
 from trajschema._schema import Schema
 from trajschema.check import column_shapes
 from trajschema.contract import is_padding
+from trajschema.dropin import DropIn, Target, parameters, real_and_padding
+from trajschema.dropin import padding_metrics as shared_padding_metrics
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
 from trajschema.padding import padding_needed
-from trajschema.runtime import AuditMode, Patches, audit_mode
+from trajschema.runtime import AuditMode, audit_mode
 from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
 from trajschema.verl.audit import Ledger, LocalStep, audit_padding
 from trajschema.verl.config import (
@@ -46,6 +47,7 @@ __all__ = [
     "install",
     "installed",
     "model_config_of",
+    "parameters",
     "pinned_schema",
     "uninstall",
 ]
@@ -66,7 +68,8 @@ _ADVANTAGE_OUTPUTS = ("advantages", "returns", "token_level_rewards", "rollout_i
 _PADDING_MIN_LEN = 128  # verl's SYNTHETIC_PADDING_SEQ_LEN
 _TIMEOUT_S = 60.0
 
-_patches = Patches()
+_TRAINER_BASE = "verl.trainer.ppo.v1.trainer_base"
+_VERL = DropIn("trajschema.verl", "verl", "verl", SUPPORTED_VERL_VERSIONS, VERL_SIGNATURES, module=_TRAINER_BASE)
 #: The trainer whose ``_balance_batch`` is running, for the padding length of its layout.
 _trainer: contextvars.ContextVar[Any] = contextvars.ContextVar("trajschema_verl_trainer", default=None)
 #: Where the running ``_balance_batch`` collects the padding it wrote: (schema, padding keys).
@@ -78,40 +81,9 @@ _ledger = Ledger()
 
 
 def _trainer_module() -> Any:
-    try:
-        import verl
-    except ImportError as exc:
-        raise ImportError("trajschema.verl.install() needs verl 0.9.1 installed") from exc
-    version = getattr(verl, "__version__", "unknown")
-    if version not in SUPPORTED_VERL_VERSIONS:
-        raise RuntimeError(
-            f"trajschema.verl.install() supports verl {', '.join(SUPPORTED_VERL_VERSIONS)}; this is verl "
-            f"{version}, so nothing was patched"
-        )
-    return importlib.import_module("verl.trainer.ppo.v1.trainer_base")
-
-
-def _targets(tb: Any) -> list[tuple[Any, str]]:
-    return [(tb, "upsample_batch_to_divisible_size")] + [
-        (tb.PPOTrainer, name.split(".")[1]) for name in VERL_SIGNATURES if name.startswith("PPOTrainer.")
-    ]
-
-
-def _check_signatures(tb: Any) -> None:
-    for (owner, name), (label, want) in zip(_targets(tb), VERL_SIGNATURES.items(), strict=True):
-        found = parameters(vars(owner)[name])
-        if found != want:
-            raise RuntimeError(
-                f"verl's {label} has the signature {found}, not the {want} trajschema.verl was written "
-                "against; nothing was patched"
-            )
-
-
-def parameters(fn: Callable[..., Any]) -> str:
-    """``fn``'s signature without annotations, e.g. ``(self, dp_size)``."""
-    sig = inspect.signature(fn)
-    plain = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
-    return str(sig.replace(parameters=plain, return_annotation=inspect.Signature.empty))
+    """verl's ``trainer_base``, once the installed verl passed the version gate."""
+    _VERL.version()
+    return importlib.import_module(_TRAINER_BASE)
 
 
 def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) -> None:
@@ -173,21 +145,24 @@ def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) 
     mode = audit_mode(audit)
     tb = _trainer_module()
     fixed = _checked_dims(dims)
-    with _patches.lock:
-        _model_configs.clear()  # a re-install reads the model's config again
-        _ledger.clear()
-        _patches.restore()  # re-installing: start from verl's own functions
-        _check_signatures(tb)
-        originals = [(owner, name, vars(owner)[name]) for owner, name in _targets(tb)]
-        by_name = {name: obj for _, name, obj in originals}
-        replacements = {
-            "upsample_batch_to_divisible_size": _upsample_for(fixed, mode),
-            "_get_required_batch_multiple": _get_required_batch_multiple,
-            "_balance_batch": _balance_batch_for(by_name["_balance_batch"], tb, mode),
-            "_compute_advantage": _compute_advantage_for(by_name["_compute_advantage"], tb),
-            "_compute_metrics": _compute_metrics_for(by_name["_compute_metrics"], tb, mode),
+
+    def replacement(target: Target) -> Any:
+        made = {
+            "upsample_batch_to_divisible_size": lambda original: _upsample_for(fixed, mode),
+            "_get_required_batch_multiple": lambda original: _get_required_batch_multiple,
+            "_balance_batch": lambda original: _balance_batch_for(original, tb, mode),
+            "_compute_advantage": lambda original: _compute_advantage_for(original, tb),
+            "_compute_metrics": lambda original: _compute_metrics_for(original, tb, mode),
         }
-        _patches.replace(originals, [replacements[name] for _, name, _ in originals])
+        return made[target.name](target.original)
+
+    _VERL.install(replacement, then=_forget)
+
+
+def _forget() -> None:
+    """A re-install reads the model's config again and starts a new audit ledger."""
+    _model_configs.clear()
+    _ledger.clear()
 
 
 def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
@@ -206,12 +181,12 @@ def uninstall() -> bool:
 
     ``False`` if none was.
     """
-    return _patches.restore()
+    return _VERL.uninstall()
 
 
 def installed() -> bool:
     """Whether [`install`][trajschema.verl.install] is in effect."""
-    return _patches.active
+    return _VERL.installed()
 
 
 # -- the replacements -------------------------------------------------------------------
@@ -378,13 +353,8 @@ def _actor_scales(trainer: Any, tb: Any, batch: Any) -> list[float]:
 
 
 def _split(batch: Any) -> tuple[list[str], list[str]]:
-    mask = non_padding_mask(batch.tags)
-    real = [k for k, m in zip(batch.keys, mask, strict=True) if m]
-    if not real:
-        raise ValueError(
-            f"the batch has no real sample ({len(batch.keys)} samples, all padding): there is nothing to train on"
-        )
-    return real, [k for k, m in zip(batch.keys, mask, strict=True) if not m]
+    real, pad = real_and_padding((~non_padding_mask(batch.tags)).tolist())
+    return [batch.keys[i] for i in real], [batch.keys[i] for i in pad]
 
 
 def _compute_advantage_for(original: Callable[..., Any], tb: Any) -> Callable[..., Any]:
@@ -491,16 +461,14 @@ def _lengths(col: Any, n: int) -> torch.Tensor:
 
 
 def _padding_metrics(config: Any, batch: Any) -> dict[str, float]:
-    tags = list(batch.tags)
-    padding = [t for t in tags if is_padding(t)]
-    total = len(tags)
+    """The ``padding/*`` metrics of every drop-in (`trajschema.dropin.padding_metrics`), and
+    ``padding/seq_mean_loss_scale``."""
+    flags = [is_padding(t) for t in batch.tags]
+    padding = [t for t, f in zip(batch.tags, flags, strict=True) if f]
+    total, real = len(flags), flags.count(False)
     mode = lookup(config, "actor_rollout_ref.actor.loss_agg_mode", "token-mean")
-    real = total - len(padding)
     return {
-        "padding/samples": float(len(padding)),
-        # NaN, not an undercount, when a padding tag lacks its length (not padding trajschema made).
-        "padding/tokens": _padding_tokens(padding),
-        "padding/share": len(padding) / total if total else 0.0,
+        **shared_padding_metrics(flags, _padding_tokens(padding)),
         # verl's seq-mean modes divide by the padded mini-batch size in its workers, where
         # install() cannot reach (see docs/verl.md): their loss is scaled by real / total.
         "padding/seq_mean_loss_scale": real / total if total and mode in SEQ_MEAN_MODES else 1.0,
@@ -508,6 +476,9 @@ def _padding_metrics(config: Any, batch: Any) -> dict[str, float]:
 
 
 def _padding_tokens(padding: list[Any]) -> float:
+    """The padding rows' attended tokens: a TransferQueue sample holds no pad positions and
+    trajschema's padding attends every one (``attention_mask`` pads with 1), so each row's
+    ``seq_len`` tag; NaN, not an undercount, when a tag lacks it (not padding trajschema made)."""
     lengths = [t.get("seq_len") for t in padding]
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
         return float("nan")

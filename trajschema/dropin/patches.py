@@ -1,8 +1,8 @@
 """Attributes of another library, replaced for a drop-in and put back as they were.
 
-The verl and SkyRL drop-ins (``trajschema.verl.install``, ``trajschema.skyrl.install``) each
-keep one `Patches`: the bookkeeping of what they replaced, so that installing twice never
-wraps a replacement in another, and uninstalling puts back the very same objects.
+Each trainer drop-in's `DropIn` keeps one `Patches`: the bookkeeping of what it replaced,
+so that installing twice never wraps a replacement in another, and uninstalling puts back
+the very same objects.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`trajschema.runtime.patches.Patches`: the bookkeeping both drop-ins (verl, SkyRL) install through."""
+"""`trajschema.dropin.patches.Patches`: the bookkeeping both drop-ins (verl, SkyRL) install through."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from trajschema.runtime.patches import Patches
+from trajschema.dropin.patches import Patches
 
 
 def _target() -> tuple[types.SimpleNamespace, object, object]:
