@@ -33,6 +33,7 @@ from trajschema.core import (
     Tag,
     TagDict,
     as_dtype,
+    check_int,
     dtype_name,
     short_dtype,
     value_failures,
@@ -182,8 +183,7 @@ def _check_declarations(
     for k, v in padding_sizes.items():
         if not isinstance(dims.get(k), FreeDim):
             raise ValueError(f"Schema: padding_sizes[{k!r}]: {k!r} is not a free dim of dims")
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= int(v) <= MAX_SIZE:
-            raise ValueError(f"Schema: padding_sizes[{k!r}] must be an int in 0..2**63-1, found {_what(v)}")
+        check_int(f"Schema: padding_sizes[{k!r}]", v, maximum=MAX_SIZE)
 
 
 def _provenance(d: Dim) -> str:

@@ -41,21 +41,21 @@ def nothing_starts(monkeypatch):
 
 
 BAD_ARGS = [
-    pytest.param({"prompts": 0}, "--prompts must be a positive integer, got 0", id="prompts-zero"),
-    pytest.param({"prompts": -3}, "--prompts must be a positive integer, got -3", id="prompts-negative"),
-    pytest.param({"prompts": 2.0}, "--prompts must be a positive integer, got 2.0", id="prompts-float"),
-    pytest.param({"prompts": "45"}, "--prompts must be a positive integer, got '45'", id="prompts-str"),
-    pytest.param({"prompts": True}, "--prompts must be a positive integer, got True", id="prompts-bool"),
-    pytest.param({"rollout_n": 0}, "--rollout-n must be a positive integer, got 0", id="rollout-n-zero"),
-    pytest.param({"dp_size": 0}, "--dp-size must be a positive integer, got 0", id="dp-size-zero"),
-    pytest.param({"dp_size": None}, "--dp-size must be a positive integer, got None", id="dp-size-none"),
+    pytest.param({"prompts": 0}, "--prompts must be a positive int, found 0", id="prompts-zero"),
+    pytest.param({"prompts": -3}, "--prompts must be a positive int, found -3", id="prompts-negative"),
+    pytest.param({"prompts": 2.0}, "--prompts must be a positive int, found 2.0", id="prompts-float"),
+    pytest.param({"prompts": "45"}, "--prompts must be a positive int, found '45'", id="prompts-str"),
+    pytest.param({"prompts": True}, "--prompts must be a positive int, found True", id="prompts-bool"),
+    pytest.param({"rollout_n": 0}, "--rollout-n must be a positive int, found 0", id="rollout-n-zero"),
+    pytest.param({"dp_size": 0}, "--dp-size must be a positive int, found 0", id="dp-size-zero"),
+    pytest.param({"dp_size": None}, "--dp-size must be a positive int, found None", id="dp-size-none"),
     pytest.param(
-        {"mini_batch_size": -1}, "--mini-batch-size must be a positive integer, got -1", id="mini-batch-negative"
+        {"mini_batch_size": -1}, "--mini-batch-size must be a positive int, found -1", id="mini-batch-negative"
     ),
-    pytest.param({"seed": -1}, "--seed must be a non-negative integer, got -1", id="seed-negative"),
-    pytest.param({"seed": 0.5}, "--seed must be a non-negative integer, got 0.5", id="seed-float"),
+    pytest.param({"seed": -1}, "--seed must be an int in 0..4294967295, found -1", id="seed-negative"),
+    pytest.param({"seed": 0.5}, "--seed must be an int in 0..4294967295, found 0.5", id="seed-float"),
     pytest.param(
-        {"seed": 2**64}, "--seed must be an integer from 0 to 2**32-1, got 18446744073709551616", id="seed-past-torch"
+        {"seed": 2**64}, "--seed must be an int in 0..4294967295, found 18446744073709551616", id="seed-past-torch"
     ),
     pytest.param(
         {"prompts": 10**9},

@@ -82,8 +82,8 @@ def test_deterministic_for_one_seed():
     ("kwargs", "message"),
     [
         ({"topk": 9, "experts": 8}, "topk=9 is more than experts=8"),
-        ({"experts": 0}, r"experts=\.\.\.\) must be an int >= 1, found 0"),
-        ({"experts": True}, r"experts=\.\.\.\) must be an int >= 1, found True"),
+        ({"experts": 0}, r"experts=\.\.\.\) must be a positive int, found 0"),
+        ({"experts": True}, r"experts=\.\.\.\) must be a positive int, found True"),
     ],
     ids=["topk-above-experts", "zero", "bool"],
 )

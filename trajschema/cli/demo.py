@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import numbers
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from trajschema._schema import Schema
 from trajschema.cli.rollout import EOS_TOKEN_ID, Rollout, build_rollout, rollout_metrics
 from trajschema.contract import exclude_padding, padding_contract_violations
-from trajschema.core import SchemaNotFoundError, Violation
+from trajschema.core import SchemaNotFoundError, Violation, check_int, positive_int
 from trajschema.load import load_schema
 from trajschema.padding import required_multiple
 from trajschema.tq import TransferQueueWriter, import_tq, start_local_transfer_queue
@@ -235,15 +234,11 @@ def _check_size(prompts: int, rollout_n: int, dp_size: int, mini_batch_size: int
 
 def _check_counts(**counts: Any) -> None:
     for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        positive_int(f"--{name.replace('_', '-')}", value)
 
 
 def _check_seed(seed: Any) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"--seed must be a non-negative integer, got {seed!r}")
-    if int(seed) > MAX_SEED:
-        raise ValueError(f"--seed must be an integer from 0 to 2**32-1, got {seed!r}")
+    check_int("--seed", seed, maximum=MAX_SEED)
 
 
 def _load(schema: Any) -> Schema:

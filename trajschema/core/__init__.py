@@ -91,7 +91,7 @@ if TYPE_CHECKING:
         PadValue,
     )
     from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
-    from trajschema.core.validation import check_int, check_real, is_int, positive_int
+    from trajschema.core.validation import check_bool, check_int, check_real, is_int, is_real, positive_int
     from trajschema.core.values import (
         Domain,
         ValueSet,
@@ -158,6 +158,7 @@ __all__ = [
     "ViolationCode",
     "any_per_row",
     "as_dtype",
+    "check_bool",
     "check_int",
     "check_real",
     "checks_for",
@@ -178,6 +179,7 @@ __all__ = [
     "integer_capacity",
     "is_dtype",
     "is_int",
+    "is_real",
     "is_tensor",
     "kind_ok",
     "kinds_ok",
@@ -275,7 +277,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "TagDict",
         "ViolationCode",
     ),
-    "trajschema.core.validation": ("check_int", "check_real", "is_int", "positive_int"),
+    "trajschema.core.validation": ("check_bool", "check_int", "check_real", "is_int", "is_real", "positive_int"),
     "trajschema.core.elements": (
         "DISTINCT_LABEL",
         "Repeats",

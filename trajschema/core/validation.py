@@ -12,7 +12,7 @@ import numbers
 
 from trajschema.core.types import MAX_SIZE
 
-__all__ = ["check_int", "check_real", "is_int", "positive_int"]
+__all__ = ["check_bool", "check_int", "check_real", "is_int", "is_real", "positive_int"]
 
 
 def is_int(value: object) -> bool:
@@ -25,6 +25,34 @@ def is_int(value: object) -> bool:
     if type(value) is int:  # the common case, before the ABC check (slow once torch made subclasses)
         return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: object) -> bool:
+    """Whether ``value`` is a real number that is not a bool (ints, floats, numpy and torch scalars).
+
+    Examples:
+        >>> is_real(0.5), is_real(2), is_real(False), is_real("1")
+        (True, True, False, False)
+    """
+    if type(value) in (int, float):
+        return True
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """``value`` if it is a bool (``0``, ``1`` and ``"true"`` are not); else ``TypeError`` naming ``name``.
+
+    Examples:
+        >>> check_bool("check", 1)
+        Traceback (most recent call last):
+        ...
+        TypeError: check must be a bool (True or False), found int 1
+    """
+    if not isinstance(value, bool):
+        from trajschema.core.kinds import shown_value
+
+        raise TypeError(f"{name} must be a bool (True or False), found {type(value).__name__} {shown_value(value)}")
+    return value
 
 
 def _bound(n: int) -> str:
@@ -82,7 +110,7 @@ def check_real(name: str, value: object, *, positive: bool = False, maximum: flo
         ...
         ValueError: timeout_s must be a finite number > 0, found 0
     """
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = is_real(value)
     if ok:
         try:
             number = float(value)  # type: ignore[arg-type]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import math
-import numbers
 
-from trajschema.core import positive_int
+from trajschema.core import check_int, positive_int
 
 __all__ = ["padding_needed", "required_multiple"]
 
@@ -49,9 +48,6 @@ def padding_needed(batch_size: int, multiple: int) -> int:
     Raises:
         ValueError: ``batch_size`` is negative or ``multiple`` is not positive.
     """
-    if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 0:
-        from trajschema.core import shown_value  # imports torch: only for the message
-
-        raise ValueError(f"batch_size must be an int >= 0, found {shown_value(batch_size)}")
+    batch_size = check_int("batch_size", batch_size)
     multiple = positive_int("multiple", multiple)
     return -int(batch_size) % multiple

@@ -6,7 +6,6 @@ import copy
 import dataclasses
 import functools
 import math
-import numbers
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,11 +22,11 @@ from trajschema.core import (
     FreeDim,
     SchemaError,
     Violation,
+    check_int,
     counts_exactly_to,
     describe_value,
     fits_dtype,
     scalar_failures,
-    shown_value,
     tensor_has_failures,
 )
 from trajschema.padding.spread import largest_id, spread_ids
@@ -474,9 +473,7 @@ def _held_bytes(value: Any) -> tuple[int, int]:
 
 
 def _check_int(name: str, v: Any, minimum: int = 0) -> int:
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not minimum <= int(v) <= MAX_SIZE:
-        raise ValueError(f"{name} must be an int in {minimum}..2**63-1, found {shown_value(v)}")
-    return int(v)
+    return check_int(name, v, minimum=minimum, maximum=MAX_SIZE)
 
 
 def ids_seen(plan: Plan, batch: Any) -> dict[str, int]:

@@ -171,8 +171,7 @@ def real_rows(metadata: Mapping[str, Any], n: int) -> list[bool]:
             raise TypeError(f"batch.metadata['is_padding'][{bad[0]}] must be a bool, found {flags[bad[0]]!r}")
         return [not f for f in flags]
     pad = metadata.get("pad_size", 0)
-    if not isinstance(pad, int) or isinstance(pad, bool) or not 0 <= pad <= n:
-        raise ValueError(f"batch.metadata['pad_size'] must be an int in [0, {n}], found {pad!r}")
+    pad = check_int("batch.metadata['pad_size']", pad, maximum=n)
     return [True] * (n - pad) + [False] * pad
 
 

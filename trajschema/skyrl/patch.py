@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trajschema._schema import Schema
-from trajschema.core import check_int
+from trajschema.core import check_bool, check_int
 from trajschema.dropin import DropIn, Target, parameters
 from trajschema.runtime import audit_mode
 from trajschema.skyrl.audit import train_step_for
@@ -177,8 +177,7 @@ def _settle(given: dict[str, Any]) -> None:
 def _checked_settings(schema: Any, eos: Any, pad: Any, check: Any) -> dict[str, Any]:
     if schema is not None and not isinstance(schema, Schema):
         raise TypeError(f"schema must be a trajschema.Schema or None, found {type(schema).__name__}")
-    if not isinstance(check, bool):
-        raise TypeError(f"check must be a bool, found {type(check).__name__}")
+    check_bool("check", check)
     out: dict[str, Any] = {"schema": schema, "check": check}
     for name, value in (("eos_token_id", eos), ("pad_token_id", pad)):
         out[name] = None if value is None else check_int(name, value, minimum=0)

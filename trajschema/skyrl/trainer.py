@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from trajschema.core import is_int
 from trajschema.dropin import padding_metrics as shared_padding_metrics
 from trajschema.dropin import zeros_on_padding
 from trajschema.skyrl.pad import PER_ROW_METADATA, first_real, real_rows, rows_of, token_ids
@@ -38,7 +39,7 @@ def convert_for(original: Callable[..., Any]) -> Callable[..., Any]:
     def convert_to_training_input(self: Any, generator_output: Any, uids: Any) -> Any:
         tok = getattr(self, "tokenizer", None)
         ids = {k: getattr(tok, k, None) for k in ("eos_token_id", "pad_token_id")}
-        token = token_ids.set({k: v for k, v in ids.items() if isinstance(v, int) and not isinstance(v, bool)})
+        token = token_ids.set({k: v for k, v in ids.items() if is_int(v)})
         try:
             return original(self, generator_output, uids)
         finally:

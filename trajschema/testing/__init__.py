@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema._schema import Schema
-from trajschema.core import lazy_front
+from trajschema.core import lazy_front, positive_int
 from trajschema.testing.routes import random_routes
 
 __all__ = [
@@ -155,8 +155,8 @@ def _routes(schema: Schema, s: int, layers: int, topk: int, experts: int | None,
     """``routed_experts`` as verl writes them (int16, int32 when the ids need it), a valid routing."""
     if experts is None:
         experts = _fixed(schema).get("experts", max(topk, 64))
-    elif not isinstance(experts, int) or isinstance(experts, bool) or experts < 1:
-        raise ValueError(f"verl_sample(experts=...) must be an int >= 1, found {experts!r}")
+    else:
+        experts = positive_int("verl_sample(experts=...)", experts)
     if topk > experts:
         raise ValueError(f"verl_sample: topk={topk} is more than experts={experts}: a token names distinct experts")
     dtype = torch.int16 if experts <= 2**15 else torch.int32

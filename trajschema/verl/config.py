@@ -13,7 +13,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-from trajschema.core import MAX_SIZE, FreeDim
+from trajschema.core import MAX_SIZE, FreeDim, check_int, is_int
 
 __all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
 
@@ -93,15 +93,13 @@ def lookup(config: Any, path: str, default: Any = _MISSING) -> Any:
 
 def _int(config: Any, path: str, *, minimum: int, default: Any = _MISSING) -> int:
     value = lookup(config, path, default)
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
+    if not is_int(value) or value < minimum:
         raise VerlConfigError(f"config.{path} must be an int >= {minimum}, found {_found(value)}")
     return int(value)
 
 
 def _positive(name: str, value: object, minimum: int = 1) -> int:
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, found {value!r}")
-    return int(value)
+    return check_int(name, value, minimum=minimum)
 
 
 def uses_critic(config: Any) -> bool:

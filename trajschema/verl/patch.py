@@ -20,6 +20,7 @@ import torch
 from trajschema._schema import Schema
 from trajschema.check import column_shapes
 from trajschema.contract import is_padding
+from trajschema.core import check_int, is_int
 from trajschema.dropin import DropIn, Target, parameters, real_and_padding
 from trajschema.dropin import padding_metrics as shared_padding_metrics
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
@@ -171,8 +172,9 @@ def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
     if not isinstance(dims, Mapping):
         raise TypeError(f"dims must be a mapping of dim name to size, found {type(dims).__name__}")
     for name, size in dims.items():
-        if not isinstance(name, str) or not isinstance(size, int) or isinstance(size, bool) or size < 0:
-            raise ValueError(f"dims must map dim names to sizes >= 0, found {name!r}: {size!r}")
+        if not isinstance(name, str):
+            raise ValueError(f"dims must map dim names (str) to sizes, found the key {name!r}")
+        check_int(f"dims[{name!r}]", size)
     return dict(dims)
 
 
@@ -480,6 +482,6 @@ def _padding_tokens(padding: list[Any]) -> float:
     trajschema's padding attends every one (``attention_mask`` pads with 1), so each row's
     ``seq_len`` tag; NaN, not an undercount, when a tag lacks it (not padding trajschema made)."""
     lengths = [t.get("seq_len") for t in padding]
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in lengths):
+    if not all(is_int(n) for n in lengths):
         return float("nan")
     return float(sum(lengths))
