@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from trajschema.core import (
     as_dtype,
     check_int,
     dtype_name,
+    is_int,
     short_dtype,
     value_failures,
 )
@@ -207,7 +207,7 @@ def _pinned(schema: Schema, dims: Any, sources: Any) -> dict[str, FixedDim]:
     for name, size in dims.items():
         if not isinstance(name, str):
             raise TypeError(f"with_dims: dims keys must be dim names (str), found {_what(name)}")
-        if not isinstance(size, numbers.Integral) or isinstance(size, bool):
+        if not is_int(size):
             raise TypeError(f"with_dims: dims[{name!r}] must be an int, found {_what(size)}")
         source = sources.get(name, "dims")
         d = schema.dims.get(name)

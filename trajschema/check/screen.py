@@ -14,7 +14,6 @@ read: what can be known from their static shapes is checked, the rest is not.
 from __future__ import annotations
 
 import functools
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ from trajschema.core import (
     failing_positions,
     has_repeats,
     integer_capacity,
+    is_int,
     kind_ok,
     kinds_ok,
     position_extremes,
@@ -368,4 +368,4 @@ def _screen_tags(plan: Plan, tags: Sequence[Any], env: Mapping[str, torch.Tensor
 
 
 def _is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    return is_int(v)

@@ -90,8 +90,9 @@ if TYPE_CHECKING:
         Layout,
         PadValue,
     )
+    from trajschema.core.scalars import is_int, is_real
     from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
-    from trajschema.core.validation import check_bool, check_int, check_real, is_int, is_real, positive_int
+    from trajschema.core.validation import check_bool, check_int, check_real, positive_int
     from trajschema.core.values import (
         Domain,
         ValueSet,
@@ -277,7 +278,8 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "TagDict",
         "ViolationCode",
     ),
-    "trajschema.core.validation": ("check_bool", "check_int", "check_real", "is_int", "is_real", "positive_int"),
+    "trajschema.core.scalars": ("is_int", "is_real"),
+    "trajschema.core.validation": ("check_bool", "check_int", "check_real", "positive_int"),
     "trajschema.core.elements": (
         "DISTINCT_LABEL",
         "Repeats",

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+from trajschema.core.scalars import is_int
 
 __all__ = [
     "DerivedDim",
@@ -54,7 +55,7 @@ def _size_arg(owner: str, arg: str, v: Any, minimum: int = 0, *, optional: bool 
     """Refuse a dim's size argument that is not an int in ``minimum..2**63-1`` (``None`` too when ``optional``)."""
     if v is None and optional:
         return
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+    if not is_int(v):
         raise TypeError(
             f"{owner}: {arg} must be an int{' or None' if optional else ''}, found {type(v).__name__} {v!r}"
         )
@@ -159,7 +160,7 @@ class Expr:
             raise TypeError(f"Expr: op {self.op!r} takes a tuple of {arity} args, found {self.args!r}")
         if self.op == "int":
             v = self.args[0]  # no upper bound here: the loader names a literal too large for torch itself
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+            if not is_int(v) or v < 0:
                 raise TypeError(f"Expr: an int's value must be an int >= 0 (write neg of it), found {v!r}")
         elif self.op == "name":
             _str_arg("Expr", "a name", self.args[0])

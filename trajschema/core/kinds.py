@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trajschema.core.dtypes import as_dtype, is_tensor, short_dtype
+from trajschema.core.scalars import is_int, is_real
 
 __all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"]
 
@@ -30,9 +31,9 @@ def kind_ok(kind: str, v: Any, *, tensors: bool = True) -> bool:
     if is_tensor(v):
         return tensors and _tensor_kind_ok(kind, v)
     if kind == "int":
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+        return is_int(v)
     if kind == "float":
-        return isinstance(v, numbers.Real) and not isinstance(v, bool)
+        return is_real(v)
     if kind == "bool":
         return isinstance(v, bool)
     if kind == "str":

@@ -8,35 +8,11 @@ so a 5,000-character string does not flood the message).
 from __future__ import annotations
 
 import math
-import numbers
 
+from trajschema.core.scalars import is_int, is_real
 from trajschema.core.types import MAX_SIZE
 
 __all__ = ["check_bool", "check_int", "check_real", "is_int", "is_real", "positive_int"]
-
-
-def is_int(value: object) -> bool:
-    """Whether ``value`` is an integer that is not a bool (numpy and torch ints count).
-
-    Examples:
-        >>> is_int(3), is_int(True), is_int(3.0)
-        (True, False, False)
-    """
-    if type(value) is int:  # the common case, before the ABC check (slow once torch made subclasses)
-        return True
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def is_real(value: object) -> bool:
-    """Whether ``value`` is a real number that is not a bool (ints, floats, numpy and torch scalars).
-
-    Examples:
-        >>> is_real(0.5), is_real(2), is_real(False), is_real("1")
-        (True, True, False, False)
-    """
-    if type(value) in (int, float):
-        return True
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_bool(name: str, value: object) -> bool:
@@ -80,11 +56,11 @@ def check_int(name: str, value: object, *, minimum: int = 0, maximum: int | None
         ...
         ValueError: eos_token_id must be an int in 0..2**63-1 (a token id), found -1
     """
-    if not is_int(value) or not minimum <= int(value) <= (math.inf if maximum is None else maximum):  # type: ignore[call-overload]
+    if not is_int(value) or not minimum <= int(value) <= (math.inf if maximum is None else maximum):
         from trajschema.core.kinds import shown_value  # imports torch: only for the message
 
         raise ValueError(f"{name} must be {_int_wanted(minimum, maximum, meaning)}, found {shown_value(value)}")
-    return int(value)  # type: ignore[call-overload]
+    return int(value)
 
 
 def positive_int(name: str, value: object) -> int:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trajschema.core.dtypes import DType, as_dtype, float_max, integer_capacity, is_tensor, round_to, step
+from trajschema.core.scalars import is_int
 
 if TYPE_CHECKING:
     import torch
@@ -549,7 +550,7 @@ def _simplest(s: _Span) -> Any:
 
 def number_label(x: Any) -> str:
     """``repr(x)`` for a bound or listed value, but never thousands of digits (nor an error for them)."""
-    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
+    if is_int(x) and x.bit_length() > 128:
         return f"{'-' if x < 0 else ''}(an integer of {x.bit_length()} bits)"
     return repr(x)
 

@@ -34,6 +34,7 @@ from trajschema.core import (
     fits_dtype,
     float_max,
     integer_capacity,
+    is_int,
     number_label,
     parse_expr,
     round_to,
@@ -588,7 +589,7 @@ def _compile_pad(pad: Any, kind: str, shape, dtypes, src: str, path: str, dims: 
             f"a {kind!r} field cannot be filled with the number {num(pad)}; "
             f"use one of {', '.join(r for r, k in _RULE_KINDS.items() if kind in k)}",
         )
-    elif kind == "int" and not (isinstance(pad, int) and not isinstance(pad, bool)):
+    elif kind == "int" and not (is_int(pad)):
         refuse(src, path, f"an 'int' field needs an integer fill, found {num(pad)}")
     elif kind == "float" and isinstance(pad, bool):
         refuse(src, path, f"a 'float' field needs a number fill, found {num(pad)}")
@@ -857,7 +858,7 @@ def _tag_default_misfit(v: Any, kind: str | None) -> str | None:
     if not isinstance(v, (bool, int, float, str)):
         return f"a tag default is a number, a boolean or a string, found {shown(v)}"
     fits = {
-        "int": isinstance(v, int) and not isinstance(v, bool),
+        "int": is_int(v),
         "float": isinstance(v, (int, float)) and not isinstance(v, bool),
         "bool": isinstance(v, bool),
         "str": isinstance(v, str),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trajschema._schema import Schema
-from trajschema.core import MAX_SIZE, Expr, FreeDim
+from trajschema.core import MAX_SIZE, Expr, FreeDim, is_int
 from trajschema.files import IS_A_DIRECTORY, NOTHING, file_problem, os_problem, shown
 
 __all__ = ["ModelConfig", "ModelConfigError", "config_sizes", "pin_config_dims", "read_model_config"]
@@ -98,7 +97,7 @@ class ModelConfig:
         if found is None:
             return None
         v, where = found
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not 0 <= int(v) <= MAX_SIZE:
+        if not is_int(v) or not 0 <= int(v) <= MAX_SIZE:
             raise ModelConfigError(self.source, where, f"expected an integer >= 0 (a size), found {shown(v)}")
         return int(v), where
 

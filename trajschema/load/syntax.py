@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem
+from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem, is_int
 from trajschema.files import (
     DIM_NAME,
     REPR,
@@ -319,7 +319,7 @@ def _entry(model: type[_Strict], v: Any, source: str, path: str, keys: str) -> A
 
 def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
     """A dim as written: a size (fixed), an expression (derived) or a mapping (any of the three)."""
-    if isinstance(v, int) and not isinstance(v, bool):
+    if is_int(v):
         if v < 0:
             refuse(source, path, f"a fixed dim cannot be negative, found {num(v)}")
         if v > MAX_SIZE:
@@ -353,7 +353,7 @@ def _dim_decl(v: Any, source: str, path: str) -> _DimDecl:
 
 
 def _padding_size(v: Any, source: str, path: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
+    if not is_int(v):
         refuse(source, path, f"expected a size (an integer >= 0), found {shown(v)}")
     if v < 0:
         refuse(source, path, f"a padding size cannot be negative, found {num(v)}")

@@ -20,7 +20,7 @@ import torch
 from trajschema._schema import Schema
 from trajschema.check import batch as _check
 from trajschema.check import batch_view, is_tensordict
-from trajschema.core import DEPTHS, SchemaError, Violation
+from trajschema.core import DEPTHS, SchemaError, Violation, is_real
 from trajschema.padding import padding_needed
 from trajschema.tq import tq_layout
 
@@ -152,7 +152,7 @@ def _pad_batch(batch: Any, tags: list[Any], schema: Schema, eos_token_id: int, m
 def _check_rtol(rtol: Any) -> float | None:
     if rtol is None:
         return None
-    if not isinstance(rtol, numbers.Real) or isinstance(rtol, bool):
+    if not is_real(rtol):
         raise TypeError(f"rtol must be a number >= 0 or None, found {type(rtol).__name__}")
     try:
         value = float(rtol)

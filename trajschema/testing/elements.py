@@ -39,6 +39,8 @@ from typing import Literal, Protocol
 import torch
 from hypothesis import strategies as st
 
+from trajschema.core import is_int
+
 __all__ = [
     "PER_DRAW",
     "SMALL",
@@ -110,7 +112,7 @@ def small_tensor(a: AllowedLike, shape: tuple[int, ...], dtype: torch.dtype) -> 
         ValueError: ``a`` allows no value (no members, or ``lo > hi``) while ``shape``
             has elements; ``shape`` is not a tuple of sizes (ints >= 0).
     """
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not all(is_int(n) and n >= 0 for n in shape):
         raise ValueError(f"small_tensor(shape=...) must be sizes (ints >= 0), found {shape!r}")
     if not math.prod(shape):  # no element to draw: a bound that allows nothing at these sizes is kept
         return st.builds(lambda: torch.empty(tuple(shape), dtype=dtype))
@@ -284,7 +286,7 @@ def small_distinct_tensor(
         ValueError: the last axis is longer than the number of values ``a`` allows;
             ``shape`` is not a tuple of sizes.
     """
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+    if not all(is_int(n) and n >= 0 for n in shape):
         raise ValueError(f"small_distinct_tensor(shape=...) must be sizes (ints >= 0), found {shape!r}")
     count, k = distinct_count(a, dtype), (shape[-1] if shape else 1)
     if math.prod(shape) and k > count:

@@ -10,10 +10,11 @@ tensors of any ``distinct`` field.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import torch
+
+from trajschema.core import is_int
 
 __all__ = ["distinct_rows", "random_routes"]
 
@@ -34,7 +35,7 @@ def distinct_rows(rows: int, k: int, count: int, generator: torch.Generator) -> 
             size, or ``count`` above 2**62.
     """
     for name, v in (("rows", rows), ("k", k), ("count", count)):
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+        if not is_int(v) or v < 0:
             raise ValueError(f"distinct_rows({name}=...) must be an int >= 0, found {v!r}")
     if count > MAX_COUNT:
         raise ValueError(f"distinct_rows(count=...) must be at most 2**62, found {count}")
@@ -102,7 +103,7 @@ def random_routes(
 
 
 def _size(name: str, v: Any) -> None:
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 0:
+    if not is_int(v) or v < 0:
         raise ValueError(f"random_routes({name}=...) must be an int >= 0, found {v!r}")
 
 

@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -92,6 +91,7 @@ from trajschema.core import (
     element_failures,
     fits_dtype,
     float_bound,
+    is_int,
     kind_ok,
     solve_for,
     value_failures,
@@ -701,7 +701,7 @@ def _plan_of(schema: Any) -> Plan:
 
 def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:
     plan = _plan_of(schema)
-    if not isinstance(max_len, numbers.Integral) or isinstance(max_len, bool) or not 0 <= int(max_len) <= MAX_SIZE:
+    if not is_int(max_len) or not 0 <= int(max_len) <= MAX_SIZE:
         raise ValueError(f"{call}(max_len=...) must be an int in 0..2**63-1, found {max_len!r}")
     max_len = int(max_len)
     pinned = _checked_sizes(plan, dims, call, "dims")
@@ -1167,7 +1167,7 @@ def _empty_column(spec: _Spec, f: Field, env: Mapping[str, int], choice: _Choice
 @st.composite
 def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, with_tags: bool) -> Any:
     n = draw(size)
-    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or not 0 <= int(n) <= _MAX_BATCH:
+    if not is_int(n) or not 0 <= int(n) <= _MAX_BATCH:
         raise ValueError(f"batches(size=...) must draw ints in 0..{_MAX_BATCH}, drew {n!r}")
     rows: list[Any] = []
     envs: list[Mapping[str, int]] = []
@@ -1226,7 +1226,7 @@ def batches(
     if not isinstance(layout, str) or layout not in LAYOUTS:
         raise ValueError(f"batches(layout=...) must be one of {', '.join(LAYOUTS)}; found {layout!r}")
     count = None
-    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+    if is_int(size):
         if not 0 <= int(size) <= _MAX_BATCH:
             raise ValueError(f"batches(size=...) must be >= 0 and at most {_MAX_BATCH}, found {size}")
         count = int(size)

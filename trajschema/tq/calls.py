@@ -20,10 +20,11 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-import numbers
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from trajschema.core import is_real
 
 __all__ = [
     "MetaView",
@@ -47,7 +48,7 @@ def check_timeout(timeout_s: Any, name: str = "timeout_s", *, none_ok: bool = Tr
     """
     if timeout_s is None and none_ok:
         return None
-    ok = isinstance(timeout_s, numbers.Real) and not isinstance(timeout_s, bool)
+    ok = is_real(timeout_s)
     if ok:
         value = float(timeout_s)
         ok = math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX
