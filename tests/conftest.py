@@ -13,6 +13,9 @@ from trajschema.testing import verl_sample
 
 SCHEMAS = ts.schema_names()
 
+# The loading tests' shared checks assert, as a test does: rewritten, their failures show the values.
+pytest.register_assert_rewrite("tests.loading_support")
+
 # -- hypothesis profiles -------------------------------------------------------------------
 #
 # Registered here, before any test module is imported, so a test's own `@settings(...)`

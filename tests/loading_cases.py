@@ -1,4 +1,4 @@
-"""A small valid schema file that the loading tests break one key at a time."""
+"""A small valid schema file that the loading tests break one key at a time, and texts they share."""
 
 from typing import NamedTuple
 
@@ -19,6 +19,20 @@ def edit_base(old: str, new: str) -> str:
     """``BASE`` with its first ``old`` replaced by ``new``."""
     assert old in BASE, old
     return BASE.replace(old, new, 1)
+
+
+def with_field(spec: str, name: str = "x") -> str:
+    """BASE plus one field, written as a flow mapping."""
+    return BASE + f"  {name}: {{{spec}}}\n"
+
+
+#: Aliases of aliases: a few lines that expand to 9**8 values once walked ("billion laughs").
+LAUGHS = "name: bad\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh")
+)
+
+#: A size torch cannot hold.
+HUGE = str(2**70)  # 1180591620717411303424
 
 
 class Mistake(NamedTuple):

@@ -274,7 +274,7 @@ def test_what_is_not_a_batch_is_a_type_error_naming_it(method, batch, match):
 _TWO = [verl_sample(TEXT, 3, 2), verl_sample(TEXT, 5, 1, seed=1)]
 
 #: id -> (batch, tags, the (sample, field, code) of every violation): tags and batch shapes are data.
-BATCH_DATA_ATTACKS = {
+ODD_TAGS_AND_BATCH_SHAPES = {
     "empty-list": ([], None, []),
     "empty-tuple": ((), None, []),
     "tensordict-batch-dims-0": (TensorDict({}, batch_size=[]), None, [(None, "<batch>", "batch")]),
@@ -292,7 +292,9 @@ BATCH_DATA_ATTACKS = {
 
 
 @pytest.mark.parametrize("layout", ["list", "tensordict"])
-@pytest.mark.parametrize(("batch", "tags", "expected"), list(BATCH_DATA_ATTACKS.values()), ids=list(BATCH_DATA_ATTACKS))
+@pytest.mark.parametrize(
+    ("batch", "tags", "expected"), list(ODD_TAGS_AND_BATCH_SHAPES.values()), ids=list(ODD_TAGS_AND_BATCH_SHAPES)
+)
 def test_odd_tags_and_batch_shapes_are_violations(layout, batch, tags, expected):
     if layout == "tensordict" and isinstance(batch, (list, tuple)):
         batch = tq_batch(list(batch))
@@ -413,7 +415,7 @@ def test_the_padding_contract_counts_an_expanded_mask_without_copying_it():
     assert [(v.sample, v.actual) for v in found] == [(1, f"{big} of {big} elements non-zero")]
 
 
-# -- attacks: meta and mixed-device batches (each test failed when written) --------------------
+# -- meta and mixed-device batches (each test failed when written) --------------------
 
 
 def _codes(found: list[ts.Violation]) -> list[tuple[object, str, str]]:
@@ -469,7 +471,7 @@ def test_columns_on_different_devices_bind_together():
     assert TEXT.batch_violations(td, depth="shapes") == []
 
 
-# -- attacks: a TensorDict batch and the list of the same samples must agree -------------------
+# -- a TensorDict batch and the list of the same samples must agree -------------------
 
 
 @pytest.mark.parametrize(

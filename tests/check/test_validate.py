@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import trajschema as ts
+from tests.loading_support import routes_schema as _moe
 from trajschema.testing import verl_sample
 
 TEXT = ts.load_schema("text")
@@ -469,7 +470,7 @@ class _RaisingLen(list):
 
 
 #: id -> (keyword arguments of validate/violations beside the sample, exception type, message regex).
-SINGLE_SAMPLE_ARGUMENT_ATTACKS = {
+BAD_SINGLE_SAMPLE_ARGUMENTS = {
     "depth-typo": ({"depth": "value"}, ValueError, r"^depth must be 'shapes' or 'values', found 'value'$"),
     "depth-none": ({"depth": None}, ValueError, r"^depth must be .*found None$"),
     "depth-list": ({"depth": ["values"]}, ValueError, r"^depth must be .*found \['values'\]$"),
@@ -507,7 +508,7 @@ NOT_A_SAMPLE = {
 
 @pytest.mark.parametrize("method", ["validate", "violations"])
 @pytest.mark.parametrize(
-    ("kwargs", "exc", "match"), list(SINGLE_SAMPLE_ARGUMENT_ATTACKS.values()), ids=list(SINGLE_SAMPLE_ARGUMENT_ATTACKS)
+    ("kwargs", "exc", "match"), list(BAD_SINGLE_SAMPLE_ARGUMENTS.values()), ids=list(BAD_SINGLE_SAMPLE_ARGUMENTS)
 )
 def test_bad_depth_and_dims_are_value_errors_naming_them(method, kwargs, exc, match):
     with pytest.raises(Exception) as info:
@@ -561,7 +562,7 @@ _ARGUMENT_VALUES = st.one_of(
 
 @settings(deadline=None)
 @given(depth=st.one_of(_ARGUMENT_VALUES, st.sampled_from(["shapes", "values"])), size=_ARGUMENT_VALUES)
-def test_hostile_depth_and_dims_raise_only_value_errors_naming_them(depth, size):
+def test_odd_depth_and_dims_raise_only_value_errors_naming_them(depth, size):
     """The reference: depth is one of two strs; a dim size an int (not bool) in 0..2**63-1 (prompt=3 here)."""
     depth_ok = isinstance(depth, str) and depth in ("shapes", "values")
     size_ok = isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63
@@ -639,7 +640,7 @@ _FIELD = TEXT.fields["prompts"]
 _DIM = TEXT.dims["prompt"]
 
 #: id -> (constructor arguments changed from the text schema's, exception type, message regex).
-SCHEMA_CONSTRUCTOR_ATTACKS = {
+REFUSED_SCHEMA_PARTS = {
     "name-int": ({"name": 3}, TypeError, r"^Schema: name must be a str, found int 3$"),
     "source-none": ({"source": None}, TypeError, r"^Schema: source must be a str"),
     "architectures-str": ({"architectures": "Qwen2"}, TypeError, r"^Schema: architectures must be a sequence of str"),
@@ -692,7 +693,7 @@ SCHEMA_CONSTRUCTOR_ATTACKS = {
 
 
 @pytest.mark.parametrize(
-    ("changes", "exc", "match"), list(SCHEMA_CONSTRUCTOR_ATTACKS.values()), ids=list(SCHEMA_CONSTRUCTOR_ATTACKS)
+    ("changes", "exc", "match"), list(REFUSED_SCHEMA_PARTS.values()), ids=list(REFUSED_SCHEMA_PARTS)
 )
 def test_the_schema_constructor_refuses_parts_that_do_not_fit(changes, exc, match):
     with pytest.raises(Exception) as info:
@@ -704,6 +705,26 @@ def test_the_schema_constructor_refuses_parts_that_do_not_fit(changes, exc, matc
 def test_the_schema_constructor_accepts_what_the_loader_builds():
     again = ts.Schema(**_args())
     assert again == TEXT and again.validate(_S) == TEXT.validate(_S)
+
+
+def test_a_schema_built_in_python_with_a_bound_over_an_undeclared_dim_is_refused():
+    from trajschema.core import parse_expr
+
+    schema = _moe(dtype="int16")
+    bad = dataclasses.replace(schema.fields["routed_experts"], max_expr=parse_expr("nope - 1"))
+    with pytest.raises(ValueError, match="uses dim 'nope'"):
+        ts.Schema(
+            name="x",
+            description="",
+            architectures=[],
+            lineage=["x"],
+            dims=dict(schema.dims),
+            fields={"routed_experts": bad},
+            tags={},
+            padding_sizes={},
+            extra="allow",
+            source="",
+        )
 
 
 # -- value reports in bounded memory ---------------------------------------------------
@@ -768,7 +789,7 @@ def test_reports_on_views_read_in_blocks_equal_reports_on_copies(sample, budget)
         assert _XY.violations(sample) == want
 
 
-# -- attacks: a used schema pickles, copies and compares equal (each test failed when written) -----
+# -- a used schema pickles, copies and compares equal (each test failed when written) -----
 
 
 def _use(schema: ts.Schema) -> None:
@@ -813,7 +834,7 @@ def test_a_used_schema_crosses_a_spawned_process():
         assert pool.apply(_validate_in_child, (pickle.dumps(TEXT),)) == {"prompt": 4, "response": 2, "seq": 6}
 
 
-# -- attacks: dims= cannot re-pin a fixed dim, in any call that takes it ---------------------------
+# -- dims= cannot re-pin a fixed dim, in any call that takes it ---------------------------
 
 
 @pytest.mark.parametrize("call", ["validate", "violations", "validate_batch", "batch_violations", "padding", "writer"])
@@ -836,7 +857,7 @@ def test_dims_may_restate_a_fixed_dim():
     assert VLM.validate(verl_sample(VLM, 5, 3), dims={"rope_rows": 4})["rope_rows"] == 4
 
 
-# -- attacks: value checks and odd keys -------------------------------------------------------------
+# -- value checks and odd keys -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import torch
 from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 
 import trajschema as ts
+from tests.schema_texts import MOE_ROUTED as _MOE_ROUTED
 from trajschema.cli import app as _cli
 from trajschema.cli import args as _cli_args
 from trajschema.cli import pad as _cli_pad
@@ -1130,7 +1131,7 @@ def test_export_jaxtyping_prints_the_export_rooms_source(capsys):
 
 
 # ---------------------------------------------------------------------------------------------
-# Attacks: the command line under hostile input. Each test pins a finding (and the fix): every
+# Unusable input on the command line. Each test pins a finding (and the fix): every
 # unusable input ends in one line on stderr with the documented exit status, never a traceback,
 # an `unexpected` error, an out-of-memory kill or code run from a file.
 
@@ -1707,19 +1708,6 @@ def test_a_tensor_in_an_any_tag_with_equals_is_a_violation(capsys, tmp_path, val
 # -- --config: dims from a model config (issue 16 §3) --------------------------------------------
 
 CONFIGS = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
-
-#: moe_routed as issue 16 declares it, shadowing the packaged file (so these tests hold whatever it says).
-_MOE_ROUTED = """\
-name: moe_routed
-extends: [text]
-architectures: [Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
-dims:
-  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
-  topk: {min: 1, from_config: num_experts_per_tok}
-  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
-fields:
-  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
-"""
 
 
 def _moe_routed_on_path(text: str, tmp_path, monkeypatch) -> None:

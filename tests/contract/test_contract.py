@@ -374,7 +374,7 @@ from hypothesis import strategies as st  # noqa: E402
 _REAL = verl_sample(ts.load_schema("text"), 3, 2)
 
 #: id -> (samples_or_batch, tags, schema, exception type (exactly), message regex).
-CONTRACT_ARGUMENT_ATTACKS = {
+BAD_CONTRACT_ARGUMENTS = {
     "schema-int": ([_REAL], None, 3, TypeError, r"^schema must be a trajschema\.Schema or a schema name, found int 3$"),
     "schema-bytes": ([_REAL], None, b"text", TypeError, r"^schema must be .*found bytes$"),
     "schema-none": ([_REAL], None, None, TypeError, r"^schema must be .*found NoneType$"),
@@ -388,8 +388,8 @@ CONTRACT_ARGUMENT_ATTACKS = {
 @pytest.mark.parametrize("check", [check_padding_contract, padding_contract_violations], ids=["check", "violations"])
 @pytest.mark.parametrize(
     ("batch", "tags", "schema", "exc", "match"),
-    list(CONTRACT_ARGUMENT_ATTACKS.values()),
-    ids=list(CONTRACT_ARGUMENT_ATTACKS),
+    list(BAD_CONTRACT_ARGUMENTS.values()),
+    ids=list(BAD_CONTRACT_ARGUMENTS),
 )
 def test_bad_batches_and_schemas_are_refused_by_name(check, batch, tags, schema, exc, match):
     with pytest.raises(Exception) as info:
@@ -399,7 +399,7 @@ def test_bad_batches_and_schemas_are_refused_by_name(check, batch, tags, schema,
 
 
 #: id -> (tags for a batch of two samples (the second one padding-shaped), the (sample, field, code) reported).
-CONTRACT_TAG_ATTACKS = {
+ODD_CONTRACT_TAGS = {
     "short": ([{}], [(None, "<tags>", "batch")]),
     "long": ([{}, {}, {}], [(None, "<tags>", "batch")]),
     "a-dict": ({"is_padding": True}, [(None, "<tags>", "batch")]),
@@ -422,7 +422,7 @@ CONTRACT_TAG_ATTACKS = {
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(("tags", "expected"), list(CONTRACT_TAG_ATTACKS.values()), ids=list(CONTRACT_TAG_ATTACKS))
+@pytest.mark.parametrize(("tags", "expected"), list(ODD_CONTRACT_TAGS.values()), ids=list(ODD_CONTRACT_TAGS))
 def test_tags_of_every_odd_kind_are_violations(layout, tags, expected):
     samples = [_REAL, verl_sample(ts.load_schema("text"), 3, 2, uid="q1")]
     if isinstance(tags, type(iter([]))):
@@ -470,7 +470,7 @@ def test_is_padding_answers_a_bool_or_names_what_it_will_not_guess(tag):
             over_a_list([{}, tag])
 
 
-# -- attacks (each test failed when written) ------------------------------------------------------
+# -- odd batches, tags and schemas (each test failed when written) ---------------------------------
 
 TEXT = ts.load_schema("text")
 

@@ -333,7 +333,7 @@ import trajschema as ts  # noqa: E402
 _N = parse_expr("n")
 
 #: id -> (constructor call, exception type (exactly), message regex naming the class and argument).
-DIM_CONSTRUCTOR_ATTACKS = {
+REFUSED_DIM_PARTS = {
     "fixed-size-negative": (
         lambda: ts.FixedDim("r", -1),
         ValueError,
@@ -395,9 +395,7 @@ DIM_CONSTRUCTOR_ATTACKS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("call", "exc", "match"), list(DIM_CONSTRUCTOR_ATTACKS.values()), ids=list(DIM_CONSTRUCTOR_ATTACKS)
-)
+@pytest.mark.parametrize(("call", "exc", "match"), list(REFUSED_DIM_PARTS.values()), ids=list(REFUSED_DIM_PARTS))
 def test_dims_and_expressions_refuse_parts_that_would_break_later(call, exc, match):
     """Before, these were built, then failed far away: ZeroDivisionError in allows(), IndexError in evaluate()."""
     with pytest.raises(Exception) as info:

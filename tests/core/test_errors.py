@@ -1,4 +1,5 @@
-"""The error families: ``Violation`` records and the ``SchemaError`` report."""
+"""The error families: ``Violation`` records and the ``SchemaError`` report, and the loaders'
+``SchemaDefinitionError`` and ``SchemaNotFoundError``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import dataclasses
 import multiprocessing
 import pickle
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 import trajschema as ts
+from tests.loading_cases import edit_base as _edit
+from tests.loading_support import write_schema as _write
 from trajschema.testing import verl_sample
 
 DISTINCT = 123456789  # a value that must never show up in a report
@@ -233,6 +237,32 @@ def test_schema_error_pickles_in_process(batch_error: ts.SchemaError) -> None:
     assert back.bindings == batch_error.bindings
     assert back.schema_name == batch_error.schema_name
     assert str(back) == str(batch_error)
+
+
+# ---------------------------------------------------------------------------
+# The loaders' errors: SchemaDefinitionError and SchemaNotFoundError
+
+
+def test_schema_definition_error_is_a_value_error_under_the_package() -> None:
+    assert issubclass(ts.SchemaDefinitionError, ValueError)
+    assert ts.SchemaDefinitionError.__module__ == "trajschema"
+
+
+def test_schema_definition_error_pickles(tmp_path: Path) -> None:
+    path = _write(tmp_path, "bad", _edit("pad: eos", "pad: eso"))
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        ts.load_schema(path)
+    err = info.value
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is ts.SchemaDefinitionError
+    assert str(back) == str(err)
+    assert (back.source, back.path, back.problem) == (str(path), "fields.input_ids.pad", err.problem)
+    assert back.args == err.args
+
+
+def test_schema_not_found_error_is_a_lookup_error() -> None:
+    assert issubclass(ts.SchemaNotFoundError, LookupError)
+    assert ts.SchemaNotFoundError.__module__ == "trajschema"
 
 
 # ---------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def test_unknown_names_and_wrong_arguments() -> None:
         ts.load_layout(3)  # type: ignore[arg-type]
 
 
-def test_hostile_yaml_is_refused_with_the_file(tmp_path: Path) -> None:
+def test_malformed_yaml_is_refused_with_the_file(tmp_path: Path) -> None:
     cases = {
         "dup.yaml": "name: a\nname: b\n",
         "alias.yaml": "name: a\naxes: &x {seq: *x}\n",

@@ -664,7 +664,7 @@ def test_the_same_tag_expression_spelled_another_way_is_not_reported():
     assert flags(old, new) == []
 
 
-# -- attacks ------------------------------------------------------------------------------
+# -- sizes and spellings the rules must survive: products too large to expand, long values lists
 
 
 def test_a_long_chain_of_products_gives_up_instead_of_exploding():
@@ -718,7 +718,7 @@ def test_a_removed_binder_under_extra_forbid_is_one_change():
     ]
 
 
-# -- found by attacking the rules ----------------------------------------------------------------
+# -- two spellings of one sum, and the direction a change breaks --------------------------------
 
 
 def _sums(name: str, order: str) -> ts.Schema:

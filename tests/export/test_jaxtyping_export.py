@@ -401,7 +401,7 @@ class _RaisingRepr:
 
 
 #: id -> (field argument, exception type (exactly), message regex naming it).
-FIELD_ARGUMENT_ATTACKS = {
+BAD_FIELD_ARGUMENTS = {
     "int": (3, TypeError, r"^schema 'text': a field name must be a str, found int 3$"),
     "none": (None, TypeError, r"^schema 'text': a field name must be a str, found NoneType None$"),
     "bytes": (b"uid", TypeError, r"^schema 'text': a field name must be a str, found bytes b'uid'$"),
@@ -417,9 +417,7 @@ FIELD_ARGUMENT_ATTACKS = {
 }
 
 
-@pytest.mark.parametrize(
-    ("field", "exc", "match"), list(FIELD_ARGUMENT_ATTACKS.values()), ids=list(FIELD_ARGUMENT_ATTACKS)
-)
+@pytest.mark.parametrize(("field", "exc", "match"), list(BAD_FIELD_ARGUMENTS.values()), ids=list(BAD_FIELD_ARGUMENTS))
 def test_the_field_argument_is_refused_by_name(field, exc, match):
     import re
 

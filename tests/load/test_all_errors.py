@@ -161,7 +161,7 @@ def test_a_misspelt_fields_section_does_not_hide_the_dims(tmp_path: Path) -> Non
     assert [p.path for p in err.errors] == ["", "dims.rope_rows"]
 
 
-def test_hostile_yaml_stays_first_error(tmp_path: Path) -> None:
+def test_a_yaml_problem_stays_the_first_and_only_error(tmp_path: Path) -> None:
     text = BASE.replace("pad: eos}", "pad: eos, pad: 0}").replace("dtype: int64", "dtype: int46")
     err = _error(_write(tmp_path, text))
     assert len(err.errors) == 1 and "given twice" in err.problem
@@ -194,7 +194,7 @@ def test_a_layout_problem_has_its_place(tmp_path: Path) -> None:
 
 
 def test_a_long_report_is_capped_but_errors_keeps_all(tmp_path: Path) -> None:
-    """A hostile file of many bad fields: the message stays readable, ``.errors`` has them all."""
+    """A file of many bad fields: the message stays readable, ``.errors`` has them all."""
     fields = "".join(f"  f{i}: {{kind: int, pad: eso}}\n" for i in range(60))
     err = _error(_write(tmp_path, BASE + fields))
     assert len(err.errors) == 60

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 import trajschema as ts
+from tests.loading_support import routes_schema as _moe
+from tests.schema_texts import MOE_ROUTED
 from trajschema.core import FixedDim, FreeDim, parse_expr
 from trajschema.testing import verl_sample
 
@@ -231,22 +234,82 @@ def test_with_dims_accepts_exactly_the_sizes_the_free_dim_allows(size, minimum):
             s.with_dims({"e": size})
 
 
+# -- Schema.with_dims and bounds written in dims (issue 16): what pinning refuses ----------------------
+
+
+def test_a_fill_that_breaks_a_dim_bound_at_some_sizes_only_loads_and_pinning_refuses_it():
+    schema = _moe(pad="5", dtype="int16")  # 5 <= experts - 1 unless experts <= 5
+    assert schema.with_dims({"experts": 6}).dims["experts"].size == 6
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 4})
+    assert info.value.path == "fields.routed_experts.pad"
+    assert "fill 5 is not <= 3, as the field's bounds are at the pinned sizes (pinned: experts by dims)" in str(
+        info.value
+    )
+
+
+@pytest.mark.parametrize("pad", ["{spread: experts}", "positions", "index"])
+def test_a_counting_pad_rule_whose_0_breaks_a_dim_min_at_the_pinned_sizes_is_refused_by_pinning(pad):
+    """Found by the to_yaml round trip: the pinned schema must be one the loader would load."""
+    kind = "kind: int" if pad == "index" else "shape: [seq, topk], dtype: int64"
+    schema = ts.schema_from_dict(
+        {
+            "name": "m",
+            "dims": {"seq": {}, "topk": {"min": 1}, "experts": {"min": 1}},
+            "fields": {"r": {**yaml.safe_load("{" + kind + "}"), "min": "experts - 1", "pad": yaml.safe_load(pad)}},
+        }
+    )
+    assert schema.with_dims({"experts": 1}).dims["experts"].size == 1  # min 0: the 0 keeps to it
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 2})
+    assert info.value.path == "fields.r.pad"
+    assert "starts at 0, which is not >= 1, as the field's bounds are at the pinned sizes" in str(info.value)
+
+
+def test_pinning_more_experts_than_every_declared_dtype_holds_names_the_field_dtype_and_largest_id():
+    schema = _moe(dtype="uint8")
+    with pytest.raises(ts.SchemaDefinitionError) as info:
+        schema.with_dims({"experts": 300}, sources={"experts": "config num_experts"})
+    assert info.value.path == "fields.routed_experts.dtype"
+    assert info.value.problem == (
+        "no dtype of uint8 holds the bound: uint8 cannot hold 299, the largest value max experts - 1 allows "
+        "(experts=300); uint8 holds 0..255; add a wider dtype (pinned: experts by config num_experts)"
+    )
+    assert schema.with_dims({"experts": 256}).dims["experts"].size == 256
+
+
+def test_pinning_past_a_narrow_dtype_keeps_it_and_a_sample_in_it_is_a_dtype_violation_as_with_dims():
+    schema = _moe()  # [uint8, int16]
+    pinned = schema.with_dims({"experts": 300}, sources={"experts": "config num_experts"})
+    assert pinned.dims["experts"].size == 300
+    assert pinned.fields["routed_experts"].dtype_names == ("uint8", "int16")
+    narrow = {"routed_experts": torch.zeros(4, 2, dtype=torch.uint8)}
+    wide = {"routed_experts": torch.tensor([[0, 299]] * 4, dtype=torch.int16)}
+    found = [(v.field, v.code, v.actual) for v in pinned.violations(narrow)]
+    assert found == [("routed_experts", "dtype", "uint8")]
+    assert found == [(v.field, v.code, v.actual) for v in schema.violations(narrow, dims={"experts": 300})]
+    assert pinned.violations(wide) == []
+    assert pinned.violations(narrow, dims=None) and not pinned.violations(wide)
+
+
+def test_pinning_sizes_at_which_two_dim_bounds_leave_no_value_is_refused():
+    schema = ts.schema_from_dict(
+        {
+            "name": "r",
+            "dims": {"seq": {"min": 1}, "topk": {"min": 1}, "experts": {"min": 1}},
+            "fields": {
+                "r": {"shape": ["seq", "topk"], "dtype": "int64", "min": "topk", "max": "experts - 1", "pad": "copy"}
+            },
+        }
+    )
+    assert schema.with_dims({"topk": 2, "experts": 3}).dims["experts"].size == 3
+    with pytest.raises(ts.SchemaDefinitionError, match="min 2 is above max 1 at the pinned sizes; no value passes"):
+        schema.with_dims({"topk": 2, "experts": 2})
+
+
 # -- reading a model config ----------------------------------------------------------------
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
-
-#: moe_routed as issue 16 declares it: it shadows the packaged one, so these tests hold whatever the packaged file says.
-MOE_ROUTED = """\
-name: moe_routed
-extends: [text]
-architectures: [Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
-dims:
-  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
-  topk: {min: 1, from_config: num_experts_per_tok}
-  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
-fields:
-  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
-"""
 
 
 @pytest.fixture
@@ -466,7 +529,7 @@ def test_a_refused_config_changes_nothing(moe_path):
     assert ts.load_schema("moe_routed") is before and isinstance(before.dims["experts"], FreeDim)
 
 
-# -- hostile files ----------------------------------------------------------------------------
+# -- config files that cannot be read as one, and config objects that fail -----------------------
 
 
 def write(path: Path, text: str | bytes) -> Path:
@@ -568,7 +631,7 @@ class RaisingMapping(dict):
         raise RuntimeError("no items")
 
 
-def test_hostile_objects_are_typed_errors():
+def test_config_objects_that_fail_are_typed_errors():
     with pytest.raises(ts.ModelConfigError, match=r"<Hostile>: to_dict\(\) failed: RuntimeError: boom"):
         ts.schema_for_config(Hostile())
     with pytest.raises(ts.ModelConfigError, match=r"to_dict\(\) must return a mapping, found a list"):

@@ -320,7 +320,7 @@ _REAL = verl_sample(TEXT, 3, 2)
 _HUGE = 2**40  # padding of this many samples, or tokens, needs terabytes: refused, never allocated
 
 #: id -> (call, exception type (exactly), a regex the message must match: it names the argument).
-PADDING_ARGUMENT_ATTACKS = {
+BAD_PADDING_ARGUMENTS = {
     "count-bool": (lambda: TEXT.padding(True, eos_token_id=2), ValueError, r"^count must be an int .*found True"),
     "count-nan": (lambda: TEXT.padding(float("nan"), eos_token_id=2), ValueError, r"^count must be .*found nan"),
     "count-none": (lambda: TEXT.padding(None, eos_token_id=2), ValueError, r"^count must be .*found None"),
@@ -402,7 +402,7 @@ PADDING_ARGUMENT_ATTACKS = {
 
 
 @pytest.mark.parametrize(
-    ("call", "exc", "match"), list(PADDING_ARGUMENT_ATTACKS.values()), ids=list(PADDING_ARGUMENT_ATTACKS)
+    ("call", "exc", "match"), list(BAD_PADDING_ARGUMENTS.values()), ids=list(BAD_PADDING_ARGUMENTS)
 )
 def test_padding_refuses_bad_arguments_by_name(call, exc, match):
     with pytest.raises(Exception) as info:
@@ -424,9 +424,9 @@ def _accepted(arg: str, value) -> bool:
     return (0 if arg == "count" else 1) <= value < 2**45
 
 
-#: Values a hostile or careless caller passes where an int belongs. Valid ints stay small or
+#: Values a careless caller passes where an int belongs. Valid ints stay small or
 #: huge (refused for memory) so that no example builds gigabytes.
-_HOSTILE_INTS = st.one_of(
+_ODD_INTS = st.one_of(
     st.integers(-3, 3),
     st.integers(2**45, 2**70),
     st.integers(-(2**70), -1),
@@ -440,10 +440,10 @@ _HOSTILE_INTS = st.one_of(
 )
 
 
-# Ten kinds of hostile value against three arguments: each pair needs its own few draws.
+# Ten kinds of odd value against three arguments: each pair needs its own few draws.
 @settings(max_examples=6 * settings().max_examples)
-@given(arg=st.sampled_from(["count", "eos_token_id", "dims"]), value=_HOSTILE_INTS)
-def test_hostile_ints_raise_only_value_errors_naming_their_argument(arg, value):
+@given(arg=st.sampled_from(["count", "eos_token_id", "dims"]), value=_ODD_INTS)
+def test_odd_ints_raise_only_value_errors_naming_their_argument(arg, value):
     count, eos, dims = 1, 2, {"prompt": 1, "response": 1}
     if arg == "count":
         count = value

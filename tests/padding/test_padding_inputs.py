@@ -1,6 +1,6 @@
-"""Padding under hostile input: odd ``like=`` samples, sizes past int64, dtypes that cannot hold positions.
+"""Padding under odd input: odd ``like=`` samples, sizes past int64, dtypes that cannot hold positions.
 
-Each test pins a finding of an attack on `Schema.padding` (it failed when written): the
+Each test pins a bug found in `Schema.padding` (it failed when written): the
 answer is padding that validates, or a ValueError/TypeError (a SchemaError for a
 reference that breaks the schema) naming the argument, never a torch, KeyError or
 RecursionError from inside.

@@ -154,7 +154,7 @@ def test_required_multiple_is_the_least_common_multiple(dp: int, actor: int | No
         assert not all((got // p) % q == 0 for q in parts)
 
 
-# --- hostile values (issue 14): only a ValueError naming the argument, exactly when the reference refuses
+# --- odd values (issue 14): only a ValueError naming the argument, exactly when the reference refuses
 
 
 class _RaisingRepr:
@@ -171,7 +171,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= 80 else ""
 
 
-_HOSTILE = st.one_of(
+_ODD_VALUES = st.one_of(
     st.integers(-(2**70), 2**70),
     st.none(),
     st.booleans(),
@@ -183,8 +183,8 @@ _HOSTILE = st.one_of(
 _ARGS = ["dp_size", "actor_mini_batch_size", "critic_mini_batch_size", "rollout_n", "batch_size", "multiple"]
 
 
-@given(arg=st.sampled_from(_ARGS), value=_HOSTILE)
-def test_hostile_values_raise_only_value_errors_naming_the_argument(arg: str, value: object) -> None:
+@given(arg=st.sampled_from(_ARGS), value=_ODD_VALUES)
+def test_odd_values_raise_only_value_errors_naming_the_argument(arg: str, value: object) -> None:
     positive = isinstance(value, int) and not isinstance(value, bool) and value > 0
     accepted = (
         positive

@@ -365,9 +365,9 @@ def test_value_corruptions_break_the_pure_python_definition():
 # -- arguments and import ------------------------------------------------------------
 
 
-#: Hostile arguments for every public strategy: each is a typed error naming the argument, raised
+#: Bad arguments for every public strategy: each is a typed error naming the argument, raised
 #: when the strategy is made (no draw), never an internal error or a strategy that draws wrong data.
-HOSTILE = [
+BAD_STRATEGY_ARGUMENTS = [
     (lambda: samples("text", dims={"nope": 1}), ValueError, r"samples\(dims=\.\.\.\).*no dim 'nope'"),
     (lambda: samples("vlm_mrope", dims={"rope_rows": 3}), ValueError, "fixed at 4"),
     (lambda: samples(BOUNDED, dims={"a": 5}), ValueError, "multiple of 4"),
@@ -441,13 +441,13 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize(("call", "error", "match"), HOSTILE)
+@pytest.mark.parametrize(("call", "error", "match"), BAD_STRATEGY_ARGUMENTS)
 def test_bad_arguments_are_typed_errors_when_the_strategy_is_made(call, error, match):
     with pytest.raises(error, match=match):
         call()
 
 
-def test_every_public_strategy_is_attacked():
+def test_every_public_strategy_has_bad_arguments_listed():
     import trajschema.testing as testing
 
     strategies = {
@@ -456,8 +456,8 @@ def test_every_public_strategy_is_attacked():
         if callable(getattr(testing, n)) and n not in ("verl_sample", "tq_batch", "random_routes")
     }
     strategies -= {"assert_valid", "assert_padding_invariant", "MemoryTransferQueue", "ExpectedViolation"}
-    attacked = {call.__code__.co_names[0] for call, _, _ in HOSTILE}
-    assert strategies <= attacked, strategies - attacked
+    listed = {call.__code__.co_names[0] for call, _, _ in BAD_STRATEGY_ARGUMENTS}
+    assert strategies <= listed, strategies - listed
 
 
 def _declared_feasible(schema: ts.Schema, pins: dict, box: int) -> bool:

@@ -360,7 +360,7 @@ def test_plain_python_values_always_travel(value):
 
 
 # ---------------------------------------------------------------------------------
-# Attacks (each test failed when written, against an in-memory client as here)
+# Odd tags, columns and timeouts (each test failed when written, against an in-memory client as here)
 
 
 def test_writer_put_with_none_tags():

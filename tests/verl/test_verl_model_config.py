@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import trajschema as ts
+from tests.schema_texts import MOE_ROUTED
 from tests.verl_support import verl_module
 from trajschema.core import FixedDim
 from trajschema.testing import MemoryTransferQueue, verl_sample
@@ -26,19 +27,6 @@ from trajschema.verl import VerlConfigError
 from trajschema.verl import patch as _patch
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "configs"
-
-#: moe_routed as issue 16 declares it (shadowing the packaged file, so the tests hold whatever it says).
-MOE_ROUTED = """\
-name: moe_routed
-extends: [text]
-architectures: [Qwen3MoeForCausalLM, DeepseekV3ForCausalLM, MixtralForCausalLM]
-dims:
-  experts: {min: 1, from_config: [num_experts, n_routed_experts, num_local_experts]}
-  topk: {min: 1, from_config: num_experts_per_tok}
-  layers: {min: 1, from_config: ["num_hidden_layers - first_k_dense_replace", num_hidden_layers]}
-fields:
-  routed_experts: {shape: [seq, layers, topk], dtype: [int16, int32, int64], min: 0, pad: 0}
-"""
 
 
 @pytest.fixture(autouse=True)

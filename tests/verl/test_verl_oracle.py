@@ -1431,7 +1431,7 @@ def test_trajschema_verl_imports_and_works_without_verl():
 _LOSS, _MASK, _REAL = torch.ones(3, 4), torch.ones(3, 4), torch.tensor([True, False, True])
 
 #: id -> (keyword arguments changed from a valid call, exception type (exactly), message regex).
-AGG_LOSS_ARGUMENT_ATTACKS = {
+BAD_AGG_LOSS_ARGUMENTS = {
     "loss-a-list": ({"loss_mat": [[1.0]]}, TypeError, r"^loss_mat must be a \(rows, tokens\) tensor, found list of 1$"),
     "mask-none": ({"loss_mask": None}, TypeError, r"^loss_mask must be a \(rows, tokens\) tensor, found NoneType$"),
     "mask-on-meta": ({"loss_mask": _MASK.to("meta")}, ValueError, r"^loss_mat and loss_mask must be on one device"),
@@ -1465,7 +1465,7 @@ AGG_LOSS_ARGUMENT_ATTACKS = {
 
 
 @pytest.mark.parametrize(
-    ("changes", "exc", "match"), list(AGG_LOSS_ARGUMENT_ATTACKS.values()), ids=list(AGG_LOSS_ARGUMENT_ATTACKS)
+    ("changes", "exc", "match"), list(BAD_AGG_LOSS_ARGUMENTS.values()), ids=list(BAD_AGG_LOSS_ARGUMENTS)
 )
 def test_agg_loss_real_names_every_bad_argument(changes, exc, match):
     """Before, torch's, numpy's or a division's own error escaped, or an inf or NaN loss came back."""
