@@ -774,3 +774,42 @@ def test_a_per_sample_bound_beyond_int64_is_checked_exactly_not_wrapped():
     rows = [{"x": torch.zeros(k, dtype=torch.int64)} for k in (1, 256)]  # 1**8 = 1 > 0; 256**8 = 2**64 wraps to 0
     for batch in (rows, tq_batch(rows)):
         assert [(v.sample, v.code) for v in m_bound.batch_violations(batch)] == [(0, "value"), (1, "value")]
+
+
+# --- a list of samples screened on its packed TensorDict (the writer's check)
+
+
+def _broken_samples():
+    """Samples of vlm_mrope_moe, four with a problem of their values; their tags, two with a problem."""
+    samples = realistic(VLM_MOE, LENGTHS * 2, layers=2, topk=4, experts=16)
+    samples[1]["routed_experts"][0, 1, 2] = samples[1]["routed_experts"][0, 1, 0]  # a repeated expert
+    samples[3]["routed_experts"][2, 0, 0] = -1  # below the experts
+    samples[6]["rm_scores"] = samples[6]["rm_scores"] * float("nan")
+    tags = [{"is_padding": False, "seq_len": p + r} for p, r in LENGTHS * 2]
+    tags[8]["seq_len"] += 1  # a length tag that disagrees
+    tags[2] = {"is_padding": "no"}  # a tag of the wrong kind, and no seq_len
+    return samples, tags
+
+
+@pytest.mark.parametrize("depth", ["values", "shapes"])
+@pytest.mark.parametrize("with_bound", [True, False])
+def test_the_packed_screen_finds_what_the_per_sample_check_finds(depth, with_bound):
+    samples, tags = _broken_samples()
+    want_bound: list = []
+    want, _ = _check.check_batch(VLM_MOE.plan, samples, tags=tags, dims=None, depth=depth, bound_out=want_bound)
+    bound: list | None = [] if with_bound else None
+    got = _check.check_packed_batch(
+        VLM_MOE.plan, samples, tq_batch(samples), tags=tags, dims=None, depth=depth, bound_out=bound
+    )
+    assert got == want
+    assert {(v.sample, v.code) for v in got} >= (
+        {(8, "tag"), (2, "tag")} | ({(1, "repeated")} if depth == "values" else set())
+    )
+    assert bound is None or bound == want_bound
+
+
+def test_the_packed_screen_checks_every_sample_in_full_when_the_table_is_not_one():
+    samples, tags = _broken_samples()
+    want, _ = _check.check_batch(VLM_MOE.plan, samples, tags=tags, dims=None, depth="values")
+    lazy = [dict(s) for s in samples]  # not a TensorDict: nothing to screen, every sample is checked
+    assert _check.check_packed_batch(VLM_MOE.plan, samples, lazy, tags=tags, dims=None, depth="values") == want

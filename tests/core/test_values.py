@@ -739,3 +739,44 @@ def test_first_true_is_the_first_index_of_each_row(rows: int, width: int, seed: 
         hit = hit.flip(1)  # a negative-stride view, as the edge padding reads it
     want = [next((j for j, v in enumerate(r) if v), 0) for r in hit.tolist()]
     assert first_true(hit).tolist() == want
+
+
+# --- the one-byte screen of distinct (values equal modulo 256 are not repeats)
+
+
+def _slices(rows: list[list[int]], dtype: torch.dtype) -> torch.Tensor:
+    return torch.tensor(rows, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint64])
+@pytest.mark.parametrize("colliding", [1, 3, 40])
+@pytest.mark.parametrize("budget", [8, 64, 1 << 20])
+def test_values_sharing_a_low_byte_are_told_apart_exactly(dtype, colliding, budget):
+    # Of 40 slices, `colliding` have values equal modulo 256 (the screen flags them; few are
+    # refined one by one, many send their block to the exact comparison), and two hold real repeats.
+    rows = [[i, i + 1, i + 2, i + 3] for i in range(40)]
+    for i in range(colliding):
+        rows[i] = [i, i + 256, i + 512, i + 1]
+    rows[7] = [9, 5, 9 + 256, 9]
+    rows[33] = [300, 44, 300, 556]
+    t = _slices(rows, dtype)
+    count, first, values = _python_repeats(t)
+    with mock.patch.object(_values, "_BUDGET", budget):
+        assert has_repeats(t) and repeat_positions(t.view(10, 4, 4), 0).tolist() == [
+            any(r in (7, 33) for r in range(4 * i, 4 * i + 4)) for i in range(10)
+        ]
+        got = repeat_summary(t)
+        assert got is not None and (got.count, got.first) == (count, first) == (2, (7,)) and got.value in values
+        rows[7], rows[33] = [9, 5, 9 + 256, 10], [300, 44, 301, 556]
+        assert not has_repeats(_slices(rows, dtype)) and repeat_summary(_slices(rows, dtype)) is None
+
+
+def test_the_screen_gives_way_once_it_stops_paying_off():
+    # Every slice collides modulo 256: after the first block, blocks go straight to the exact comparison.
+    t = torch.tensor([[i, i + 256, i + 512, i + 768] for i in range(64)], dtype=torch.int16)
+    with (
+        mock.patch.object(_values, "_BUDGET", 16),
+        mock.patch.object(_values, "_byte_screened", wraps=_values._byte_screened) as screened,
+    ):
+        assert not has_repeats(t)
+    assert screened.call_count == 1

@@ -178,3 +178,47 @@ def test_to_tq_fields_refuses_data_tq_would_change():
         to_tq_fields([{"x": torch.ones(2)}, {"x": None}])
     # None in a non-tensor field is fine: it round-trips as a NonTensorStack element.
     assert to_tq_fields([{"m": {"a": 1}}, {"m": None}]).get("m").tolist() == [{"a": 1}, None]
+
+
+def test_wire_fields_views_ragged_first_columns_as_strided_nested_tensors_in_place():
+    import warnings
+
+    from trajschema.tq.layout import wire_fields
+
+    samples = [layout_sample(3, 5, mrope=4, seed=0), layout_sample(4, 2, mrope=4, seed=1), layout_sample(2, 0, mrope=4)]
+    packed = to_tq_fields(samples)
+    before = {k: packed.get(k) for k in packed.keys()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's one-time prototype warning stays quiet
+        wire = wire_fields(packed)
+    assert wire is packed and list(wire.keys()) == list(before)
+    assert before["position_ids"]._ragged_idx == 2 and wire.get("position_ids") is before["position_ids"]
+    for k, old in before.items():
+        new = wire.get(k)
+        if isinstance(old, torch.Tensor) and old.layout == torch.jagged and old._ragged_idx == 1:
+            assert new.layout == torch.strided and new.is_nested and not new.requires_grad
+            assert new.unbind()[0].data_ptr() == old.values().data_ptr()  # the same memory, no copy
+            for i, (p, s) in enumerate(zip(new.unbind(), samples, strict=True)):
+                assert p.dtype == s[k].dtype and torch.equal(p, s[k]), (k, i)
+        elif isinstance(old, torch.Tensor):
+            assert new is old  # ragged elsewhere, dense, or strided already: kept
+        else:
+            assert new.tolist() == old.tolist()
+    # What TransferQueue stores is each sample's value, and it packs those again on read.
+    rows = [
+        {k: (v.unbind()[i] if isinstance(v, torch.Tensor) else v.tolist()[i]) for k, v in wire.items()}
+        for i in range(3)
+    ]
+    _same(tq_layout(rows), to_tq_fields(samples))
+
+
+def test_wire_fields_keeps_a_jagged_column_it_cannot_view():
+    from trajschema.tq.layout import wire_fields
+
+    col = torch.nested.as_nested_tensor([torch.arange(4), torch.arange(3)], layout=torch.jagged)
+    narrowed = torch.nested.narrow(
+        torch.arange(10).view(2, 5), 1, torch.tensor([0, 1]), torch.tensor([2, 3]), layout=torch.jagged
+    )
+    td = TensorDict({"a": col, "n": narrowed}, batch_size=[2])
+    wire_fields(td)
+    assert td.get("a").layout == torch.strided and td.get("n").layout == torch.jagged  # lengths: not contiguous

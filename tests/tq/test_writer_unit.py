@@ -450,3 +450,52 @@ def test_writer_padding_spreads_routes_over_the_experts(pinned):
     assert (ids[..., 0] != ids[..., 1]).all()
     counts = torch.bincount(ids[:, :, 0].flatten().long(), minlength=experts)
     assert int(counts.max()) <= math.ceil(5 * 128 * 2 / experts)
+
+
+# ---------------------------------------------------------------------------------
+# What the put hands TransferQueue
+
+
+class _Recording(MemoryTransferQueue):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fields: list[TensorDict] = []
+
+    def kv_batch_put(self, keys, partition_id, fields=None, tags=None, **kw):
+        self.fields.append(fields)
+        return super().kv_batch_put(keys, partition_id, fields=fields, tags=tags, **kw)
+
+
+def test_put_hands_over_strided_views_of_the_packed_columns_that_read_back_as_written():
+    client = _Recording()
+    samples = [sample(3, 4, seed=0), sample(5, 1, seed=1), sample(2, 0, seed=2)]
+    writer(client).put(["a", "b", "c"], samples)
+    (fields,) = client.fields
+    ids = fields.get("input_ids")
+    assert ids.is_nested and ids.layout == torch.strided  # TransferQueue unbinds these natively
+    back = client.kv_batch_get(["a", "b", "c"], "p")
+    want = to_tq_fields(samples)
+    for k in want.keys():
+        got = back.get(k)
+        if isinstance(got, torch.Tensor):
+            assert got.layout == want.get(k).layout
+            assert all(torch.equal(x, y) for x, y in zip(got.unbind(), want.get(k).unbind(), strict=True)), k
+        else:
+            assert got.tolist() == want.get(k).tolist()
+
+
+def test_stated_length_tags_are_checked_and_kept():
+    samples = [sample(3, 4, seed=0), sample(5, 1, seed=1)]
+    full = [
+        {"is_padding": False, "prompt_len": 3, "response_len": 4, "seq_len": 7},
+        {"prompt_len": 5, "response_len": 1, "seq_len": 6},
+    ]
+    client = MemoryTransferQueue()
+    meta = writer(client).put(["a", "b"], samples, [dict(t) for t in full])
+    assert meta.tags == [full[0], {**full[1], "is_padding": False}]
+    wrong = [dict(t) for t in full]
+    wrong[1]["seq_len"] = 7
+    with pytest.raises(ts.SchemaError) as e:
+        writer(client).put(["c", "d"], samples, wrong)
+    assert [(v.sample, v.field, v.code) for v in e.value.violations] == [(1, "seq_len", "tag")]
+    assert sorted(listed(client)) == ["a", "b"]

@@ -35,6 +35,7 @@ __all__ = [
     "batch_of",
     "check_args",
     "check_batch",
+    "check_packed_batch",
     "fast_bindings",
     "one_sample",
     "sample_violations",
@@ -255,6 +256,45 @@ def check_batch(
             found.extend(vs)
             bindings[i] = bound
     return found, bindings
+
+
+def check_packed_batch(
+    plan: Plan,
+    rows: Sequence[Mapping[str, Any]],
+    packed: Any,
+    *,
+    tags: Sequence[Any] | None,
+    dims: Mapping[str, int] | None,
+    depth: str,
+    bound_out: list[dict[str, int]] | None = None,
+) -> list[Violation]:
+    """`check_batch` of the samples ``rows``, screened on ``packed``: the same samples as one TensorDict.
+
+    The same violations as `check_batch` of ``rows``, for less: the values and tags are
+    screened a column at a time on ``packed`` (`suspicious_rows`, which never passes a row
+    with a problem) instead of sample by sample, and a sample it flags gets the full check,
+    on ``rows`` itself. ``bound_out`` (if given) receives the dims each sample binds, in
+    order: the shapes-only fast path binds those of the samples the screen passed (a
+    sample it cannot bind gets the full check too).
+    """
+    dims = check_args(plan, dims, depth)
+    found = tags_length_violation(tags, len(rows))
+    tag_list = None if found else tags
+    view = batch_of(packed)
+    suspects = set(suspicious_rows(plan, view, tags=tag_list, dims=dims, depth=depth)) if view.is_table else None
+    for i, row in enumerate(rows):
+        passed = suspects is not None and i not in suspects
+        if passed and bound_out is None:
+            continue
+        # The screen checked the tags: binding the dims needs no second look at them.
+        fast = fast_bindings(plan, row, None, dims, "shapes") if passed else None
+        if fast is None:
+            tag = tag_list[i] if tag_list is not None else None
+            fast, vs = check_sample(plan, row, tag=tag, dims=dims, depth=depth, index=i)
+            found.extend(vs)
+        if bound_out is not None:
+            bound_out.append(fast)
+    return found
 
 
 class _RowSource:

@@ -22,7 +22,15 @@ from typing import Any
 import torch
 
 from trajschema._schema import Schema, short_dtype
-from trajschema.check import BatchShapeError, as_mapping, batch_view, check_args, check_batch, is_tensordict
+from trajschema.check import (
+    BatchShapeError,
+    as_mapping,
+    batch_view,
+    check_args,
+    check_batch,
+    check_packed_batch,
+    is_tensordict,
+)
 from trajschema.contract import is_padding
 from trajschema.core import MAX_SIZE, Depth, SchemaError, Violation, check_int, describe_value
 from trajschema.padding import padding_needed
@@ -35,7 +43,7 @@ from trajschema.tq.calls import (
     put_whole,
     timeout_message,
 )
-from trajschema.tq.layout import to_tq_fields
+from trajschema.tq.layout import to_tq_fields, tq_layout, wire_fields
 from trajschema.tq.transport import transport_violations
 
 __all__ = ["TransferQueueWriter", "check_eos_token_id", "one_row"]
@@ -364,24 +372,39 @@ class TransferQueueWriter:
     def _prepare_put(self, rows: list[dict[str, Any]], keys: list[Any], tags: list[Any], existing: Any) -> _Write:
         """Check a put completely; return what to write or raise with every problem."""
         plan = self.schema.plan
-        bound: list[dict[str, int]] = []
-        found, _ = check_batch(plan, rows, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound)
-        found += _key_violations(keys, existing, self.partition_id)
+        found = _key_violations(keys, existing, self.partition_id)
         found += _field_set_violations(rows, self._fields)
         found += transport_violations(rows, tags)
         dtypes, column_found = _column_violations(rows, self._dtypes)
+        # Samples that will travel as they are get packed first: the schema's value checks
+        # then screen whole columns of the very TensorDict that is put, not sample by sample.
+        fields = None if found or column_found else _packed(rows)
+        # The dims each sample binds, for the length tags a tag dict leaves out (the check
+        # proves those it states); with none left out, the screened samples need no binding.
+        names = [t.name for t in plan.length_tags]
+        bound: list[dict[str, int]] | None = [] if any(n not in tag for tag in tags for n in names) else None
+        if fields is None:
+            schema_found, _ = check_batch(plan, rows, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound)
+        else:
+            schema_found = check_packed_batch(
+                plan, rows, fields, tags=tags, dims=self.dims, depth=self.depth, bound_out=bound
+            )
+        found = schema_found + found
         # A dtype or kind the schema forbids is already reported; do not report it twice.
         reported = {(v.sample, v.field) for v in found}
         found += [v for v in column_found if (v.sample, v.field) not in reported]
         if found:
             raise SchemaError(_by_sample(found), schema_name=self.schema.name)
-        for dims, tag in zip(bound, tags, strict=True):  # the dims the check above bound
+        for tag in tags:
             tag.setdefault("is_padding", plan.padding_default)
+        for dims, tag in zip(bound if bound is not None else (), tags):  # the dims the check above bound
             for t in plan.length_tags:
                 value = t.equals.evaluate(dims) if t.equals is not None else None
                 if value is not None:
                     tag.setdefault(t.name, value)
-        return _Write(keys, to_tq_fields(rows), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
+        if fields is None:
+            fields = to_tq_fields(rows)
+        return _Write(keys, wire_fields(fields), tags, dtypes, frozenset(rows[0]), reference=(keys[-1], rows[-1]))
 
     def _padding_plan(
         self, meta: Any, multiple: int, reference: tuple[str, Mapping[str, Any]] | None = None
@@ -474,6 +497,19 @@ def _rows(samples: Any) -> list[dict[str, Any]]:
         return batch_view(samples).rows()
     except BatchShapeError as exc:
         raise ValueError(str(exc)) from None
+
+
+def _packed(rows: list[dict[str, Any]]) -> Any:
+    """The samples packed for the put, or ``None`` if they cannot be.
+
+    Called once the field set, kinds and dtypes passed, which is what `to_tq_fields`
+    checks besides `tq_layout`'s packing. Whatever the packing refuses, the per-sample
+    check reports, or the put raises again (`to_tq_fields`).
+    """
+    try:
+        return tq_layout(rows)
+    except Exception:
+        return None
 
 
 def check_eos_token_id(eos_token_id: Any) -> int:
