@@ -58,13 +58,13 @@ from workload import (
     check_jaxtyping_verl,
     make_sample,
     padding_baseline,
-    tq_layout_source,
     tq_pack,
     tq_pack_function,
     verify_batch,
     verify_padding,
     verify_single,
     verl_samples,
+    wire_batch_source,
 )
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parts & {"1", "2", "2b", "3"}:
         lines.append(
             f"sizes: single sample P={P}, R={R}, layers={args.layers}, topk={args.topk}; batch of {n} with P uniform "
-            f"in {plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {tq_layout_source()}; "
+            f"in {plo}..{phi}, R uniform in {rlo}..{rhi} (sum S = {total_seq}), laid out by {wire_batch_source()}; "
             "the same lengths as verl_sample samples with verl's non-tensor columns, packed by TransferQueue's "
             "AsyncSimpleStorageManager._pack_field_values"
         )

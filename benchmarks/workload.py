@@ -299,7 +299,7 @@ def padding_baseline(
 # TransferQueue layout
 
 
-def tq_layout_source() -> str:
+def wire_batch_source() -> str:
     return "trajschema.testing.tq_batch (the layout pinned against real TransferQueue round trips)"
 
 

@@ -19,7 +19,7 @@ from trajschema.check.binding import ScalarSizes, TensorSizes, bind
 from trajschema.check.columns import batch_view
 from trajschema.check.sample import check_sample
 from trajschema.check.screen import suspicious_rows
-from trajschema.tq.layout import tq_layout
+from trajschema.tq.wire import wire_batch
 
 
 @st.composite
@@ -129,11 +129,11 @@ def test_one_sample_the_fast_path_and_the_batch_screen_agree(case):
             assert fast is None
         elif fast is not None:
             assert fast == bound
-    view = batch_view(tq_layout(samples))
+    view = batch_view(wire_batch(samples))
     assert suspicious_rows(plan, view, tags=None, dims=pinned, depth="shapes") == bad
     # And the public answers are identical for a list and for TransferQueue's layout.
     as_list = schema.batch_violations(samples, dims=pinned, depth="shapes")
-    as_table = schema.batch_violations(tq_layout(samples), dims=pinned, depth="shapes")
+    as_table = schema.batch_violations(wire_batch(samples), dims=pinned, depth="shapes")
     assert as_list == as_table
 
 

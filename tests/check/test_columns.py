@@ -26,7 +26,7 @@ from trajschema.check.columns import (
     nontensor_values,
     without_fx_note,
 )
-from trajschema.tq.layout import tq_layout
+from trajschema.tq.wire import wire_batch
 
 VALUES = st.one_of(
     st.none(),
@@ -49,7 +49,7 @@ def test_fast_nontensor_reads_equal_tolist(values, how):
     elif how == "stack":
         col = NonTensorStack(*[NonTensorData(data=v) for v in values])
     else:
-        col = tq_layout([{"x": v} for v in values]).get("x")
+        col = wire_batch([{"x": v} for v in values]).get("x")
     expected = col.tolist() if isinstance(col, NonTensorStack) else [col.data] * len(values)
     assert nontensor_values(col, len(values)) == expected
 
@@ -83,7 +83,7 @@ def test_an_empty_nontensor_column_fits_an_empty_tensordict_on_every_version():
 
 def test_index_rows_on_a_jagged_and_nontensor_batch():
     samples = [{"a": torch.arange(i + 1), "uid": f"u{i}"} for i in range(4)]
-    td = tq_layout(samples)
+    td = wire_batch(samples)
     picked = index_rows(td, torch.tensor([1, 3]))
     assert nontensor_values(picked.get("uid"), 2) == ["u1", "u3"]
     assert column_shapes(picked.get("a"), 2).tolist() == [[2], [4]]

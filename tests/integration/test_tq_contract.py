@@ -1,6 +1,6 @@
 """One contract, two clients: every test runs on MemoryTransferQueue and on a real local TransferQueue 0.1.11.
 
-The expectations come from oracles where one exists (``tq_layout`` for the read layout,
+The expectations come from oracles where one exists (``wire_batch`` for the read layout,
 the samples written for the values) and from ``docs/transferqueue-notes.md`` otherwise;
 each was first observed on the real TransferQueue. The last tests run the same writer
 and verl-upsample flow on both clients and compare the results directly.
@@ -24,7 +24,7 @@ import trajschema as ts
 import trajschema.verl as tv
 from tests.integration.test_tq_roundtrip import assert_same_batch
 from trajschema.testing import MemoryTransferQueue, random_routes, verl_sample
-from trajschema.tq.layout import to_tq_fields, tq_layout
+from trajschema.tq.wire import to_tq_fields, wire_batch
 
 pytestmark = pytest.mark.tq
 
@@ -75,10 +75,10 @@ def test_realistic_batches_read_back_as_tq_layout(tq, schema, lengths):
     assert (meta.keys, meta.partition_id, meta.fields, meta.extra_info) == (keys, pid, sorted(samples[0]), {})
     assert meta.tags == [{"i": i} for i in range(len(keys))]
     got = client.kv_batch_get(keys, pid)
-    assert_same_batch(got, tq_layout(samples))
+    assert_same_batch(got, wire_batch(samples))
     # Equal shapes still come back jagged, never dense.
     assert got["responses"].layout == torch.jagged
-    assert_same_batch(client.kv_batch_get(keys[::-1], pid), tq_layout(samples[::-1]))
+    assert_same_batch(client.kv_batch_get(keys[::-1], pid), wire_batch(samples[::-1]))
 
 
 def test_mrope_rows_3_and_4_take_the_strided_fallback_or_jagged_dim_1(tq):
@@ -92,7 +92,7 @@ def test_mrope_rows_3_and_4_take_the_strided_fallback_or_jagged_dim_1(tq):
     assert strided.is_nested and strided.layout == torch.strided
     jagged = client.kv_batch_get(["r3", "r4s"], pid)["position_ids"]
     assert jagged.layout == torch.jagged and jagged._ragged_idx == 1
-    assert_same_batch(client.kv_batch_get(["r3", "r4", "r4s"], pid), tq_layout([s3, s4, s4_same]))
+    assert_same_batch(client.kv_batch_get(["r3", "r4", "r4s"], pid), wire_batch([s3, s4, s4_same]))
 
 
 ODD_DTYPES = [torch.bool, torch.int8, torch.uint8, torch.bfloat16, torch.float16, torch.int16]
@@ -111,7 +111,7 @@ def test_odd_dtypes_are_kept_jagged_and_dense(tq, dtype):
     ]
     put(client, pid, ["a", "b", "c"], samples)
     got = client.kv_batch_get(["a", "b", "c"], pid)
-    assert_same_batch(got, tq_layout(samples))
+    assert_same_batch(got, wire_batch(samples))
     assert got["routed_experts"].dtype == dtype and got["flag"].shape == (3,) and got["flag"].dtype == dtype
 
 
@@ -123,7 +123,7 @@ def test_mixed_dtypes_across_puts_are_cast_to_the_first_fetched(tq):
     put(client, pid, ["b"], [b])
     for order in (["a", "b"], ["b", "a"]):
         got = client.kv_batch_get(order, pid)
-        want = tq_layout([{"a": a, "b": b}[k] for k in order])
+        want = wire_batch([{"a": a, "b": b}[k] for k in order])
         assert_same_batch(got, want)
     assert client.kv_batch_get(["a", "b"], pid)["x"].unbind()[1].tolist() == [0, 0, 2]
 
@@ -172,7 +172,7 @@ def test_a_repeated_key_is_written_last_wins_then_raises(tq):
     with pytest.raises(ValueError):
         put(client, pid, ["k0", "k1", "k0"], samples, tags=[{"i": 0, "first": 1}, {"i": 1}, {"i": 2}])
     assert listed(client, pid) == {"k0": {"i": 2}, "k1": {"i": 1}}
-    assert_same_batch(client.kv_batch_get(["k0", "k1"], pid), tq_layout([samples[2], samples[1]]))
+    assert_same_batch(client.kv_batch_get(["k0", "k1"], pid), wire_batch([samples[2], samples[1]]))
 
 
 def test_a_repeated_existing_key_merges_its_last_occurrence_only(tq):
@@ -244,8 +244,8 @@ def test_unknown_repeated_and_single_keys_in_a_get(tq):
     client, pid = tq
     samples = [sample_for("moe_routed", 3, 2, seed=0), sample_for("moe_routed", 2, 5, seed=1)]
     put(client, pid, ["a", "b"], samples)
-    assert_same_batch(client.kv_batch_get(["zz", "b", "a", "b"], pid), tq_layout([samples[1], samples[0], samples[1]]))
-    assert_same_batch(client.kv_batch_get("a", pid), tq_layout([samples[0]]))
+    assert_same_batch(client.kv_batch_get(["zz", "b", "a", "b"], pid), wire_batch([samples[1], samples[0], samples[1]]))
+    assert_same_batch(client.kv_batch_get("a", pid), wire_batch([samples[0]]))
     for keys, where in ((["zz"], pid), (["a"], f"{pid}-none")):
         with pytest.raises(ValueError):
             client.kv_batch_get(keys, where)
@@ -255,7 +255,7 @@ def test_get_by_meta(tq):
     client, pid = tq
     samples = [sample_for("text", 3, 2, seed=0), sample_for("text", 2, 5, seed=1)]
     meta = put(client, pid, ["a", "b"], samples)
-    assert_same_batch(client.kv_batch_get_by_meta(meta), tq_layout(samples))
+    assert_same_batch(client.kv_batch_get_by_meta(meta), wire_batch(samples))
     sub = client.KVBatchMeta
     narrow = sub(keys=["b"], tags=[{}], partition_id=pid, fields=["responses"])
     got = client.kv_batch_get_by_meta(narrow)
@@ -360,7 +360,7 @@ def test_tags_hold_python_values_as_msgpack_gives_them(tq):
 def test_values_are_stored_and_returned_by_value(tq):
     client, pid = tq
     sample = sample_for("vlm_mrope_moe", 4, 3)
-    want = tq_layout([copy.deepcopy(sample)])
+    want = wire_batch([copy.deepcopy(sample)])
     fields = to_tq_fields([sample])
     client.kv_batch_put(["a"], pid, fields=fields)
     for v in [*sample.values(), *sample["multi_modal_inputs"].values()]:
@@ -392,7 +392,7 @@ def test_async_api_matches_sync(tq):
         return got, by_meta, listing, await client.async_kv_list(pid)
 
     got, by_meta, listing, after = asyncio.run(main())
-    assert_same_batch(got, tq_layout(samples))
+    assert_same_batch(got, wire_batch(samples))
     assert torch.equal(by_meta["responses"].unbind()[0], samples[1]["responses"])
     assert listing[pid]["k0"] == {"x": 1} and len(listing[pid]) == 20 and len(after[pid]) == 19
 
@@ -417,7 +417,7 @@ def test_concurrent_puts_from_threads_all_land(tq):
     assert errors == []
     keys = [f"k{i}" for i in range(24)]
     assert {k: t["i"] for k, t in listed(client, pid).items()} == {k: i for i, k in enumerate(keys)}
-    assert_same_batch(client.kv_batch_get(keys, pid), tq_layout(samples))
+    assert_same_batch(client.kv_batch_get(keys, pid), wire_batch(samples))
 
 
 # ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Round trips through a real TransferQueue 0.1.11: kv_batch_get must match tq_layout."""
+"""Round trips through a real TransferQueue 0.1.11: kv_batch_get must match wire_batch."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from tensordict import NonTensorStack, TensorDict
 
 from tests.layout_cases import layout_sample
-from trajschema.tq.layout import to_tq_fields, tq_layout
 from trajschema.tq.local import TransferQueueStartError, start_local_transfer_queue
+from trajschema.tq.wire import to_tq_fields, wire_batch
 
 pytestmark = pytest.mark.tq
 
@@ -77,7 +77,7 @@ def test_one_put_round_trip_matches_tq_layout(tq_client, partition, case):
     )
     assert meta.keys == keys and meta.partition_id == partition
     assert meta.fields == sorted(samples[0])
-    assert_same_batch(tq_client.kv_batch_get(keys, partition), tq_layout(samples))
+    assert_same_batch(tq_client.kv_batch_get(keys, partition), wire_batch(samples))
 
 
 @pytest.mark.parametrize("case", ["unequal_lengths", "mrope_ragged_seq", "mrope_3_and_4_rows"])
@@ -86,10 +86,10 @@ def test_per_sample_puts_read_back_like_one_put(tq_client, partition, case):
     keys = keys_for(len(samples))
     for k, s in zip(keys, samples):
         tq_client.kv_batch_put([k], partition, fields=to_tq_fields([s]))
-    assert_same_batch(tq_client.kv_batch_get(keys, partition), tq_layout(samples))
+    assert_same_batch(tq_client.kv_batch_get(keys, partition), wire_batch(samples))
     # Any subset, in any order, is laid out from that subset's values alone.
     sub = [keys[-1], keys[0]]
-    assert_same_batch(tq_client.kv_batch_get(sub, partition), tq_layout([samples[-1], samples[0]]))
+    assert_same_batch(tq_client.kv_batch_get(sub, partition), wire_batch([samples[-1], samples[0]]))
 
 
 def test_writer_layout_does_not_matter(tq_client, partition):
@@ -105,7 +105,7 @@ def test_writer_layout_does_not_matter(tq_client, partition):
     keys = keys_for(len(samples))
     tq_client.kv_batch_put(keys, partition, fields=dense)
     got = tq_client.kv_batch_get(keys, partition)
-    want = tq_layout([{k: v for k, v in s.items() if isinstance(v, torch.Tensor)} for s in samples])
+    want = wire_batch([{k: v for k, v in s.items() if isinstance(v, torch.Tensor)} for s in samples])
     assert_same_batch(got, want)
     assert got.get("responses").layout == torch.jagged  # dense in, jagged out
 
@@ -117,7 +117,7 @@ def test_mixed_dtypes_across_puts_are_cast_like_tq_layout(tq_client, partition):
     tq_client.kv_batch_put(["b"], partition, fields=to_tq_fields([b]))
     for order in (["a", "b"], ["b", "a"]):
         samples = [{"a": a, "b": b}[k] for k in order]
-        assert_same_batch(tq_client.kv_batch_get(order, partition), tq_layout(samples))
+        assert_same_batch(tq_client.kv_batch_get(order, partition), wire_batch(samples))
     got = tq_client.kv_batch_get(["b", "a"], partition).get("lp")
     assert got.layout == torch.strided and got.dtype == torch.int64
     assert got.unbind()[1].tolist() == [0, 0]  # 0.5, 0.25 truncated to the first sample's int64
@@ -129,7 +129,7 @@ def test_field_missing_from_some_samples_is_dropped_silently(tq_client, partitio
     tq_client.kv_batch_put(["full"], partition, fields=to_tq_fields([full]))
     tq_client.kv_batch_put(["lean"], partition, fields=to_tq_fields([lean]))
     got = tq_client.kv_batch_get(["full", "lean"], partition)
-    assert_same_batch(got, tq_layout([full, lean]))
+    assert_same_batch(got, wire_batch([full, lean]))
     assert "extra" not in got.keys()
     # Even asking for it by name does not raise.
     assert list(tq_client.kv_batch_get(["full", "lean"], partition, select_fields=["x", "extra"]).keys()) == ["x"]
@@ -142,7 +142,7 @@ def test_mixed_ranks_and_none_round_trip_as_non_tensor_stacks(tq_client, partiti
         batch_size=[2],
     )
     tq_client.kv_batch_put(["r0", "r1"], partition, fields=fields)
-    assert_same_batch(tq_client.kv_batch_get(["r0", "r1"], partition), tq_layout(samples))
+    assert_same_batch(tq_client.kv_batch_get(["r0", "r1"], partition), wire_batch(samples))
 
 
 def test_existing_key_is_overwritten_and_tags_merge(tq_client, partition):
@@ -177,7 +177,7 @@ def test_kv_batch_meta_construction_and_get_by_meta(tq_client, partition):
     meta = tq_client.KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id=partition, fields=["responses"])
     got = tq_client.kv_batch_get_by_meta(meta)
     assert list(got.keys()) == ["responses"]
-    assert_same_batch(got, tq_layout([{"responses": s["responses"]} for s in samples]))
+    assert_same_batch(got, wire_batch([{"responses": s["responses"]} for s in samples]))
 
 
 def test_async_api_matches_sync(tq_client, partition):
@@ -191,7 +191,7 @@ def test_async_api_matches_sync(tq_client, partition):
         return got, listed
 
     got, listed = asyncio.run(asyncio.wait_for(go(), 60))
-    assert_same_batch(got, tq_layout(samples))
+    assert_same_batch(got, wire_batch(samples))
     assert sorted(listed[partition]) == keys
 
 

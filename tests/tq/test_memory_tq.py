@@ -24,8 +24,8 @@ from tensordict import NonTensorStack, TensorDict
 import trajschema as ts
 import trajschema.tq.memory as memory_tq
 from trajschema.testing import MemoryTransferQueue, verl_sample
-from trajschema.tq.layout import to_tq_fields, tq_layout
 from trajschema.tq.memory import _KVBatchMeta
+from trajschema.tq.wire import to_tq_fields, wire_batch
 
 EOS = 2
 
@@ -263,7 +263,7 @@ def test_empty_and_zero_length_values_read_like_tq_layout():
     ]
     tq.kv_batch_put(["a", "b"], "p", fields=to_tq_fields(copy.deepcopy(samples)))
     got = tq.kv_batch_get(["a", "b"], "p")
-    want = tq_layout(samples)
+    want = wire_batch(samples)
     assert got["r"].offsets().tolist() == want["r"].offsets().tolist() == [0, 0, 2]
     assert got.get("m").tolist() == [{}, {}]
 

@@ -22,8 +22,8 @@ from tensordict import TensorDict
 import trajschema as ts
 from trajschema.testing import MemoryTransferQueue, tq_batch, verl_sample
 from trajschema.tq.calls import bounded, check_meta, check_timeout, put_whole
-from trajschema.tq.layout import to_tq_fields
 from trajschema.tq.transport import carry_problem, transport_violations
+from trajschema.tq.wire import to_tq_fields
 
 TEXT = ts.load_schema("text")
 

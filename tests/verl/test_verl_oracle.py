@@ -40,7 +40,7 @@ import trajschema.verl as tv
 from tests.verl_support import verl_module
 from trajschema.check.columns import batch_view
 from trajschema.testing import verl_sample
-from trajschema.tq.layout import tq_layout
+from trajschema.tq.wire import wire_batch
 from trajschema.verl import config as _verl_config
 from trajschema.verl import patch as _verl_patch
 
@@ -1066,7 +1066,7 @@ class _FakeTQ:
         return self.meta_type(keys=list(keys), tags=list(tags), partition_id=partition_id, fields=list(fields.keys()))
 
     def kv_batch_get(self, keys, partition_id, select_fields=None):
-        return tq_layout([self.store[k][0] for k in keys])
+        return wire_batch([self.store[k][0] for k in keys])
 
 
 def _pad_both_ways(schema: ts.Schema, multiple: int) -> tuple[Any, _FakeTQ, Any, _FakeTQ]:

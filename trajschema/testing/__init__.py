@@ -21,6 +21,7 @@ from trajschema.core import lazy_front, positive_int
 from trajschema.testing.routes import random_routes
 
 __all__ = [
+    "BATCH_FORMS",
     "LAYOUTS",
     "ExpectedViolation",
     "MemoryTransferQueue",
@@ -39,7 +40,15 @@ __all__ = [
 if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ imports them on first use
     from trajschema.testing.assertions import assert_padding_invariant, assert_valid
     from trajschema.testing.dense import dense_batches
-    from trajschema.testing.strategies import LAYOUTS, ExpectedViolation, batches, invalid_samples, samples, tags
+    from trajschema.testing.strategies import (
+        BATCH_FORMS,
+        LAYOUTS,
+        ExpectedViolation,
+        batches,
+        invalid_samples,
+        samples,
+        tags,
+    )
     from trajschema.tq import MemoryTransferQueue
 
 #: The toolkit's other names, each imported from its own module on first use (the
@@ -47,7 +56,15 @@ if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ impo
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.testing.assertions": ("assert_padding_invariant", "assert_valid"),
     "trajschema.testing.dense": ("dense_batches",),
-    "trajschema.testing.strategies": ("LAYOUTS", "ExpectedViolation", "batches", "invalid_samples", "samples", "tags"),
+    "trajschema.testing.strategies": (
+        "BATCH_FORMS",
+        "LAYOUTS",
+        "ExpectedViolation",
+        "batches",
+        "invalid_samples",
+        "samples",
+        "tags",
+    ),
     "trajschema.tq": ("MemoryTransferQueue",),
 }
 
@@ -177,7 +194,7 @@ def tq_batch(samples: list[dict[str, Any]]):
     """
     from tensordict import TensorDict
 
-    from trajschema.tq import tq_layout
+    from trajschema.tq import wire_batch
 
     # TransferQueue itself returns nothing for no keys; an empty batch is handier in tests.
-    return tq_layout(samples) if samples else TensorDict({}, batch_size=[0])
+    return wire_batch(samples) if samples else TensorDict({}, batch_size=[0])

@@ -22,7 +22,7 @@ from trajschema.check import batch as _check
 from trajschema.check import batch_view, is_tensordict
 from trajschema.core import DEPTHS, SchemaError, Violation, is_real
 from trajschema.padding import padding_needed
-from trajschema.tq import tq_layout
+from trajschema.tq import wire_batch
 
 __all__ = ["assert_padding_invariant", "assert_valid"]
 
@@ -145,7 +145,7 @@ def _pad_batch(batch: Any, tags: list[Any], schema: Schema, eos_token_id: int, m
     padded_tags = [*tags, *pad.tags]
     if is_tensordict(batch):
         # What kv_batch_get returns for the real keys and the padding keys together.
-        return tq_layout([*view.rows(), *pad.samples]), padded_tags, count
+        return wire_batch([*view.rows(), *pad.samples]), padded_tags, count
     return [dict(s) for s in view.samples or ()] + pad.samples, padded_tags, count
 
 
@@ -186,7 +186,7 @@ def assert_padding_invariant(
     (``count = padding_needed(len(batch), multiple)``; their tags, with
     ``is_padding=True``, are appended to ``tags``). A list of samples is padded to a list
     of dicts; a TensorDict to the TensorDict TransferQueue returns for the real and the
-    padding samples together (`tq_layout` of all rows). Then ``fn`` runs on the
+    padding samples together (`wire_batch` of all rows). Then ``fn`` runs on the
     unpadded and on the padded batch, and the results are compared:
 
     * ``fn`` returns a tensor, a Python number, or a (nested) dict of those; the two

@@ -23,7 +23,7 @@ tensors are filled from a seed hypothesis draws (see `trajschema.testing.element
 Batch layouts (``batches(layout=...)``):
 
 ``"tq"``
-    what ``transfer_queue.kv_batch_get`` returns (`trajschema.tq.layout.tq_layout`):
+    what ``transfer_queue.kv_batch_get`` returns (`trajschema.tq.wire.wire_batch`):
     tensor fields as jagged nested tensors, the strided nested fallback where two dims
     vary between samples, dense ``(B,)`` for 0-dim tensors, ``NonTensorStack`` for
     Python values. Optional fields are present in all samples or in none and each
@@ -105,12 +105,24 @@ from trajschema.testing.elements import (
     value_keys,
 )
 from trajschema.testing.routes import MAX_COUNT, distinct_rows
-from trajschema.tq import tq_layout
+from trajschema.tq import wire_batch
 
-__all__ = ["LAYOUTS", "ExpectedViolation", "batches", "corruptions", "invalid_samples", "samples", "tags"]
+__all__ = [
+    "BATCH_FORMS",
+    "LAYOUTS",
+    "ExpectedViolation",
+    "batches",
+    "corruptions",
+    "invalid_samples",
+    "samples",
+    "tags",
+]
 
-#: The batch layouts [`batches`][trajschema.testing.batches] draws (see the module docstring).
-LAYOUTS = ("tq", "dense", "nontensor", "list")
+#: The forms of a batch [`batches`][trajschema.testing.batches] draws (see the module docstring):
+#: how its columns are held, not a dense or packed `Layout` (which ``layout=`` of the check names).
+BATCH_FORMS = ("tq", "dense", "nontensor", "list")
+#: The earlier name of `BATCH_FORMS`, kept for code written against it.
+LAYOUTS = BATCH_FORMS
 
 _I64 = (-(2**63), 2**63 - 1)
 
@@ -1140,7 +1152,7 @@ def _stack_scalars(f: Field, values: list[Any]) -> Any:
 
 def _table(spec: _Spec, rows: list[dict[str, Any]], layout: str, env: Mapping[str, int], choice: _Choice):
     if layout == "tq":
-        return tq_layout(rows) if rows else TensorDict({}, batch_size=[0])
+        return wire_batch(rows) if rows else TensorDict({}, batch_size=[0])
     columns: dict[str, Any] = {}
     for f in spec.plan.fields.values():
         if f.name not in choice.present:
@@ -1209,7 +1221,8 @@ def batches(
     Args:
         schema: a Schema or a schema name.
         size: how many samples (a strategy of ints, or an int).
-        layout: one of [`LAYOUTS`][trajschema.testing.LAYOUTS]: ``"tq"`` (as TransferQueue returns it),
+        layout: the batch's form, one of [`BATCH_FORMS`][trajschema.testing.BATCH_FORMS]:
+            ``"tq"`` (as TransferQueue returns it),
             ``"dense"``, ``"nontensor"`` or ``"list"`` (see the module docstring).
         dims: sizes every sample must have.
         max_len: free dims are drawn up to this size.
@@ -1223,8 +1236,8 @@ def batches(
         TypeError: ``size`` is neither an int nor a strategy; ``with_tags`` is not a bool;
             ``schema`` is neither a Schema nor a name.
     """
-    if not isinstance(layout, str) or layout not in LAYOUTS:
-        raise ValueError(f"batches(layout=...) must be one of {', '.join(LAYOUTS)}; found {layout!r}")
+    if not isinstance(layout, str) or layout not in BATCH_FORMS:
+        raise ValueError(f"batches(layout=...) must be one of {', '.join(BATCH_FORMS)}; found {layout!r}")
     count = None
     if is_int(size):
         if not 0 <= int(size) <= _MAX_BATCH:

@@ -1,5 +1,5 @@
 """TransferQueue: the validating writer, bounded calls and whole-or-nothing puts, what the wire
-carries, the read layout, a local TransferQueue, and an in-memory one.
+carries, the wire form (what kv_batch_get returns, `wire`), a local TransferQueue, and an in-memory one.
 
 Internal: the public API is `trajschema` (and `trajschema.verl`, `trajschema.testing`); this
 front lists what the other rooms take from this one.
@@ -14,9 +14,9 @@ from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
     from trajschema.tq.calls import bounded, check_meta, check_timeout
-    from trajschema.tq.layout import to_tq_fields, tq_layout
     from trajschema.tq.local import TransferQueueStartError, import_tq, start_local_transfer_queue
     from trajschema.tq.memory import MemoryTransferQueue
+    from trajschema.tq.wire import to_tq_fields, wire_batch
     from trajschema.tq.writer import TransferQueueWriter, check_eos_token_id, one_row
 
 __all__ = [
@@ -31,13 +31,13 @@ __all__ = [
     "one_row",
     "start_local_transfer_queue",
     "to_tq_fields",
-    "tq_layout",
+    "wire_batch",
 ]
 
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.tq.calls": ("bounded", "check_meta", "check_timeout"),
-    "trajschema.tq.layout": ("to_tq_fields", "tq_layout"),
+    "trajschema.tq.wire": ("to_tq_fields", "wire_batch"),
     "trajschema.tq.local": ("TransferQueueStartError", "import_tq", "start_local_transfer_queue"),
     "trajschema.tq.memory": ("MemoryTransferQueue",),
     "trajschema.tq.writer": ("TransferQueueWriter", "check_eos_token_id", "one_row"),

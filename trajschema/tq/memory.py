@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from trajschema.check import column_rows
-from trajschema.tq.layout import tq_layout
+from trajschema.tq.wire import wire_batch
 
 __all__ = ["MemoryTransferQueue"]
 
@@ -216,7 +216,7 @@ class MemoryTransferQueue:
     directly in place of the ``transfer_queue`` module. Behaviour held to the real one
     by ``tests/integration/test_tq_contract.py``:
 
-    * reads are laid out by `trajschema.tq.layout.tq_layout`: jagged nested
+    * reads are laid out by `trajschema.tq.wire.wire_batch`: jagged nested
       tensors even for equal shapes, the strided nested fallback (cast to the first
       sample's dtype) when two dims vary or dtypes differ, dense ``(B,)`` columns for
       0-dim values, ``NonTensorStack`` for everything else; fields ordered by name,
@@ -238,7 +238,7 @@ class MemoryTransferQueue:
 
     Examples:
         >>> from trajschema.testing import MemoryTransferQueue
-        >>> from trajschema.tq.layout import to_tq_fields
+        >>> from trajschema.tq.wire import to_tq_fields
         >>> tq = MemoryTransferQueue()
         >>> meta = tq.kv_batch_put(["a", "b"], "train", fields=to_tq_fields(
         ...     [{"responses": torch.arange(3)}, {"responses": torch.arange(2)}]), tags=[{"i": 0}, {"i": 1}])
@@ -403,7 +403,7 @@ class MemoryTransferQueue:
             samples = [{n: _wire(s.fields[n]) for n in names} for s in found]
         if not names:
             return TensorDict({}, batch_size=[0])
-        return tq_layout(samples)
+        return wire_batch(samples)
 
     def kv_batch_get_by_meta(self, meta: Any, select_fields: list[str] | str | None = None) -> Any:
         """Read the keys of ``meta`` (its ``fields``, or ``select_fields``, which must be among them).

@@ -43,8 +43,8 @@ from trajschema.tq.calls import (
     put_whole,
     timeout_message,
 )
-from trajschema.tq.layout import to_tq_fields, tq_layout, wire_fields
 from trajschema.tq.transport import transport_violations
+from trajschema.tq.wire import to_tq_fields, wire_batch, wire_fields
 
 __all__ = ["TransferQueueWriter", "check_eos_token_id", "one_row"]
 
@@ -503,11 +503,11 @@ def _packed(rows: list[dict[str, Any]]) -> Any:
     """The samples packed for the put, or ``None`` if they cannot be.
 
     Called once the field set, kinds and dtypes passed, which is what `to_tq_fields`
-    checks besides `tq_layout`'s packing. Whatever the packing refuses, the per-sample
+    checks besides `wire_batch`'s packing. Whatever the packing refuses, the per-sample
     check reports, or the put raises again (`to_tq_fields`).
     """
     try:
-        return tq_layout(rows)
+        return wire_batch(rows)
     except Exception:
         return None
 

@@ -6,7 +6,7 @@ jagged nested tensors (strided nested, or a ``NonTensorStack``, when that fails)
 values as a ``NonTensorStack``, and a field some samples lack is dropped. The exact rules
 are in ``docs/transferqueue-notes.md`` ("What kv_batch_get returns").
 
-`tq_layout` reproduces exactly that, so tests and benchmarks can validate the
+`wire_batch` reproduces exactly that, so tests and benchmarks can validate the
 batches a trainer will see without starting Ray. `to_tq_fields` packs samples
 the same way for writing (``kv_batch_put`` stores the per-sample values unchanged, so
 reading them back gives the same TensorDict), but refuses inputs TransferQueue would
@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from tensordict import NonTensorStack, TensorDict, TensorDictBase
 
-__all__ = ["to_tq_fields", "tq_layout", "wire_fields"]
+__all__ = ["to_tq_fields", "wire_batch", "wire_fields"]
 
 
 def _pack_column(values: list[Any]) -> torch.Tensor | NonTensorStack:
@@ -46,7 +46,7 @@ def _pack_column(values: list[Any]) -> torch.Tensor | NonTensorStack:
     return NonTensorStack(*values)
 
 
-def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
+def wire_batch(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
     """Lay out samples exactly as ``transfer_queue.kv_batch_get`` returns them.
 
     Each sample is a mapping of field name to value, as it was written to
@@ -55,7 +55,7 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
 
     Examples:
         >>> import torch
-        >>> td = tq_layout([{"responses": torch.arange(3)}, {"responses": torch.arange(5)}])
+        >>> td = wire_batch([{"responses": torch.arange(3)}, {"responses": torch.arange(5)}])
         >>> td["responses"].layout, td["responses"].offsets().tolist()
         (torch.jagged, [0, 3, 8])
 
@@ -73,7 +73,7 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
             field holds a TensorDict (the writer refuses those: `to_tq_fields`).
     """
     if len(samples) == 0:
-        raise ValueError("tq_layout needs at least one sample; kv_batch_get finds nothing for no keys")
+        raise ValueError("wire_batch needs at least one sample; kv_batch_get finds nothing for no keys")
     common = set(samples[0]).intersection(*samples[1:])
     nested = sorted(n for n in common if any(isinstance(s[n], TensorDictBase) for s in samples))
     if nested:
@@ -85,10 +85,10 @@ def tq_layout(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
 def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
     """Build the ``fields`` TensorDict to pass to ``transfer_queue.kv_batch_put``.
 
-    The columns are packed as `tq_layout` packs them (jagged nested tensors,
+    The columns are packed as `wire_batch` packs them (jagged nested tensors,
     a strided nested fallback, dense for 0-dim tensors, ``NonTensorStack`` for
     Python values), so a later ``kv_batch_get`` of these keys returns a TensorDict
-    equal to this one. Unlike `tq_layout` it refuses samples whose data
+    equal to this one. Unlike `wire_batch` it refuses samples whose data
     TransferQueue would return changed or incomplete.
 
     Examples:
@@ -139,7 +139,7 @@ def to_tq_fields(samples: Sequence[Mapping[str, Any]]) -> TensorDict:
                 problems.append(f"field {name!r} mixes dtypes ({listed}); TransferQueue would cast them on read")
     if problems:
         raise ValueError("samples cannot be written to TransferQueue unchanged: " + "; ".join(problems))
-    return tq_layout(samples)
+    return wire_batch(samples)
 
 
 def wire_fields(fields: TensorDict) -> TensorDict:
