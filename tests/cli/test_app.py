@@ -182,15 +182,16 @@ def test_plan_and_demo_show_the_same_metavars(capsys, monkeypatch):
             assert words in out, (command, words)
 
 
-def test_every_command_but_completion_takes_json_as_the_readme_says():
-    without = [
-        command
-        for command, parser in _subparsers().items()
-        if command and "--json" not in parser._option_string_actions
-    ]
-    assert without == ["completion"]  # it prints a script, not a result
+def test_the_readme_names_exactly_the_commands_that_take_json():
+    parsers = {command: parser for command, parser in _subparsers().items() if command}
+    taking = [c for c, parser in parsers.items() if "--json" in parser._option_string_actions]
+    assert sorted(set(parsers) - set(taking)) == ["completion"]  # it prints a script
     readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
-    assert "Every command but `completion` (which prints a script) takes `--json`" in readme
+    sentence = readme[: readme.index(" take `--json`")]
+    sentence = sentence[sentence.rindex("). ") + 3 :]  # from the sentence's start
+    named = re.findall(r"`([a-z]+)`", sentence)
+    assert sorted(named) == sorted(taking), (named, taking)
+    assert "`completion`, which prints a shell script, does not" in readme
 
 
 # -- help at the terminal's width ------------------------------------------------------------
