@@ -137,9 +137,9 @@ class Resolver:
 
     def __init__(self, documented: Mapping[str, object]) -> None:
         self.documented = dict(documented)
-        self._by_id: dict[int, str] = {}
+        self._by_id: dict[int, list[str]] = {}
         for path, obj in self.documented.items():
-            self._by_id.setdefault(id(obj), path)
+            self._by_id.setdefault(id(obj), []).append(path)
 
     @classmethod
     def from_api_page(cls) -> Resolver:
@@ -193,11 +193,11 @@ class Resolver:
         must also carry the documented name (two constants can be one object)."""
         if obj is _MISSING:
             return None
-        path = self._by_id.get(id(obj))
-        if path is None:
-            return None
-        named = inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)
-        return path if named or path.rpartition(".")[2] == name else None
+        paths = self._by_id.get(id(obj), [])
+        if inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj):
+            return paths[0] if paths else None
+        # A constant documented under two names (an alias) is found by the name used.
+        return next((p for p in paths if p.rpartition(".")[2] == name), None)
 
     def _lookup(self, dotted: str, module: str | None) -> object:
         """``dotted`` read in ``module``'s namespace, else as a module path; _MISSING if neither."""

@@ -92,6 +92,12 @@ def test_a_block_for_a_name_that_is_not_public_documents_nothing() -> None:
         pytest.param(
             ":data:`trajschema.testing.LAYOUTS`", Context(), "[`LAYOUTS`][trajschema.testing.LAYOUTS]", id="data"
         ),
+        pytest.param(
+            ":data:`trajschema.testing.BATCH_FORMS`",
+            Context(),
+            "[`BATCH_FORMS`][trajschema.testing.BATCH_FORMS]",
+            id="data-under-its-second-name",  # LAYOUTS and BATCH_FORMS are one object
+        ),
         pytest.param(":exc:`SchemaError`", Context(), "[`SchemaError`][trajschema.SchemaError]", id="exc"),
         pytest.param(":attr:`Schema.nope`", Context(), "`Schema.nope`", id="undocumented-member"),
         pytest.param(":mod:`trajschema.core`", Context(), "`trajschema.core`", id="module-not-documented"),
