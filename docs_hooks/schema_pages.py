@@ -112,7 +112,7 @@ def _fields_table(schema: ts.Schema) -> str:
     header = ["field", "shape", "dtype", "required", "pad", "value checks", "description"]
     rows = [
         [code(r.name), code(r.shape), code(r.dtype), r.required, code(r.pad), code(r.checks), prose(r.description)]
-        for r in field_rows(schema)
+        for r in field_rows(schema.plan)
     ]
     return table(header, rows, compact=True)
 
@@ -121,14 +121,15 @@ def _dims_table(schema: ts.Schema) -> str:
     header = ["dim", "kind", "definition", "padding default", "description"]
     rows = [
         [code(r.name), r.kind, prose(r.definition), code(r.padding_default), prose(r.description)]
-        for r in dim_rows(schema)
+        for r in dim_rows(schema.plan)
     ]
     return table(header, rows, compact=True)
 
 
 def _tags_table(schema: ts.Schema) -> str:
     rows = [
-        [code(r.name), code(r.kind), code(r.default), code(r.equals), prose(r.description)] for r in tag_rows(schema)
+        [code(r.name), code(r.kind), code(r.default), code(r.equals), prose(r.description)]
+        for r in tag_rows(schema.plan)
     ]
     return table(["tag", "kind", "default", "equals", "description"], rows, compact=True)
 
@@ -144,7 +145,7 @@ def _section(title: str, rows: Sequence[object], text: str, empty: str) -> list[
 def _facts(s: PackagedSchema, known: set[str]) -> list[str]:
     schema = s.schema
     facts = [f"- **Extends:** {_links(s.parents, known)}"]
-    if extends(schema):
+    if extends(schema.plan):
         facts.append(f"- **Resolution order:** {' → '.join(code(n) for n in schema.lineage)}")
     archs = ", ".join(code(a) for a in schema.architectures)
     facts.append(
@@ -160,7 +161,7 @@ def _facts(s: PackagedSchema, known: set[str]) -> list[str]:
 def schema_page(s: PackagedSchema, known: set[str]) -> str:
     """The page of one schema; ``known`` are the schema names that have a page (for links)."""
     schema = s.schema
-    fields, dims, tags = field_rows(schema), dim_rows(schema), tag_rows(schema)
+    fields, dims, tags = field_rows(schema.plan), dim_rows(schema.plan), tag_rows(schema.plan)
     # The tables need the width the table of contents would take.
     lines = [
         "---",
@@ -178,7 +179,7 @@ def schema_page(s: PackagedSchema, known: set[str]) -> str:
     lines += _section(
         "Fields",
         fields,
-        f"{len(fields)} fields{', inherited ones included' if extends(schema) else ''}, in declaration order."
+        f"{len(fields)} fields{', inherited ones included' if extends(schema.plan) else ''}, in declaration order."
         f"\n\n{_fields_table(schema)}",
         "No fields.",
     )

@@ -1,7 +1,7 @@
 """The package's shape: rooms that data flows down through, no circle, no underscore across rooms, short functions.
 
 A room is a subpackage of ``trajschema`` (``core``, ``check``, ...) or one of the top-level
-modules (the front door ``_schema``, ``__init__``, ``__main__``). ``FLOORS`` orders them from
+modules (the front door ``schema``, ``__init__``, ``__main__``). ``FLOORS`` orders them from
 the ground up: a room imports only rooms on lower floors (and its own modules), so a
 newcomer can read the package bottom up. The checks read the source (``ast``), so they
 see type-only imports too.
@@ -25,7 +25,7 @@ FLOORS: list[set[str]] = [
     {"check", "files"},
     {"padding", "export", "evolution"},
     {"dense"},
-    {"_schema"},
+    {"schema"},
     {"load"},
     {"contract", "runtime", "dropin"},
     {"tq"},
@@ -38,7 +38,7 @@ FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 
 
 def modules() -> dict[str, Path]:
-    """``{"core.dims": path, "_schema": path, "core": core/__init__.py, ...}``."""
+    """``{"core.dims": path, "schema": path, "core": core/__init__.py, ...}``."""
     found = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE).with_suffix("").parts

@@ -155,7 +155,7 @@ IMPORT_CLAIMS = [
     ImportClaim(
         "as_layout by name",
         "from trajschema.files import as_layout\nassert as_layout('skyrl').name == 'skyrl'",
-        absent=(*HEAVY, "trajschema.load", "trajschema._schema"),
+        absent=(*HEAVY, "trajschema.load", "trajschema.schema"),
         loaded=("torch", "yaml"),
     ),
     # ... and reading a name imports what it needs, still without the extras.

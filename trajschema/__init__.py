@@ -24,7 +24,6 @@ from trajschema.core import VERSION
 from trajschema.core import lazy_front as _lazy_front
 
 if TYPE_CHECKING:
-    from trajschema._schema import Field, PadRule, Schema, Tag
     from trajschema.contract import (
         PaddingOnlyBatchWarning,
         check_padding_contract,
@@ -82,6 +81,7 @@ if TYPE_CHECKING:
         checks,
         set_check_mode,
     )
+    from trajschema.schema import Field, PadRule, Schema, Tag
     from trajschema.tq import TransferQueueStartError, TransferQueueWriter, start_local_transfer_queue
 
 __version__ = VERSION
@@ -148,7 +148,7 @@ __all__ = [
 #: Where each public name lives: it is imported from there when first read (see `trajschema.core.lazy`),
 #: and a public class then reports itself under the package, not the private module.
 _ROOMS: dict[str, tuple[str, ...]] = {
-    "trajschema._schema": ("Field", "PadRule", "Schema", "Tag"),
+    "trajschema.schema": ("Field", "PadRule", "Schema", "Tag"),
     "trajschema.contract": (
         "PaddingOnlyBatchWarning",
         "check_padding_contract",

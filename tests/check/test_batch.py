@@ -588,11 +588,15 @@ def _bounded_schema(dtype, lo, hi, distinct: bool) -> ts.Schema:
     )
 
 
-def _reference_codes(rows, dtype, lo, hi, distinct, experts, depth):
-    """What a sample breaks, by looping over its elements in Python: no shared code with the package."""
+def _reference_codes(rows, k, dtype, lo, hi, distinct, experts, depth):
+    """What a sample breaks, by looping over its elements in Python: no shared code with the package.
+
+    ``k`` is every sample's row width: a sample with no rows is a ``(0, k)`` tensor, whose
+    shape still says ``k``.
+    """
     out = []
     for i, r in enumerate(rows):
-        env = {"seq": len(r), "k": len(r[0]) if r else None, "experts": experts}
+        env = {"seq": len(r), "k": k, "experts": experts}
         bounds = [_eval(e, env) for e in (lo, hi)]
         codes = set()
         info = torch.iinfo(dtype)
@@ -642,7 +646,7 @@ def test_dim_bounds_and_distinct_agree_in_every_layout_with_a_python_reference(
     rows = [[data.draw(st.lists(st.integers(low, top), min_size=k, max_size=k)) for _ in range(s)] for s in seqs]
     samples = [{"r": torch.tensor(r, dtype=dtype).reshape(len(r), k)} for r in rows]
     dims = None if experts is None else {"experts": experts}
-    expected = _reference_codes(rows, dtype, lo, hi, distinct, experts, depth)
+    expected = _reference_codes(rows, k, dtype, lo, hi, distinct, experts, depth)
 
     def got(batch):
         return sorted({(v.sample, v.field, v.code) for v in schema.batch_violations(batch, dims=dims, depth=depth)})

@@ -1127,7 +1127,7 @@ def test_export_jaxtyping_prints_the_export_rooms_source(capsys):
 
     for name in SCHEMAS:
         code, out, _ = run(capsys, "export", name, "--format", "jaxtyping")
-        assert code == 0 and out == jaxtyping_source(ts.load_schema(name))
+        assert code == 0 and out == jaxtyping_source(ts.load_schema(name).plan)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -163,8 +163,8 @@ def test_a_piped_table_has_a_title_line_only_when_it_has_a_title_as_the_help_say
 def test_show_cuts_nothing_a_user_copies(monkeypatch, capsys, name, columns):
     schema = ts.load_schema(name)
     code, out, _ = in_terminal(monkeypatch, capsys, "show", name, columns=columns)
-    tokens = [*schema.fields, *schema.dims, *schema.architectures, *extends(schema)]
-    for f in field_rows(schema):
+    tokens = [*schema.fields, *schema.dims, *schema.architectures, *extends(schema.plan)]
+    for f in field_rows(schema.plan):
         tokens += [f.shape, *f.dtype.split(" | ")] if f.shape else [f.dtype]
     assert code == 0 and not layout_problems(out, [t for t in tokens if t], columns=columns)
 
@@ -206,7 +206,7 @@ def test_show_piped_is_a_header_and_one_tab_separated_record_per_row(capsys):
     lines = out.splitlines()
     header = lines.index("name\tshape\tdtype\trequired\tpad\tchecks\tdescription")
     assert lines[header - 1] == "fields"
-    for i, f in enumerate(field_rows(schema)):
+    for i, f in enumerate(field_rows(schema.plan)):
         assert lines[header + 1 + i].split("\t") == [
             f.name,
             f.shape,
@@ -272,7 +272,7 @@ def test_show_json_holds_the_cells_of_the_tables(capsys, name):
     report = as_json(capsys, "show", "show", name)
     assert (report["name"], report["extends"], report["architectures"]) == (
         name,
-        extends(schema),
+        extends(schema.plan),
         list(schema.architectures),
     )
     assert [f["name"] for f in report["fields"]] == list(schema.fields)

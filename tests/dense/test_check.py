@@ -20,7 +20,7 @@ SCHEMAS = ("text", "vlm_mrope", "moe_routed", "distill", "vlm_mrope_moe")
 
 
 def found(schema: str, batch: Any, layout: str, **kw: Any) -> set[tuple[int | None, str, str]]:
-    r = check_dense(ts.load_schema(schema), batch, ts.load_layout(layout), **kw)
+    r = check_dense(ts.load_schema(schema).plan, batch, ts.load_layout(layout), **kw)
     for v in r.violations:
         pickle.loads(pickle.dumps(v))  # violations stay light
     return {(v.sample, v.field, v.code) for v in r.violations}
@@ -31,7 +31,9 @@ def found(schema: str, batch: Any, layout: str, **kw: Any) -> set[tuple[int | No
 @pytest.mark.parametrize("depth", ["shapes", "values"])
 def test_clean_batches_of_every_schema_pass(schema: str, layout: str, depth: str) -> None:
     build = skyrl_batch if layout == "skyrl" else verl_batch
-    r = check_dense(ts.load_schema(schema), build(schema, LENGTHS), ts.load_layout(layout), depth=depth, extract=True)
+    r = check_dense(
+        ts.load_schema(schema).plan, build(schema, LENGTHS), ts.load_layout(layout), depth=depth, extract=True
+    )
     assert r.violations == []
     assert r.lengths["prompt"].tolist() == [p for p, _ in LENGTHS]
     assert r.lengths["response"].tolist() == [r_ for _, r_ in LENGTHS]
@@ -135,7 +137,7 @@ def test_each_verl_defect_is_reported_where_it_is(case: str) -> None:
 def test_a_response_mask_with_more_ones_than_the_attention_mask_is_a_mask_violation() -> None:
     b = skyrl_batch("text", [(1, 1), (1, 4)])
     b["response_mask"][0] = 1  # 4 response tokens in a 2-token sequence
-    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("skyrl")).violations
     assert [(v.sample, v.field, v.code) for v in got] == [(0, "response_mask", "mask")]
     assert "4 ones, more than the 2 real positions attention_mask gives" in got[0].message
 
@@ -143,15 +145,19 @@ def test_a_response_mask_with_more_ones_than_the_attention_mask_is_a_mask_violat
 def test_route_ids_beyond_the_experts_are_reported_at_depth_values_only() -> None:
     b = _skyrl(rollout_expert_indices=_set((1, 4, 0, 0), EXPERTS + 3))
     schema = ts.load_schema("moe_routed")
-    got = check_dense(schema, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}).violations
+    got = check_dense(schema.plan, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}).violations
     assert {(v.sample, v.field, v.code) for v in got} == {(1, "rollout_expert_indices", "value")}
     assert "schema field routed_experts" in got[0].message
-    assert check_dense(schema, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}, depth="shapes").violations == []
+    assert (
+        check_dense(schema.plan, b, ts.load_layout("skyrl"), dims={"experts": EXPERTS}, depth="shapes").violations == []
+    )
 
 
 def test_messages_say_where_what_and_what_was_found() -> None:
     msgs = {
-        case: sorted(str(v) for v in check_dense(ts.load_schema("moe_routed"), b, ts.load_layout("skyrl")).violations)
+        case: sorted(
+            str(v) for v in check_dense(ts.load_schema("moe_routed").plan, b, ts.load_layout("skyrl")).violations
+        )
         for case, (b, _) in SKYRL_DEFECTS.items()
     }
     assert msgs["non-contiguous mask"] == [
@@ -172,7 +178,7 @@ def test_empty_and_single_row_batches(layout: str) -> None:
     build = skyrl_batch if layout == "skyrl" else verl_batch
     for lengths in ([], [(1, 0)], [(4, 3)]):
         r = check_dense(
-            ts.load_schema("moe_routed"), build("moe_routed", lengths), ts.load_layout(layout), extract=True
+            ts.load_schema("moe_routed").plan, build("moe_routed", lengths), ts.load_layout(layout), extract=True
         )
         assert r.violations == [] and r.jagged is not None and r.jagged.batch_size[0] == len(lengths)
 
@@ -180,7 +186,7 @@ def test_empty_and_single_row_batches(layout: str) -> None:
 def test_rows_with_no_response() -> None:
     lengths = [(2, 0), (3, 0)]
     for layout, build in (("skyrl", skyrl_batch), ("verl_dataproto", verl_batch)):
-        r = check_dense(ts.load_schema("text"), build("text", lengths), ts.load_layout(layout))
+        r = check_dense(ts.load_schema("text").plan, build("text", lengths), ts.load_layout(layout))
         assert r.violations == [] and r.lengths["response"].tolist() == [0, 0]
 
 
@@ -188,26 +194,26 @@ def test_a_meta_batch_is_reported_not_passed() -> None:
     b = skyrl_batch("text", LENGTHS)
     meta = TensorBatch({k: v.to("meta") for k, v in b.items()})
     meta.metadata = b.metadata
-    got = check_dense(ts.load_schema("text"), meta, ts.load_layout("skyrl")).violations
+    got = check_dense(ts.load_schema("text").plan, meta, ts.load_layout("skyrl")).violations
     assert [(v.sample, v.field, v.code) for v in got] == [(None, "attention_mask", "mask")]
     assert "meta tensor" in got[0].message and "nothing per row was checked" in got[0].message
     b["rewards"] = b["rewards"].to("meta")
-    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("skyrl")).violations
     assert [(v.field, v.code) for v in got] == [("rewards", "batch")]
 
 
 def test_batch_level_misuse() -> None:
     schema, layout = ts.load_schema("text"), ts.load_layout("skyrl")
     with pytest.raises(TypeError, match="a dense batch must be a mapping"):
-        check_dense(schema, [1, 2], layout)
+        check_dense(schema.plan, [1, 2], layout)
     b = skyrl_batch("text", LENGTHS)
     b["rewards"] = b["rewards"][:3]
-    assert {(v.sample, v.field, v.code) for v in check_dense(schema, b, layout).violations} == {
+    assert {(v.sample, v.field, v.code) for v in check_dense(schema.plan, b, layout).violations} == {
         (None, "rewards", "batch")
     }
     b = skyrl_batch("text", LENGTHS)
     del b["attention_mask"]
-    got = check_dense(schema, b, layout).violations
+    got = check_dense(schema.plan, b, layout).violations
     assert [(v.field, v.code) for v in got] == [("attention_mask", "mask")]
 
 
@@ -225,9 +231,9 @@ def test_a_zero_d_numpy_column_is_read_not_crashed_on() -> None:
     """Was: ``TypeError: iteration over a 0-d array`` from inside the view."""
     b = verl_batch("text", LENGTHS)
     b["uid"] = np.array("q", dtype=object)
-    check_dense(ts.load_schema("text"), b, ts.load_layout("verl_dataproto"))  # no exception
+    check_dense(ts.load_schema("text").plan, b, ts.load_layout("verl_dataproto"))  # no exception
     b["uid"] = np.array("q")
-    check_dense(ts.load_schema("text"), b, ts.load_layout("verl_dataproto"))
+    check_dense(ts.load_schema("text").plan, b, ts.load_layout("verl_dataproto"))
 
 
 def _short_uids() -> Any:
@@ -259,5 +265,5 @@ def test_a_per_sample_value_that_is_not_one_per_row_is_a_violation(build: Callab
 def test_a_nan_in_a_cast_field_is_reported_once_with_the_value_the_batch_holds() -> None:
     b = skyrl_batch("text", LENGTHS)
     b["loss_mask"][1, 0] = float("nan")
-    got = check_dense(ts.load_schema("text"), b, ts.load_layout("skyrl")).violations
+    got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("skyrl")).violations
     assert [(v.sample, v.code) for v in got] == [(1, "value")] and "nan" in got[0].message

@@ -71,9 +71,9 @@ def test_dense_to_samples_to_dense_is_bit_exact(drawn: Any) -> None:
     without them, as they went in.)"""
     (schema, layout), (rows, batch) = drawn
     s, lay = ts.load_schema(schema), ts.load_layout(layout).with_pad_token(0)
-    back = from_dense(s, batch, layout=lay)
+    back = from_dense(s.plan, batch, layout=lay)
     assert same(back, rows)
-    assert same_batch(to_dense(s, back, layout=lay), batch)
+    assert same_batch(to_dense(s.plan, back, layout=lay), batch)
 
 
 @given(drawn_pair())
@@ -83,8 +83,8 @@ def test_jagged_to_dense_to_jagged_is_bit_exact(drawn: Any) -> None:
     (schema, layout), (rows, batch) = drawn
     s, lay = ts.load_schema(schema), ts.load_layout(layout).with_pad_token(0)
     jagged = tq_batch(rows)
-    assert same_batch(to_dense(s, jagged, layout=lay), batch)
-    again = from_dense(s, batch, layout=lay, as_tensordict=True)
+    assert same_batch(to_dense(s.plan, jagged, layout=lay), batch)
+    again = from_dense(s.plan, batch, layout=lay, as_tensordict=True)
     assert sorted(again.keys()) == sorted(jagged.keys())
     for k in jagged.keys():
         assert same(list(batch_of(again).values_of(k)), list(batch_of(jagged).values_of(k))), k
@@ -93,7 +93,7 @@ def test_jagged_to_dense_to_jagged_is_bit_exact(drawn: Any) -> None:
 def test_verl_layout_by_hand() -> None:
     """Left-padded prompts, right-padded responses, edge positions, a pad-token fill."""
     rows = rows_of("text", [(2, 1), (1, 2)])
-    batch = to_dense(ts.load_schema("text"), rows, layout=VERL)
+    batch = to_dense(ts.load_schema("text").plan, rows, layout=VERL)
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 0], [0, 1, 1, 1]]
     assert batch["position_ids"].tolist() == [[0, 1, 2, 2], [0, 0, 1, 2]]
     assert batch["responses"][0, 1].item() == 0 and batch["prompts"][1, 0].item() == 0
@@ -101,7 +101,7 @@ def test_verl_layout_by_hand() -> None:
 
 
 def test_mrope_positions_pad_one_in_verl() -> None:
-    batch = to_dense(ts.load_schema("vlm_mrope"), rows_of("vlm_mrope", [(2, 1), (1, 1)]), layout=VERL)
+    batch = to_dense(ts.load_schema("vlm_mrope").plan, rows_of("vlm_mrope", [(2, 1), (1, 1)]), layout=VERL)
     assert batch["position_ids"].shape == (2, 4, 3)
     assert batch["position_ids"][1, :, 0].tolist() == [1, 1, 1, 1]
 
@@ -113,7 +113,7 @@ def test_skyrl_layout_by_hand() -> None:
         "pixel_values": torch.ones(0, 2),
         "image_grid_thw": torch.zeros(0, 3, dtype=torch.int64),
     }
-    batch = to_dense(ts.load_schema("vlm_mrope_moe"), rows, layout=SKY)
+    batch = to_dense(ts.load_schema("vlm_mrope_moe").plan, rows, layout=SKY)
     assert batch["attention_mask"].tolist() == [[0, 1, 1, 1], [1, 1, 1, 1]]
     assert batch["response_mask"].tolist() == [[0, 0, 1], [1, 1, 1]]
     assert batch["loss_mask"].dtype == torch.float32
@@ -125,9 +125,9 @@ def test_skyrl_layout_by_hand() -> None:
 
 def test_from_dense_samples_share_no_storage() -> None:
     s = ts.load_schema("text")
-    batch = to_dense(s, rows_of("text", [(2, 1), (3, 2)]), layout=SKY)
+    batch = to_dense(s.plan, rows_of("text", [(2, 1), (3, 2)]), layout=SKY)
     before = batch["sequences"].clone()
-    back = from_dense(s, batch, layout=SKY)
+    back = from_dense(s.plan, batch, layout=SKY)
     back[0]["input_ids"].fill_(7)
     back[0]["prompts"].fill_(7)
     assert torch.equal(batch["sequences"], before)
@@ -136,15 +136,15 @@ def test_from_dense_samples_share_no_storage() -> None:
 
 def test_lengths_pad_fixed_blocks_further() -> None:
     s = ts.load_schema("text")
-    batch = to_dense(s, rows_of("text", [(2, 1)]), layout=VERL, lengths={"prompt": 4, "response": 3})
+    batch = to_dense(s.plan, rows_of("text", [(2, 1)]), layout=VERL, lengths={"prompt": 4, "response": 3})
     assert batch["input_ids"].shape == (1, 7) and batch["attention_mask"].tolist() == [[0, 0, 1, 1, 1, 0, 0]]
     assert s.batch_violations(batch, layout=VERL) == []
     with pytest.raises(ValueError, match=r"lengths\['prompt'\] = 1 is below the longest prompt of the batch, 2"):
-        to_dense(s, rows_of("text", [(2, 1)]), layout=VERL, lengths={"prompt": 1})
+        to_dense(s.plan, rows_of("text", [(2, 1)]), layout=VERL, lengths={"prompt": 1})
     with pytest.raises(ValueError, match="exactly the batch maximum"):
-        to_dense(s, rows_of("text", [(2, 1)]), layout=SKY, lengths={"seq": 9})
+        to_dense(s.plan, rows_of("text", [(2, 1)]), layout=SKY, lengths={"seq": 9})
     with pytest.raises(ValueError, match=r"names \['seqq'\], which are not blocks"):
-        to_dense(s, rows_of("text", [(2, 1)]), layout=VERL, lengths={"seqq": 9})
+        to_dense(s.plan, rows_of("text", [(2, 1)]), layout=VERL, lengths={"seqq": 9})
 
 
 # -- refusals ---------------------------------------------------------------------------------
@@ -152,19 +152,19 @@ def test_lengths_pad_fixed_blocks_further() -> None:
 
 def test_empty_batch_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one sample"):
-        to_dense(ts.load_schema("text"), [], layout=SKY)
+        to_dense(ts.load_schema("text").plan, [], layout=SKY)
 
 
 def test_meta_tensors_are_refused() -> None:
     rows = rows_of("text", [(2, 1)])
     rows[0] = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in rows[0].items()}
     with pytest.raises(ValueError, match="sample 0, field 'prompts': a meta tensor"):
-        to_dense(ts.load_schema("text"), rows, layout=SKY)
+        to_dense(ts.load_schema("text").plan, rows, layout=SKY)
 
 
 def test_no_pad_id_names_both_ways() -> None:
     with pytest.raises(ValueError, match=r"pass pad_token_id=, or pin it with layout.with_pad_token"):
-        to_dense(ts.load_schema("text"), rows_of("text", [(2, 1)]), layout=ts.load_layout("skyrl"))
+        to_dense(ts.load_schema("text").plan, rows_of("text", [(2, 1)]), layout=ts.load_layout("skyrl"))
 
 
 def test_schema_violations_come_first_all_of_them() -> None:
@@ -173,7 +173,7 @@ def test_schema_violations_come_first_all_of_them() -> None:
     rows[0]["uid"] = 3
     rows[1]["input_ids"] = rows[1]["input_ids"][:2]
     with pytest.raises(ts.SchemaError) as info:
-        to_dense(s, rows, layout=SKY)
+        to_dense(s.plan, rows, layout=SKY)
     assert info.value.violations == s.batch_violations(rows)
 
 
@@ -212,7 +212,7 @@ def test_what_the_layout_cannot_carry_is_refused_by_sample(layout: str, change: 
         r["multi_modal_inputs"] = {}
     change(rows[1])
     with pytest.raises(ts.SchemaError) as info:
-        to_dense(s, rows, layout=ts.load_layout(layout).with_pad_token(0))
+        to_dense(s.plan, rows, layout=ts.load_layout(layout).with_pad_token(0))
     found = [(v.sample, v.field, v.code) for v in info.value.violations]
     assert (1, field, code) in found, found
     assert all(v.sample == 1 for v in info.value.violations)
@@ -230,16 +230,16 @@ def test_a_cast_that_changes_a_value_is_refused() -> None:
     rows[0]["rollout_log_probs"] = torch.tensor([-0.5, -0.123456789])
     rows[1]["rollout_log_probs"] = torch.tensor([-0.25])
     with pytest.raises(ts.SchemaError) as info:
-        to_dense(ts.load_schema("text"), rows, layout=lay)
+        to_dense(ts.load_schema("text").plan, rows, layout=lay)
     assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(0, "rollout_log_probs", "value")]
 
 
 def test_from_dense_refuses_a_fractional_float_loss_mask() -> None:
     s = ts.load_schema("text")
-    batch = to_dense(s, rows_of("text", [(2, 2), (1, 1)]), layout=SKY)
+    batch = to_dense(s.plan, rows_of("text", [(2, 2), (1, 1)]), layout=SKY)
     batch["loss_mask"][0, 1] = 0.5
     with pytest.raises(ts.SchemaError) as info:
-        from_dense(s, batch, layout=SKY)
+        from_dense(s.plan, batch, layout=SKY)
     assert info.value.violations == s.batch_violations(batch, layout=SKY)
     assert [(v.sample, v.field, v.code) for v in info.value.violations] == [(0, "loss_mask", "value")]
     assert "0.5 does not convert exactly to int64" in info.value.violations[0].message
@@ -249,10 +249,10 @@ def test_from_dense_refuses_a_fractional_float_loss_mask() -> None:
 def test_from_dense_refuses_with_the_layout_checks_violations(layout: str) -> None:
     s = ts.load_schema("moe_routed")
     lay = ts.load_layout(layout).with_pad_token(0)
-    batch = to_dense(s, rows_of("moe_routed", [(2, 2), (3, 1), (1, 1)]), layout=lay)
+    batch = to_dense(s.plan, rows_of("moe_routed", [(2, 2), (3, 1), (1, 1)]), layout=lay)
     batch["attention_mask"] = batch["attention_mask"].roll(1, dims=1)  # every prompt shifted
     with pytest.raises(ts.SchemaError) as info:
-        from_dense(s, batch, layout=lay)
+        from_dense(s.plan, batch, layout=lay)
     assert info.value.violations and info.value.violations == s.batch_violations(batch, layout=lay)
 
 
@@ -260,9 +260,9 @@ def test_b1_all_empty_responses() -> None:
     s = ts.load_schema("text")
     for lay in (SKY, VERL):
         rows = rows_of("text", [(3, 0)])
-        batch = to_dense(s, rows, layout=lay)
+        batch = to_dense(s.plan, rows, layout=lay)
         assert batch["response_mask"].shape == (1, 0)
-        assert same(from_dense(s, batch, layout=lay), rows if lay is VERL else [_carried(rows[0], SKY)])
+        assert same(from_dense(s.plan, batch, layout=lay), rows if lay is VERL else [_carried(rows[0], SKY)])
 
 
 def _carried(row: dict[str, Any], lay: ts.Layout) -> dict[str, Any]:
@@ -279,7 +279,7 @@ def test_a_pad_id_beyond_the_dtype_is_a_typed_refusal() -> None:
     """Was: ``ValueError: Overflow when unpacking long long`` from inside torch."""
     s = ts.load_schema("text")
     with pytest.raises(ValueError, match=r"field 'input_ids': its pad value \d+ does not fit its dtype torch.int64"):
-        to_dense(s, rows_of("text", [(3, 2)]), layout=SKY, pad_token_id=2**70)
+        to_dense(s.plan, rows_of("text", [(3, 2)]), layout=SKY, pad_token_id=2**70)
 
 
 def test_lengths_that_are_not_a_mapping_or_too_big_are_refused_before_allocating() -> None:
@@ -287,6 +287,6 @@ def test_lengths_that_are_not_a_mapping_or_too_big_are_refused_before_allocating
     s = ts.load_schema("text")
     rows = rows_of("text", [(3, 2), (1, 4)])
     with pytest.raises(TypeError, match="lengths= must be a mapping of block dim to padded length, found int 5"):
-        to_dense(s, rows, layout=VERL, lengths=5)  # type: ignore[arg-type]
+        to_dense(s.plan, rows, layout=VERL, lengths=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"would take .* more than this machine has .* nothing was allocated"):
-        to_dense(s, rows, layout=VERL, lengths={"prompt": 10**12})
+        to_dense(s.plan, rows, layout=VERL, lengths={"prompt": 10**12})

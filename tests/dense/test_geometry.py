@@ -38,11 +38,11 @@ def test_count_mask_reads_lengths_and_flags_each_broken_row() -> None:
 
 def test_regions_of_a_concatenated_axis_and_of_the_parts_a_block_holds() -> None:
     lengths = [(2, 1), (1, 3)]
-    verl = bind_layout(ts.load_layout("verl_dataproto"), ts.load_schema("text"))
+    verl = bind_layout(ts.load_layout("verl_dataproto"), ts.load_schema("text").plan)
     geo = measure(verl, read_dense(verl_batch("text", lengths, extra=0))[0])
     assert geo.region("seq").to(torch.int64).tolist() == [[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]]
     assert geo.region("seq", "response").to(torch.int64).tolist() == [[0, 0, 1, 0, 0], [0, 0, 1, 1, 1]]
-    sky = bind_layout(ts.load_layout("skyrl"), ts.load_schema("text"))
+    sky = bind_layout(ts.load_layout("skyrl"), ts.load_schema("text").plan)
     geo = measure(sky, read_dense(skyrl_batch("text", lengths))[0])
     assert geo.region("seq", "prompt").to(torch.int64).tolist() == [[0, 1, 1, 0], [1, 0, 0, 0]]
     assert geo.region("response").to(torch.int64).tolist() == [[0, 0, 1], [1, 1, 1]]
@@ -52,7 +52,7 @@ def test_regions_of_a_concatenated_axis_and_of_the_parts_a_block_holds() -> None
 def test_random_clean_batches_check_clean_with_the_reference_lengths(lengths: list, layout: str) -> None:
     build = skyrl_batch if layout == "skyrl" else verl_batch
     batch = build("text", lengths)
-    r = check_dense(ts.load_schema("text"), batch, ts.load_layout(layout), depth="shapes")
+    r = check_dense(ts.load_schema("text").plan, batch, ts.load_layout(layout), depth="shapes")
     assert r.violations == []
     if layout == "skyrl":
         assert r.lengths["seq"].tolist() == reference_lengths(batch["attention_mask"], left=True)
@@ -74,7 +74,7 @@ def test_one_random_defect_is_reported_at_its_row(lengths: list, data: st.DataOb
         batch["sequences"][row, col] = 7777
     ref = reference_lengths(mask, left=True)
     layout = ts.load_layout("skyrl").with_pad_token(0)  # pinned: one odd row has nothing to disagree with otherwise
-    got = check_dense(ts.load_schema("text"), batch, layout).violations
+    got = check_dense(ts.load_schema("text").plan, batch, layout).violations
     rows = {v.sample for v in got}
     if kind == "token":
         pads = mask[row, col] == 0
@@ -132,7 +132,7 @@ def test_the_three_cuts_of_a_batch_check_alike(lengths: list, layout: str, data:
     schema, lay = ts.load_schema("text"), ts.load_layout(layout)
     depth = data.draw(st.sampled_from(["shapes", "values"]))
     cuts = [(True, False), (False, False), (True, True)]
-    seen = [check_dense(schema, batch, lay, depth=depth, extract=e, rows=r) for e, r in cuts]
+    seen = [check_dense(schema.plan, batch, lay, depth=depth, extract=e, rows=r) for e, r in cuts]
     assert seen[0].violations == seen[1].violations == seen[2].violations
     if seen[0].jagged is not None:
         assert isinstance(seen[2].jagged, list)

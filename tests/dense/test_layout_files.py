@@ -35,7 +35,7 @@ def test_the_packaged_layouts_load_and_bind_to_every_packaged_schema() -> None:
         layout = ts.load_layout(name)
         assert layout.name == name and layout.description
         for schema in ts.schema_names():
-            bound = bind_layout(layout, ts.load_schema(schema))
+            bound = bind_layout(layout, ts.load_schema(schema).plan)
             assert set(bound.placed) == set(ts.load_schema(schema).fields)
 
 
@@ -153,7 +153,7 @@ def _bind_refused(schema_yaml: str, layout: dict, path: str, words: str, tmp_pat
     file.write_text(textwrap.dedent(schema_yaml))
     schema = ts.load_schema(file)
     with pytest.raises(ts.LayoutDefinitionError) as err:
-        bind_layout(layout_from_dict(layout, source="mine.yaml"), schema)
+        bind_layout(layout_from_dict(layout, source="mine.yaml"), schema.plan)
     assert err.value.path == path and words in err.value.problem, str(err.value)
     assert "schema 's'" in str(err.value)
 

@@ -33,7 +33,7 @@ def _exec(source: str) -> dict[str, Any]:
 
 @functools.cache
 def _packaged(name: str) -> dict[str, Any]:
-    return _exec(jaxtyping_source(ts.load_schema(name)))
+    return _exec(jaxtyping_source(ts.load_schema(name).plan))
 
 
 def _checker(namespace: dict[str, Any]) -> Callable[[Any], Any]:
@@ -200,7 +200,7 @@ def test_the_issues_example_a_function_taking_the_class_refuses_what_the_typed_d
 
 
 def test_the_class_writes_seq_as_the_sum_it_is_and_the_other_kinds_as_checked_types():
-    source = jaxtyping_source(ts.load_schema("vlm_mrope_moe"))
+    source = jaxtyping_source(ts.load_schema("vlm_mrope_moe").plan)
     declared = dict(re.findall(r"^    (\w+): (.*)$", source, re.M))
     assert declared["input_ids"] == 'Int64[torch.Tensor, "prompt+response"]'
     assert declared["position_ids"] == 'Int64[torch.Tensor, "4 prompt+response"]'
@@ -220,7 +220,7 @@ STRICT = {"name": "strict_text", "extends": ["text"], "extra": "forbid"}
 
 def _strict() -> tuple[ts.Schema, Callable[[Any], Any]]:
     schema = ts.schema_from_dict(STRICT)
-    return schema, _checker(_exec(jaxtyping_source(schema)))
+    return schema, _checker(_exec(jaxtyping_source(schema.plan)))
 
 
 def test_undeclared_keys_are_refused_when_the_schema_forbids_them_and_left_out_when_it_allows_them():
@@ -312,7 +312,7 @@ def _late(s: int, b: int, a: int | None, x_b: int | None = None, w: int | None =
 )
 def test_sizes_no_required_field_binds_first_are_checked_after_the_annotations(sample, ok):
     schema = ts.schema_from_dict(LATE)
-    source = jaxtyping_source(schema)
+    source = jaxtyping_source(schema.plan)
     assert '    x: Int64[torch.Tensor, "s _"]' in source and '    w: Int64[torch.Tensor, "_"] | None = None' in source
     assert (schema.violations(sample, depth="shapes") == []) is ok
     assert _accepts(_checker(_exec(source)), sample) is ok
@@ -323,8 +323,10 @@ def test_the_limit_a_dim_no_present_field_names_is_not_solved_for():
     schema = ts.schema_from_dict(LATE)
     sample = _late(5, 2, None, w=5)
     assert [v.code for v in schema.violations(sample, depth="shapes")] == ["dim_mismatch"]
-    assert _accepts(_checker(_exec(jaxtyping_source(schema))), sample)
-    assert not _accepts(_checker(_exec(jaxtyping_source(schema))), {**sample, "y": torch.zeros(3, dtype=torch.int64)})
+    assert _accepts(_checker(_exec(jaxtyping_source(schema.plan))), sample)
+    assert not _accepts(
+        _checker(_exec(jaxtyping_source(schema.plan))), {**sample, "y": torch.zeros(3, dtype=torch.int64)}
+    )
 
 
 # -- odd names -------------------------------------------------------------------------------------
@@ -339,7 +341,7 @@ def test_every_odd_field_name_gets_an_attribute_and_the_sample_keeps_its_keys():
     fields = {k: {"shape": ["n"], "dtype": "int64", "pad": 0, "required": i % 2 == 0} for i, k in enumerate(ODD_NAMES)}
     fields["a-b"] = {"kind": "int", "pad": 0}
     schema = ts.schema_from_dict({"name": "t", "dims": {"n": {}}, "fields": fields, "extra": "forbid"})
-    ns = _exec(jaxtyping_source(schema))
+    ns = _exec(jaxtyping_source(schema.plan))
     check, keys = ns["check_t"], ns["_T_KEYS"]
     assert set(keys) == set(ODD_NAMES) and len(set(keys.values())) == len(ODD_NAMES)
     assert all(a.isidentifier() and not a.startswith("__") for a in keys.values())
@@ -400,7 +402,7 @@ def schemas_with_samples(draw):
 def test_the_class_refuses_only_what_the_schema_refuses_and_all_of_it_when_a_required_field_names_every_dim(case):
     schema, sample = case
     valid = schema.violations(sample, depth="shapes") == []
-    accepted = _accepts(_checker(_exec(jaxtyping_source(schema))), sample)
+    accepted = _accepts(_checker(_exec(jaxtyping_source(schema.plan))), sample)
     if valid:
         assert accepted
     if "base" in schema.fields:

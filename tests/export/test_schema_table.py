@@ -11,15 +11,15 @@ from trajschema.export.table import dim_rows, extends, field_rows, tag_rows, val
 @pytest.mark.parametrize("name", ts.schema_names())
 def test_rows_cover_every_declaration_in_order(name):
     schema = ts.load_schema(name)
-    assert [r.name for r in field_rows(schema)] == list(schema.fields)
-    assert [r.name for r in dim_rows(schema)] == list(schema.dims)
-    assert [r.name for r in tag_rows(schema)] == list(schema.tags)
-    assert extends(schema) == list(schema.lineage[1:])
+    assert [r.name for r in field_rows(schema.plan)] == list(schema.fields)
+    assert [r.name for r in dim_rows(schema.plan)] == list(schema.dims)
+    assert [r.name for r in tag_rows(schema.plan)] == list(schema.tags)
+    assert extends(schema.plan) == list(schema.lineage[1:])
 
 
 def test_field_rows_read_like_the_yaml():
     schema = ts.load_schema("vlm_mrope_moe")
-    rows = {r.name: r for r in field_rows(schema)}
+    rows = {r.name: r for r in field_rows(schema.plan)}
     assert rows["position_ids"].shape == "[rope_rows, seq]"
     assert rows["position_ids"].dtype == "int64"
     assert rows["position_ids"].pad == "positions"
@@ -33,7 +33,7 @@ def test_field_rows_read_like_the_yaml():
 
 
 def test_dim_rows_give_kind_bounds_and_padding_default():
-    rows = {r.name: r for r in dim_rows(ts.load_schema("vlm_mrope"))}
+    rows = {r.name: r for r in dim_rows(ts.load_schema("vlm_mrope").plan)}
     assert (rows["rope_rows"].kind, rows["rope_rows"].definition) == ("fixed", "4")
     assert (rows["prompt"].kind, rows["prompt"].definition, rows["prompt"].padding_default) == ("free", ">= 1", "127")
     assert (rows["seq"].kind, rows["seq"].definition, rows["seq"].padding_default) == (
@@ -61,13 +61,13 @@ def test_tag_rows_and_value_checks_of_a_dict_schema():
             "tags": {"is_padding": {"kind": "bool", "default": False}, "n_len": {"equals": "n"}},
         }
     )
-    (x,) = field_rows(schema)
+    (x,) = field_rows(schema.plan)
     assert x.dtype == "float32 | bfloat16" and x.checks == "min -1.5; max 2; finite"
     assert value_checks(schema.fields["x"]) == x.checks
-    tags = {r.name: r for r in tag_rows(schema)}
+    tags = {r.name: r for r in tag_rows(schema.plan)}
     assert (tags["is_padding"].kind, tags["is_padding"].default, tags["is_padding"].equals) == ("bool", "False", "")
     assert tags["n_len"].equals == "n"
-    assert dim_rows(schema)[0].definition == ">= 2 and <= 9"
+    assert dim_rows(schema.plan)[0].definition == ">= 2 and <= 9"
 
 
 def _routes(**changes) -> ts.Schema:
@@ -96,10 +96,10 @@ def test_bounds_in_dims_distinct_and_spread_read_like_the_yaml():
     from trajschema.core import PadRule, parse_expr
 
     schema = _routes(max_expr=parse_expr("experts - 1"), distinct=True, pad=PadRule("spread", over="experts"))
-    rows = {r.name: r for r in field_rows(schema)}
+    rows = {r.name: r for r in field_rows(schema.plan)}
     assert rows["routed_experts"].checks == "min 0; max experts - 1; distinct"
     assert rows["routed_experts"].pad == "{spread: experts}"
-    pinned = {r.name: r for r in field_rows(schema.with_dims({"experts": 128}))}
+    pinned = {r.name: r for r in field_rows(schema.with_dims({"experts": 128}).plan)}
     assert pinned["routed_experts"].checks == "min 0; max experts - 1 (= 127); distinct"
     both = _routes(
         min=None, min_expr=parse_expr("experts - experts"), max=255, max_expr=parse_expr("experts - 1"), distinct=False

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from tensordict import NonTensorData, NonTensorStack, TensorDictBase
 
 import trajschema as ts
-from trajschema._schema import Schema
 from trajschema.core.dims import DerivedDim, FixedDim, FreeDim, parse_expr
 from trajschema.core.values import value_failures
 from trajschema.padding.spread import largest_id
+from trajschema.schema import Schema
 from trajschema.testing import batches, dense_batches, invalid_samples, samples, tags
 from trajschema.testing.strategies import _rest_bounds, corruptions
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import trajschema as ts
-from trajschema._schema import Schema
 from trajschema.core.dims import FreeDim, parse_expr
+from trajschema.schema import Schema
 from trajschema.testing import verl_sample
 
 MOE = [n for n in ts.schema_names() if "routed_experts" in ts.load_schema(n).fields]

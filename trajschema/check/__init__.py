@@ -36,9 +36,10 @@ if TYPE_CHECKING:
         nonzero_per_row,
         without_fx_note,
     )
-    from trajschema.check.plan import Plan, build_plan, dtype_overflow
+    from trajschema.check.plan import DECLARED, Plan, build_plan, dtype_overflow
 
 __all__ = [
+    "DECLARED",
     "BatchShapeError",
     "BatchView",
     "Plan",
@@ -88,7 +89,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "nonzero_per_row",
         "without_fx_note",
     ),
-    "trajschema.check.plan": ("Plan", "build_plan", "dtype_overflow"),
+    "trajschema.check.plan": ("DECLARED", "Plan", "build_plan", "dtype_overflow"),
 }
 
 __getattr__, __dir__ = lazy_front(__name__, _ROOMS)

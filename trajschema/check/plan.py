@@ -25,7 +25,7 @@ from trajschema.core import (
     number_label,
 )
 
-__all__ = ["Axis", "Plan", "build_plan", "dtype_overflow"]
+__all__ = ["DECLARED", "Axis", "Plan", "build_plan", "dtype_overflow"]
 
 #: One axis of a tensor field: the dim it observes (``None`` for a literal size) and the literal.
 Axis = tuple[str | None, int]
@@ -36,7 +36,10 @@ class Plan:
     """A schema's declarations, arranged for checking.
 
     Attributes:
-        name / dims / fields / tags / extra / padding_sizes: as declared.
+        name / description / architectures / lineage / dims / fields / tags / extra /
+            padding_sizes: as declared (``lineage``: the schema and its ancestors, in
+            resolution order). Every room below the front door reads these here, not on
+            the `Schema`.
         tensors: each tensor field with its axes.
         others: the non-tensor fields.
         dim_plan: what `trajschema.check.binding.bind` needs.
@@ -51,6 +54,9 @@ class Plan:
     """
 
     name: str
+    description: str
+    architectures: tuple[str, ...]
+    lineage: tuple[str, ...]
     dims: Mapping[str, Dim]
     fields: Mapping[str, Field]
     tags: Mapping[str, Tag]
@@ -94,6 +100,11 @@ class Plan:
 
         return compile_fast_checker(self)
 
+    @property
+    def declarations(self) -> dict[str, Any]:
+        """The declared attributes, as `build_plan` takes them (to rebuild with one changed)."""
+        return {k: getattr(self, k) for k in DECLARED}
+
     def public_dims(self, env: Mapping[str, Any]) -> dict[str, Any]:
         """``env`` without the hidden dims, in declaration order."""
         return {n: env[n] for n in self.dim_plan.dims if n in env and n not in self.hidden}
@@ -125,9 +136,16 @@ class Plan:
         return None
 
 
+#: What a schema declares, in the order `build_plan` takes it.
+DECLARED = ("name", "description", "architectures", "lineage", "dims", "fields", "tags", "extra", "padding_sizes")
+
+
 def build_plan(
     *,
     name: str,
+    description: str,
+    architectures: tuple[str, ...],
+    lineage: tuple[str, ...],
     dims: Mapping[str, Dim],
     fields: Mapping[str, Field],
     tags: Mapping[str, Tag],
@@ -145,6 +163,9 @@ def build_plan(
     uid = [f.name for f in fields.values() if f.pad.rule == "uid"]
     return Plan(
         name=name,
+        description=description,
+        architectures=architectures,
+        lineage=lineage,
         dims=dims,
         fields=fields,
         tags=tags,

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from trajschema._schema import Schema
     from trajschema.core import Layout, Violation
+    from trajschema.schema import Schema
 
 __all__ = ["DEFAULT_MAX_VIOLATIONS", "add_check", "group_violations", "run_check"]
 
@@ -374,7 +374,7 @@ def _dense_lookalike(data: SampleFile, schema: Schema) -> str | None:
     best: tuple[int, str] | None = None
     for name in layout_names():
         try:
-            bound = bind_layout(as_layout(name), schema)
+            bound = bind_layout(as_layout(name), schema.plan)
         except (ValueError, LookupError, OSError):  # a broken layout file, one that cannot hold this schema
             continue
         dense = {

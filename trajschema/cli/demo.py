@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajschema._schema import Schema
 from trajschema.cli.rollout import EOS_TOKEN_ID, Rollout, build_rollout, rollout_metrics
 from trajschema.contract import exclude_padding, padding_contract_violations
 from trajschema.core import SchemaNotFoundError, Violation, check_int, positive_int
 from trajschema.load import load_schema
 from trajschema.padding import required_multiple
+from trajschema.schema import Schema
 from trajschema.tq import TransferQueueWriter, import_tq, start_local_transfer_queue
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from trajschema.cli.read import load_samples, reason
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from trajschema._schema import Schema
     from trajschema.padding import PaddingMemoryError
+    from trajschema.schema import Schema
 
 __all__ = ["PAD_MEMORY_LIMIT", "add_pad", "cli_words", "padding_bytes", "run_pad", "spread_notes"]
 

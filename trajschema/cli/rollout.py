@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import batch_view
+from trajschema.schema import Schema
 from trajschema.testing import verl_sample
 
 __all__ = ["EOS_TOKEN_ID", "MAX_RESPONSE_LEN", "Rollout", "build_rollout", "rollout_metrics"]

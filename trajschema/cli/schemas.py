@@ -21,6 +21,8 @@ from trajschema.cli.read import load_samples
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from trajschema.schema import Schema
+
 __all__ = [
     "add_diff",
     "add_export",
@@ -93,7 +95,6 @@ def schema_listing() -> list[ListingRow]:
     ``name:`` is not its file name (it cannot be loaded by the name it is listed under).
     """
     from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
-    from trajschema.export import extends
     from trajschema.files import missing_entry_note, packaged_dir, schema_search_path, search_path_files
     from trajschema.load import load_found
 
@@ -112,7 +113,7 @@ def schema_listing() -> list[ListingRow]:
         except (SchemaDefinitionError, SchemaNotFoundError, OSError) as exc:
             rows.append(ListingRow(name, "", "", source, _listed_error(exc)))
             continue
-        rows.append(ListingRow(name, ", ".join(extends(schema)), ", ".join(schema.architectures), source, None))
+        rows.append(ListingRow(name, ", ".join(schema.lineage[1:]), ", ".join(schema.architectures), source, None))
     return rows
 
 
@@ -219,27 +220,27 @@ def _where_from(d: object) -> str:
     return ""
 
 
-def show_report(schema: Any, config: str | None) -> dict[str, Any]:
+def show_report(schema: Schema, config: str | None) -> dict[str, Any]:
     """Everything ``show`` prints, as strings: what ``show --json`` prints and the tables are made of."""
     import dataclasses
 
     from trajschema.export import dim_rows, extends, field_rows, tag_rows
 
+    plan = schema.plan
     dims = [
-        {**dataclasses.asdict(d), "definition": d.definition + _where_from(schema.dims[d.name])}
-        for d in dim_rows(schema)
+        {**dataclasses.asdict(d), "definition": d.definition + _where_from(schema.dims[d.name])} for d in dim_rows(plan)
     ]
     return {
         "name": schema.name,
         "description": " ".join(schema.description.split()),
-        "extends": extends(schema),
+        "extends": extends(plan),
         "architectures": list(schema.architectures),
         "extra": schema.extra,
         "source": str(schema.source),
         "model_config": config,
-        "fields": [dataclasses.asdict(f) for f in field_rows(schema)],
+        "fields": [dataclasses.asdict(f) for f in field_rows(plan)],
         "dims": dims,
-        "tags": [dataclasses.asdict(t) for t in tag_rows(schema)],
+        "tags": [dataclasses.asdict(t) for t in tag_rows(plan)],
     }
 
 
@@ -329,7 +330,7 @@ def run_export(args: argparse.Namespace, console: Console) -> int:
     elif args.format == "json-schema":
         text = json.dumps(schema.to_json_schema(), indent=2)
     else:
-        text = jaxtyping_source(schema)
+        text = jaxtyping_source(schema.plan)
     text = text if text.endswith("\n") else text + "\n"
     if args.json:
         emit_json("export", {"name": schema.name, "format": args.format, "output": text})

@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import (
     BatchShapeError,
     BatchView,
@@ -32,6 +31,7 @@ from trajschema.check import (
     tags_length_violation,
 )
 from trajschema.core import Batch, SchemaError, TagDict, Violation, describe_value
+from trajschema.schema import Schema
 
 __all__ = [
     "check_padding_contract",

@@ -91,7 +91,7 @@ if TYPE_CHECKING:
         PadValue,
     )
     from trajschema.core.scalars import is_int, is_real
-    from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, SchemaLike, TagDict, ViolationCode
+    from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, TagDict, ViolationCode
     from trajschema.core.validation import check_bool, check_int, check_real, positive_int
     from trajschema.core.values import (
         Domain,
@@ -148,7 +148,6 @@ __all__ = [
     "Sample",
     "SchemaDefinitionError",
     "SchemaError",
-    "SchemaLike",
     "SchemaMatchError",
     "SchemaNotFoundError",
     "SchemaProblem",
@@ -274,7 +273,6 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "Batch",
         "Depth",
         "Sample",
-        "SchemaLike",
         "TagDict",
         "ViolationCode",
     ),

@@ -27,7 +27,7 @@ def lazy_front(
     import names`` statements of an eager front would. Reading a name imports its module
     only (a module may itself defer a costly name, as `trajschema.core.types` defers
     ``Batch``). With ``public_module``, a class reports itself under that module (as
-    ``trajschema.Schema``, not ``trajschema._schema.Schema``) once read from the front.
+    ``trajschema.Schema``, not ``trajschema.schema.Schema``) once read from the front.
 
     Examples:
         >>> getattr_, dir_ = lazy_front("trajschema.core", {"trajschema.core.version": ("VERSION",)})

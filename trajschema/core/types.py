@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from tensordict import TensorDictBase
 
-__all__ = ["DEPTHS", "MAX_SIZE", "Batch", "Depth", "Sample", "SchemaLike", "TagDict", "ViolationCode"]
+__all__ = ["DEPTHS", "MAX_SIZE", "Batch", "Depth", "Sample", "TagDict", "ViolationCode"]
 
 #: The largest size a torch tensor can have (sizes are int64).
 MAX_SIZE = 2**63 - 1
@@ -60,29 +60,3 @@ def __getattr__(name: str) -> Any:
         globals()["Batch"] = batch
         return batch
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class SchemaLike(Protocol):
-    """What the rooms below the front door read of a `trajschema.Schema`, so that they need not import it.
-
-    Compatibility compares two of them and the display rows describe one; the
-    `Schema` class itself (in `trajschema._schema`) sits above both and satisfies this.
-    """
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def fields(self) -> Mapping[str, Any]: ...
-    @property
-    def dims(self) -> Mapping[str, Any]: ...
-    @property
-    def tags(self) -> Mapping[str, Any]: ...
-    @property
-    def padding_sizes(self) -> Mapping[str, int]: ...
-    @property
-    def extra(self) -> str: ...
-    @property
-    def lineage(self) -> tuple[str, ...]: ...
-    @property
-    def plan(self) -> Any: ...
-    def __hash__(self) -> int: ...

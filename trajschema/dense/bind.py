@@ -1,6 +1,6 @@
 """Fitting a layout to one schema: where every field of the schema sits in the dense batch.
 
-`bind_layout` checks once, per (layout, schema) pair, everything that does not depend on
+`bind_layout` checks once, per (layout, plan) pair, everything that does not depend on
 data: a padded field names one per-sample dim the layout pads, a slice names a part of
 its source's axis, the masks that give sizes are 0/1 fields on the right axis, every
 per-sample dim gets a length. Its answer, a `BoundLayout`, is what the check, the
@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Mapping
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from trajschema.core import Axis, Block, Field, FieldEntry, Layout, LayoutDefinitionError, SchemaLike
+from trajschema.core import Axis, Block, Field, FieldEntry, Layout, LayoutDefinitionError
 from trajschema.dense.view import METADATA
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
 
 __all__ = ["BoundLayout", "Placed", "bind_layout", "per_row_metadata", "sliced_layout"]
 
@@ -60,7 +63,7 @@ class BoundLayout:
     """
 
     layout: Layout
-    schema: SchemaLike
+    plan: Plan
     placed: Mapping[str, Placed]
     parts: frozenset[str]
     sizes: Mapping[str, str]
@@ -80,8 +83,8 @@ class BoundLayout:
         return [p for p in self.placed.values() if p.held == "column"]
 
 
-def _fail(layout: Layout, schema: SchemaLike, path: str, problem: str) -> NoReturn:
-    raise LayoutDefinitionError(layout.source, path, f"{problem} (with schema {schema.name!r})")
+def _fail(layout: Layout, plan: Plan, path: str, problem: str) -> NoReturn:
+    raise LayoutDefinitionError(layout.source, path, f"{problem} (with schema {plan.name!r})")
 
 
 def _per_sample_dims(layout: Layout) -> frozenset[str]:
@@ -94,7 +97,7 @@ def _per_sample_dims(layout: Layout) -> frozenset[str]:
 
 
 def _padded_dim(
-    layout: Layout, schema: SchemaLike, f: Field, parts: frozenset[str], path: str
+    layout: Layout, plan: Plan, f: Field, parts: frozenset[str], path: str
 ) -> tuple[str | None, int | None]:
     if not f.is_tensor or not f.shape:
         return None, None
@@ -103,7 +106,7 @@ def _padded_dim(
     if composite:
         _fail(
             layout,
-            schema,
+            plan,
             path,
             f"field {f.name!r} has an axis {composite[0]!r} built from padded dims; "
             "a layout pads axes named by one dim",
@@ -111,7 +114,7 @@ def _padded_dim(
     if len(found) > 1:
         _fail(
             layout,
-            schema,
+            plan,
             path,
             f"field {f.name!r} has two padded dims ({found[0][1]}, {found[1][1]}); a layout pads one axis per field",
         )
@@ -120,40 +123,40 @@ def _padded_dim(
     return found[0][1], found[0][0] + 1
 
 
-def _place(layout: Layout, schema: SchemaLike, f: Field, parts: frozenset[str]) -> Placed:
-    entry = layout.entry(f.name, schema.lineage)
+def _place(layout: Layout, plan: Plan, f: Field, parts: frozenset[str]) -> Placed:
+    entry = layout.entry(f.name, plan.lineage)
     path = f"fields.{f.name}"
-    dim, axis = _padded_dim(layout, schema, f, parts, path)
+    dim, axis = _padded_dim(layout, plan, f, parts, path)
     if entry.held == "gather" and f.kind not in ("mapping", "any"):
-        _fail(layout, schema, path, f"gather builds a mapping per sample; field {f.name!r} is {f.describe()}")
+        _fail(layout, plan, path, f"gather builds a mapping per sample; field {f.name!r} is {f.describe()}")
     if entry.held == "column" and dim is not None and dim not in layout.axes:
         _fail(
             layout,
-            schema,
+            plan,
             path,
             f"dim {dim!r} is only part of a padded axis in this layout; "
             f"hold {f.name!r} as slice_of the field that carries the axis",
         )
     if entry.dtype is not None and not f.is_tensor:
-        _fail(layout, schema, path, f"dtype: applies to tensor fields; {f.name!r} is {f.kind}")
+        _fail(layout, plan, path, f"dtype: applies to tensor fields; {f.name!r} is {f.kind}")
     key = (entry.key or f.name) if entry.held == "column" else None
     return Placed(field=f, entry=entry, key=key, dim=dim, axis=axis)
 
 
-def _check_source(bound: dict[str, Placed], p: Placed, layout: Layout, schema: SchemaLike) -> None:
+def _check_source(bound: dict[str, Placed], p: Placed, layout: Layout, plan: Plan) -> None:
     path = f"fields.{p.name}"
     src = bound.get(p.entry.source or "")
     if src is None:
-        _fail(layout, schema, path, f"{p.held} names {p.entry.source!r}, which is not a field of the schema")
+        _fail(layout, plan, path, f"{p.held} names {p.entry.source!r}, which is not a field of the schema")
     if src.held != "column":
         _fail(
-            layout, schema, path, f"{p.held} names {src.name!r}, which this layout holds as {src.held}, not as a column"
+            layout, plan, path, f"{p.held} names {src.name!r}, which this layout holds as {src.held}, not as a column"
         )
     if p.held == "same_as":
         if (src.dim, src.field.shape) != (p.dim, p.field.shape):
             _fail(
                 layout,
-                schema,
+                plan,
                 path,
                 f"same_as {src.name!r}: its shape {src.field.describe()} is not {p.field.describe()}",
             )
@@ -161,37 +164,35 @@ def _check_source(bound: dict[str, Placed], p: Placed, layout: Layout, schema: S
     if p.dim is None or src.dim is None:
         _fail(
             layout,
-            schema,
+            plan,
             path,
             f"slice_of {src.name!r}: both must have a padded dim ({p.field.describe()}, {src.field.describe()})",
         )
     axis = layout.axes[src.dim]
     if not any(p.dim == b.dim or p.dim in b.holds for b in axis.blocks):
-        _fail(layout, schema, path, f"slice_of {src.name!r}: its axis {src.dim!r} holds no part {p.dim!r}")
+        _fail(layout, plan, path, f"slice_of {src.name!r}: its axis {src.dim!r} holds no part {p.dim!r}")
 
 
-def _check_sizes(
-    bound: Mapping[str, Placed], layout: Layout, schema: SchemaLike, needed: frozenset[str]
-) -> dict[str, str]:
+def _check_sizes(bound: Mapping[str, Placed], layout: Layout, plan: Plan, needed: frozenset[str]) -> dict[str, str]:
     sizes: dict[str, str] = {}
     for dim, mask in layout.sizes.items():
         p = bound.get(mask)
         if p is None:
             if dim in needed:
-                _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} is not a field of the schema")
+                _fail(layout, plan, f"sizes.{dim}", f"mask {mask!r} is not a field of the schema")
             continue
         if p.held != "column" or p.dim is None:
-            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} must be a column with a padded axis")
+            _fail(layout, plan, f"sizes.{dim}", f"mask {mask!r} must be a column with a padded axis")
         if not any(dim in (b.dim, *b.holds) or dim == p.dim for b in layout.axes[p.dim].blocks):
-            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} pads axis {p.dim!r}, which does not hold {dim!r}")
+            _fail(layout, plan, f"sizes.{dim}", f"mask {mask!r} pads axis {p.dim!r}, which does not hold {dim!r}")
         if p.field.values is None or not set(p.field.values) <= {0, 1}:
-            _fail(layout, schema, f"sizes.{dim}", f"mask {mask!r} must declare values: [0, 1] in the schema")
+            _fail(layout, plan, f"sizes.{dim}", f"mask {mask!r} must declare values: [0, 1] in the schema")
         sizes[dim] = mask
     return sizes
 
 
 @functools.lru_cache(maxsize=256)
-def bind_layout(layout: Layout, schema: SchemaLike) -> BoundLayout:
+def bind_layout(layout: Layout, plan: Plan) -> BoundLayout:
     """Fit ``layout`` to ``schema`` (cached per pair).
 
     Raises:
@@ -199,16 +200,16 @@ def bind_layout(layout: Layout, schema: SchemaLike) -> BoundLayout:
             naming the layout file, the key and the schema.
     """
     parts = _per_sample_dims(layout)
-    placed = {n: _place(layout, schema, f, parts) for n, f in schema.fields.items()}
+    placed = {n: _place(layout, plan, f, parts) for n, f in plan.fields.items()}
     for p in placed.values():
         if p.held in ("slice", "same_as"):
-            _check_source(placed, p, layout, schema)
+            _check_source(placed, p, layout, plan)
     used = frozenset(p.dim for p in placed.values() if p.dim is not None and p.held != "absent")
-    sizes = _check_sizes(placed, layout, schema, used)
+    sizes = _check_sizes(placed, layout, plan, used)
     for t in layout.tags:
-        if t not in schema.tags:
-            _fail(layout, schema, f"tags.{t}", f"the schema has no tag {t!r}")
-    return BoundLayout(layout=layout, schema=schema, placed=placed, parts=parts, sizes=sizes)
+        if t not in plan.tags:
+            _fail(layout, plan, f"tags.{t}", f"the schema has no tag {t!r}")
+    return BoundLayout(layout=layout, plan=plan, placed=placed, parts=parts, sizes=sizes)
 
 
 @functools.lru_cache(maxsize=16)

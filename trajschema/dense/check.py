@@ -294,20 +294,12 @@ def _padding_rows(
 
 
 @functools.lru_cache(maxsize=256)
-def relaxed_plan(schema: Any, optional: frozenset[str]) -> Plan:
+def relaxed_plan(plan: Plan, optional: frozenset[str]) -> Plan:
     """The schema's plan with the fields in ``optional`` not required (absent in the layout, or reported already)."""
-    plan = schema.plan
     if not optional:
         return plan
     fields = {n: dataclasses.replace(f, required=False) if n in optional else f for n, f in plan.fields.items()}
-    return build_plan(
-        name=plan.name,
-        dims=plan.dims,
-        fields=fields,
-        tags=plan.tags,
-        extra=plan.extra,
-        padding_sizes=plan.padding_sizes,
-    )
+    return build_plan(**{**plan.declarations, "fields": fields})
 
 
 def _batch_key(bound: BoundLayout, name: str) -> str:
@@ -394,7 +386,7 @@ def _gathers(p: Placed, view: DenseView) -> bool:
 
 
 def check_dense(
-    schema: Any,  # a Schema: the dense room sits above the front door and never imports it
+    plan: Plan,  # Schema.plan: the dense room sits below the front door
     batch: Any,
     layout: Layout,
     *,
@@ -407,7 +399,7 @@ def check_dense(
     """Every violation of a dense padded ``batch`` of ``schema`` laid out as ``layout``.
 
     Args:
-        schema, batch, layout: see [`Schema.validate_batch`][trajschema.Schema.validate_batch].
+        plan, batch, layout: see [`Schema.validate_batch`][trajschema.Schema.validate_batch].
         tags: one tag dict per row; by default read where the layout's ``tags:`` say
             (SkyRL's ``metadata.is_padding``).
         dims, depth: as for a jagged batch. At ``depth="shapes"`` the masks and the
@@ -422,9 +414,8 @@ def check_dense(
         ValueError: a bad ``depth`` or ``dims``.
         LayoutDefinitionError: the layout cannot hold the schema.
     """
-    plan = schema.plan
     dims = check_args(plan, dims, depth)
-    bound = bind_layout(layout, schema)
+    bound = bind_layout(layout, plan)
     view, found = read_dense(batch)
     if found:
         return DenseCheck(found, {}, {})
@@ -439,7 +430,7 @@ def check_dense(
     cut = dense_to_rows if rows else dense_to_jagged if extract else dense_to_view
     td = cut(bound, view, geo, skip=skip | gathered, values=values)
     optional = frozenset(skip | gathered | {n for n, p in bound.placed.items() if p.held == "absent"})
-    engine, bindings = check_batch(relaxed_plan(schema, optional), td, tags=tags, dims=dims, depth=depth)
+    engine, bindings = check_batch(relaxed_plan(plan, optional), td, tags=tags, dims=dims, depth=depth)
     casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []
     told = {(v.sample, v.field) for v in casts}  # the engine saw the cast's value, not the batch's
     found += [v for v in _translate(bound, engine, geo.broken) if (v.sample, v.field) not in told] + casts

@@ -36,13 +36,14 @@ from trajschema.dense.view import METADATA
 from trajschema.padding import PaddingMemoryError, PaddingSizes, format_bytes
 
 if TYPE_CHECKING:
+    from trajschema.check import Plan
     from trajschema.core import Layout
 
 __all__ = ["from_dense", "lay_out", "to_dense"]
 
 
 def to_dense(
-    schema: Any,  # a Schema (SchemaLike): the dense room sits below the front door and never imports it
+    plan: Plan,  # Schema.plan: the dense room sits below the front door
     samples: Any,
     *,
     layout: Layout,
@@ -77,7 +78,7 @@ def to_dense(
         (torch.Size([2, 6]), [[1, 1], [0, 1]], ['q0', 'q0'])
 
     Args:
-        schema: the schema the samples follow.
+        plan: the plan of the schema the samples follow (`Schema.plan`).
         samples: a list of sample mappings, or a jagged TensorDict as TransferQueue returns one.
         layout: the layout.
         pad_token_id: the pad id of ``pad: pad_token`` regions (default: the layout's pinned one).
@@ -85,16 +86,16 @@ def to_dense(
             ``{"prompt": 1024, "response": 2048}`` for verl's configured lengths.
 
     Raises:
-        SchemaError: the samples break the schema, or hold what the layout cannot carry.
+        SchemaError: the samples break the plan, or hold what the layout cannot carry.
         ValueError: no samples (an empty batch has no dtypes or trailing sizes to lay
             out), no pad id where one is needed, a meta tensor, a bad ``lengths=``.
     """
-    bound = bind_layout(layout, schema)
-    view = _checked_view(schema, bound, samples)
+    bound = bind_layout(layout, plan)
+    view = _checked_view(plan, bound, samples)
     return lay_out(bound, view, pad_token_id=pad_token_id, lengths=lengths)
 
 
-def _checked_view(schema: Any, bound: BoundLayout, samples: Any) -> BatchView:
+def _checked_view(plan: Plan, bound: BoundLayout, samples: Any) -> BatchView:
     view = batch_of(samples)
     if view.n == 0:
         raise ValueError(
@@ -103,9 +104,9 @@ def _checked_view(schema: Any, bound: BoundLayout, samples: Any) -> BatchView:
         )
     # the fields the layout drops may be missing (from_dense leaves them out)
     absent = frozenset(p.name for p in bound.placed.values() if p.held == "absent")
-    found, bindings = check_batch(relaxed_plan(schema, absent), samples, tags=None, dims=None, depth="values")
+    found, bindings = check_batch(relaxed_plan(plan, absent), samples, tags=None, dims=None, depth="values")
     if found:
-        raise SchemaError(found, schema_name=schema.name, bindings=bindings)
+        raise SchemaError(found, schema_name=plan.name, bindings=bindings)
     _refuse_meta(bound, view)
     return view
 
@@ -169,7 +170,7 @@ def lay_out(
         if tags is not None and tag in tags:
             _put(out, key, list(tags[tag]))
     if rows.found:
-        raise SchemaError(rows.found, schema_name=bound.schema.name)
+        raise SchemaError(rows.found, schema_name=bound.plan.name)
     return out
 
 
@@ -208,13 +209,13 @@ def refuse_memory(bound: BoundLayout, columns: Mapping[str, int], what: str, *, 
     """
     total = sum(columns.values())
     largest = tuple(sorted(columns.items(), key=lambda kv: -kv[1])[:3])
-    sizes = PaddingSizes(bound.schema.name, 0, {}, {}, {}, total, 0, total)
+    sizes = PaddingSizes(bound.plan.name, 0, {}, {}, {}, total, 0, total)
     try:
         sizes.check_memory()
     except PaddingMemoryError as exc:
         if padding:
             raise PaddingMemoryError(
-                schema_name=bound.schema.name,
+                schema_name=bound.plan.name,
                 count=padding,
                 dims={},
                 needed=total,
@@ -253,7 +254,7 @@ def _sizes(bound: BoundLayout, view: BatchView) -> dict[str, torch.Tensor]:
         for k, d in todo:
             sizes[d] = torch.tensor([v.shape[k] for v in vals], dtype=torch.int64)
     for d in sorted(bound.parts - set(sizes)):  # a dim no field names on its own: a derived one
-        dim = bound.schema.dims.get(d)
+        dim = bound.plan.dims.get(d)
         expr = getattr(dim, "expr", None)
         value = expr.evaluate(sizes) if expr is not None else None
         if isinstance(value, torch.Tensor):
@@ -574,7 +575,7 @@ def _gather(out: DenseBatch, rows: _Rows, p: Placed) -> None:
 
 
 def from_dense(
-    schema: Any,
+    plan: Plan,
     batch: Any,
     *,
     layout: Layout,
@@ -595,9 +596,9 @@ def from_dense(
         SchemaError: with every violation of the batch (the schema's and the layout's,
             as `Schema.batch_violations` with ``layout=`` reports them); nothing is converted.
     """
-    found = check_dense(schema, batch, layout, tags=tags, depth=depth, extract=True)
+    found = check_dense(plan, batch, layout, tags=tags, depth=depth, extract=True)
     if found.violations:
-        raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
+        raise SchemaError(found.violations, schema_name=plan.name, bindings=found.bindings)
     jagged = found.jagged
     assert jagged is not None and not isinstance(jagged, list)  # a clean check extracts a TensorDict
     if as_tensordict:

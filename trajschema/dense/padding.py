@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema.check import batch_of
-from trajschema.core import MAX, SPREAD, DenseBatch, SchemaError, check_int, same_bits
+from trajschema.core import MAX, SPREAD, DenseBatch, FreeDim, SchemaError, check_int, same_bits
 from trajschema.dense.bind import BoundLayout, bind_layout, per_row_metadata, sliced_layout
 from trajschema.dense.check import check_dense, relaxed_plan
 from trajschema.dense.convert import lay_out, refuse_memory
@@ -30,7 +30,7 @@ __all__ = ["dense_padding"]
 
 
 def dense_padding(
-    schema: Any,  # a Schema (SchemaLike): the dense room sits below the front door and never imports it
+    plan: Plan,  # Schema.plan: the dense room sits below the front door
     count: int,
     *,
     layout: Layout,
@@ -57,7 +57,7 @@ def dense_padding(
     ``like`` that no schema field gives (a trainer's own extra column) is not in the result.
 
     Args:
-        schema: the schema of the batch.
+        plan: the plan of the batch's schema (`Schema.plan`).
         count: how many rows (0 gives ``like``'s keys with no rows).
         layout: the batch's layout.
         like: the dense batch being padded (at least one row).
@@ -78,17 +78,17 @@ def dense_padding(
             any of them is allocated).
     """
     count = check_int("count", count)
-    bound = bind_layout(layout, schema)
+    bound = bind_layout(layout, plan)
     if check:
-        found = check_dense(schema, like, layout, depth="shapes")
+        found = check_dense(plan, like, layout, depth="shapes")
         if found.violations:
-            raise SchemaError(found.violations, schema_name=schema.name, bindings=found.bindings)
+            raise SchemaError(found.violations, schema_name=plan.name, bindings=found.bindings)
     view, _ = read_dense(like)
     first = _first_row(bound, view)
     blocks = _block_widths(bound, view)
     sizes = fitting_sizes(bound, blocks, dict(dims or {}))
     # the plan without the fields the layout drops: padding emits them only if like has them
-    plan = relaxed_plan(schema, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
+    plan = relaxed_plan(plan, frozenset(n for n, p in bound.placed.items() if p.held == "absent"))
     # two padding rows, laid out once, then repeated: every padding row is the same sample
     # (one shared uid) but for `pad: index` fields and spread routes (row 1 shows where they
     # sit), and count rows of per-sample dicts would take ~50x the memory of the dense rows
@@ -140,9 +140,9 @@ def _first_row(bound: BoundLayout, view: DenseView) -> dict[str, Any]:
     if view.n == 0:
         raise ValueError("dense_padding needs a like= batch with at least one row (dtypes and trailing sizes)")
     one = one_row(view, 0, per_row_metadata(bound))
-    found = check_dense(bound.schema, one, sliced_layout(bound.layout), depth="shapes", extract=True, rows=True)
+    found = check_dense(bound.plan, one, sliced_layout(bound.layout), depth="shapes", extract=True, rows=True)
     if found.violations or not isinstance(found.jagged, list):  # only with check=False: a checked batch's row is clean
-        raise SchemaError(found.violations, schema_name=bound.schema.name, bindings=found.bindings)
+        raise SchemaError(found.violations, schema_name=bound.plan.name, bindings=found.bindings)
     return found.jagged[0]
 
 
@@ -196,13 +196,13 @@ def _block_widths(bound: BoundLayout, view: DenseView) -> dict[str, int]:
 
 def fitting_sizes(bound: BoundLayout, blocks: Mapping[str, int], asked: Mapping[str, int]) -> dict[str, int]:
     """The per-sample sizes of a padding row: every free dim a block holds, fitting ``blocks``' lengths."""
-    schema = bound.schema
+    plan = bound.plan
     sizes: dict[str, int] = {}
     for axis in bound.layout.axes.values():
         for b in axis.blocks:
             if b.dim not in blocks:
                 continue
-            free = [d for d in (b.holds or (b.dim,)) if hasattr(schema.dims.get(d), "min")]
+            free = [d for d in (b.holds or (b.dim,)) if hasattr(plan.dims.get(d), "min")]
             if not free:
                 continue
             for d in free:
@@ -216,13 +216,19 @@ def _first_size(bound: BoundLayout, d: str, asked: Mapping[str, int]) -> int:
         return 0
     if d in asked:
         return check_int(f"dims[{d!r}]", asked[d])
-    return int(bound.schema.padding_sizes.get(d, bound.schema.dims[d].min))
+    return int(bound.plan.padding_sizes.get(d, _least(bound, d)))
+
+
+def _least(bound: BoundLayout, d: str) -> int:
+    """The least size of ``d``, a free dim (a padded block holds free dims only)."""
+    dim = bound.plan.dims[d]
+    return dim.min if isinstance(dim, FreeDim) else 0
 
 
 def _zero_mask(bound: BoundLayout, d: str) -> bool:
     """Whether the mask that counts ``d`` is all 0 in padding (then a padding row has no ``d``)."""
     mask = bound.sizes.get(d)
-    f = bound.schema.fields.get(mask or "")
+    f = bound.plan.fields.get(mask or "")
     return f is not None and f.pad.rule == "fill" and f.pad.value == 0
 
 
@@ -230,7 +236,6 @@ def _fit_block(
     bound: BoundLayout, block: str, free: list[str], sizes: dict[str, int], width: int, *, exact: bool, asked: Any
 ) -> None:
     """Resize the dims of one block so they sum to ``width`` (``exact``) or at most ``width``."""
-    schema = bound.schema
     fixed = [d for d in free if _zero_mask(bound, d) or d in asked]
     movable = [d for d in free if d not in fixed]
     rest = width - sum(sizes[d] for d in fixed)
@@ -242,10 +247,10 @@ def _fit_block(
     movable.sort(key=lambda d: sizes[d])
     big, small = movable[-1], movable[:-1]
     for d in small:
-        sizes[d] = max(schema.dims[d].min, min(sizes[d], rest - schema.dims[big].min))
+        sizes[d] = max(_least(bound, d), min(sizes[d], rest - _least(bound, big)))
         rest -= sizes[d]
     want = rest if exact else min(sizes[big], rest)
-    if want < max(schema.dims[big].min, 1 if big == "prompt" else 0) or rest < 0:
+    if want < max(_least(bound, big), 1 if big == "prompt" else 0) or rest < 0:
         raise _unfit(bound, block, width, sizes, free, exact)
     sizes[big] = want
 
@@ -253,7 +258,7 @@ def _fit_block(
 def _unfit(
     bound: BoundLayout, block: str, width: int, sizes: Mapping[str, int], free: list[str], exact: bool
 ) -> ValueError:
-    mins = {d: bound.schema.dims[d].min for d in free}
+    mins = {d: _least(bound, d) for d in free}
     now = {d: sizes[d] for d in free}
     how = "exactly" if exact else "at most"
     return ValueError(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trajschema.check import Plan
 from trajschema.core import (
     DerivedDim,
     DType,
@@ -26,7 +27,6 @@ from trajschema.core import (
     number_label,
     shown_value,
 )
-from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
 from trajschema.evolution.rules import (
     axis_key,
     axis_poly,
@@ -44,9 +44,6 @@ from trajschema.evolution.rules import (
     value_set,
     value_witness,
 )
-
-if TYPE_CHECKING:
-    from trajschema.check import Plan
 
 __all__ = ["CHANGE_KINDS", "COMPAT_MODES", "Change", "compatibility"]
 
@@ -165,8 +162,8 @@ class _Diff:
         return tail
 
 
-def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Change]:
-    """Every difference between ``old`` and ``new`` that matters to validation.
+def compatibility(old: Plan, new: Plan, mode: str = "backward") -> list[Change]:
+    """Every difference between the schemas of plans ``old`` and ``new`` that matters to validation.
 
     Each is a [`Change`][trajschema.Change] record.
 
@@ -191,14 +188,14 @@ def compatibility(old: Schema, new: Schema, mode: str = "backward") -> list[Chan
 
     Raises:
         ValueError: ``mode`` is not one of `COMPAT_MODES`.
-        TypeError: ``old`` or ``new`` is not a [`Schema`][trajschema.Schema].
+        TypeError: ``old`` or ``new`` is not a `Plan` (`Schema.compatibility` says which
+            was not a [`Schema`][trajschema.Schema]).
     """
     if not isinstance(mode, str) or mode not in COMPAT_MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, COMPAT_MODES))}, found {shown_value(mode)}")
     for side, s in (("old", old), ("new", new)):
-        # Duck-typed: importing _schema here would close an import circle (_schema imports this lazily).
-        if not callable(getattr(s, "_compiled", None)) or not hasattr(s, "padding_sizes"):
-            raise TypeError(f"compatibility: {side} must be a trajschema Schema, found {describe_value(s)}")
+        if not isinstance(s, Plan):
+            raise TypeError(f"compatibility: {side} must be a schema's plan, found {describe_value(s)}")
     c = _Ctx(old, new)
     dims = list(_dims(c))
     rest = [*_fields(c), *_tags(c), *_extra(c), *_padding(c)]
@@ -218,10 +215,9 @@ def _to_change(d: _Diff, mode: str) -> Change:
 class _Ctx:
     """Both schemas, with what the rules need of each: checking plans, expanded dims, dims in use."""
 
-    def __init__(self, old: Schema, new: Schema) -> None:
+    def __init__(self, old: Plan, new: Plan) -> None:
         self.old, self.new = old, new
-        self.plan_old: Plan = old.plan
-        self.plan_new: Plan = new.plan
+        self.plan_old, self.plan_new = old, new
         self.exp_old = expansions(self.plan_old.dim_plan.dims)
         self.exp_new = expansions(self.plan_new.dim_plan.dims)
         self.used_old, self.used_new = _used(self.plan_old), _used(self.plan_new)

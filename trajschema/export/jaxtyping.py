@@ -50,9 +50,12 @@ import difflib
 import functools
 import keyword
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajschema.core import DerivedDim, Expr, FixedDim, dtype_name
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
 
 __all__ = ["AxisNames", "all_annotations", "dense_annotations", "field_annotation", "symbolic_axis"]
 
@@ -83,7 +86,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def field_annotation(schema: Any, field: str) -> Any:
+def field_annotation(plan: Plan, field: str) -> Any:
     """The jaxtyping annotation of one tensor field of ``schema``.
 
     Examples:
@@ -96,11 +99,11 @@ def field_annotation(schema: Any, field: str) -> Any:
         TypeError: ``field`` is not a string, or names a non-tensor field.
         ValueError: ``schema`` has no field ``field``.
     """
-    f = _tensor_field(schema, field)
-    return _annotate(schema, f.name, AxisNames(schema))
+    f = _tensor_field(plan, field)
+    return _annotate(plan, f.name, AxisNames(plan))
 
 
-def all_annotations(schema: Any) -> dict[str, Any]:
+def all_annotations(plan: Plan) -> dict[str, Any]:
     """The jaxtyping annotation of every tensor field of ``schema``, in declaration order.
 
     Examples:
@@ -108,11 +111,11 @@ def all_annotations(schema: Any) -> dict[str, Any]:
         >>> ann["input_ids"].dim_str, list(ann)[:3]
         ('seq', ['prompts', 'responses', 'input_ids'])
     """
-    names = AxisNames(schema)
-    return {f.name: _annotate(schema, f.name, names) for f in schema.fields.values() if f.is_tensor}
+    names = AxisNames(plan)
+    return {f.name: _annotate(plan, f.name, names) for f in plan.fields.values() if f.is_tensor}
 
 
-def dense_annotations(schema: Any, bound: Any) -> dict[str, Any]:
+def dense_annotations(plan: Plan, bound: Any) -> dict[str, Any]:
     """The jaxtyping annotation of every tensor column of a dense batch, by batch key.
 
     What [`Schema.annotations`][trajschema.Schema.annotations] returns with ``layout=``;
@@ -143,7 +146,7 @@ def dense_annotations(schema: Any, bound: Any) -> dict[str, Any]:
         if p.held == "column" and p.field.is_tensor and not p.key.startswith("metadata.")
     ]
     padded = {p.dim: f"{p.dim}_padded" for p in columns if p.dim is not None}
-    names = AxisNames(schema, reserved=frozenset({"batch", *padded.values()}))
+    names = AxisNames(plan, reserved=frozenset({"batch", *padded.values()}))
     seen: set[str] = set()  # names bound by a named axis of an earlier required column
     out = {}
     for p in columns:
@@ -158,19 +161,17 @@ def dense_annotations(schema: Any, bound: Any) -> dict[str, Any]:
     return out
 
 
-def _tensor_field(schema: Any, field: Any) -> Any:
+def _tensor_field(plan: Plan, field: Any) -> Any:
     if not isinstance(field, str):
-        raise TypeError(f"schema {schema.name!r}: a field name must be a str, found {_shown(field)}")
-    f = schema.fields.get(field)
+        raise TypeError(f"schema {plan.name!r}: a field name must be a str, found {_shown(field)}")
+    f = plan.fields.get(field)
     if f is None:
-        close = difflib.get_close_matches(field, list(schema.fields), n=1)
+        close = difflib.get_close_matches(field, list(plan.fields), n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"schema {schema.name!r} has no field {field!r}{hint} (its fields: {', '.join(schema.fields)})"
-        )
+        raise ValueError(f"schema {plan.name!r} has no field {field!r}{hint} (its fields: {', '.join(plan.fields)})")
     if not f.is_tensor:
         raise TypeError(
-            f"schema {schema.name!r}: field {field!r} is a {f.kind} field, not a tensor; "
+            f"schema {plan.name!r}: field {field!r} is a {f.kind} field, not a tensor; "
             f"jaxtyping annotates tensors only (annotate it as a plain Python type)"
         )
     return f
@@ -187,11 +188,11 @@ def _shown(v: Any) -> str:
 class AxisNames:
     """The jaxtyping axis name of each dim: the dim's own name unless jaxtyping would misread it."""
 
-    def __init__(self, schema: Any, reserved: frozenset[str] = frozenset()) -> None:
-        dims: Mapping[str, Any] = schema.dims
+    def __init__(self, plan: Plan, reserved: frozenset[str] = frozenset()) -> None:
+        dims: Mapping[str, Any] = plan.dims
         #: The dims whose size the schema alone decides: fixed ones, and derived ones over them.
         self.fixed: dict[str, int] = {n: d.size for n, d in dims.items() if isinstance(d, FixedDim)}
-        for d in schema.plan.dim_plan.derived:
+        for d in plan.dim_plan.derived:
             size = d.expr.evaluate(self.fixed)
             if isinstance(size, int) and d.name in dims:
                 self.fixed[d.name] = size
@@ -211,11 +212,11 @@ class AxisNames:
             self.names[n] = alias
 
 
-def _annotate(schema: Any, field: str, names: AxisNames) -> Any:
-    return _cached_annotation(*_field_parts(schema, field, names))
+def _annotate(plan: Plan, field: str, names: AxisNames) -> Any:
+    return _cached_annotation(*_field_parts(plan, field, names))
 
 
-def _field_parts(schema: Any, field: str, names: AxisNames) -> tuple[tuple[str, ...], str]:
+def _field_parts(plan: Plan, field: str, names: AxisNames) -> tuple[tuple[str, ...], str]:
     """A tensor field's annotation as its parts: the dtype names and jaxtyping's dim string.
 
     The one place a function parameter's annotation is decided: `field_annotation` and
@@ -223,11 +224,12 @@ def _field_parts(schema: Any, field: str, names: AxisNames) -> tuple[tuple[str, 
     `trajschema.export.jaxtyping_class`, decides its own axes: it holds every field at once,
     so it writes a derived dim as jaxtyping's symbolic axis where this keeps the name.)
     """
-    bound = _bound_before(schema, field)
+    bound = _bound_before(plan, field)
     axes = []
-    for i, e in enumerate(schema.fields[field].shape or ()):
-        axes.append(_axis(e, names, bound | _plain_names(schema.fields[field].shape[:i])))
-    return schema.fields[field].dtype_names, " ".join(axes)
+    shape = plan.fields[field].shape or ()
+    for i, e in enumerate(shape):
+        axes.append(_axis(e, names, bound | _plain_names(shape[:i])))
+    return plan.fields[field].dtype_names, " ".join(axes)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -251,10 +253,10 @@ def _plain_names(shape: Any) -> set[str]:
     return {e.args[0] for e in shape if e.is_name}
 
 
-def _bound_before(schema: Any, field: str) -> set[str]:
+def _bound_before(plan: Plan, field: str) -> set[str]:
     """Dims a named axis of a required tensor field declared before ``field`` binds."""
     out: set[str] = set()
-    for f in schema.fields.values():
+    for f in plan.fields.values():
         if f.name == field:
             return out
         if f.is_tensor and f.required:  # an optional field may be None, binding nothing

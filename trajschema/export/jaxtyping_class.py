@@ -38,10 +38,13 @@ from __future__ import annotations
 import keyword
 import re
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajschema.core import DerivedDim, Expr, FreeDim
 from trajschema.export.jaxtyping import JAXTYPING_DTYPE, AxisNames, symbolic_axis
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
 
 __all__ = ["jaxtyping_source"]
 
@@ -103,7 +106,7 @@ _SOURCE_NAMES = frozenset(
 )
 
 
-def jaxtyping_source(schema: Any) -> str:
+def jaxtyping_source(plan: Plan) -> str:
     """Python source of a checked dataclass of ``schema``'s fields, and of a function building it from a dict.
 
     What ``trajschema export NAME --format jaxtyping`` prints; the docstring of
@@ -112,7 +115,7 @@ def jaxtyping_source(schema: Any) -> str:
     and ``jaxtyping``.
 
     Examples:
-        >>> source = jaxtyping_source(ts.load_schema("text"))
+        >>> source = jaxtyping_source(ts.load_schema("text").plan)
         >>> [line.strip() for line in source.splitlines() if line.strip().startswith("input_ids:")]
         ['input_ids: Int64[torch.Tensor, "prompt+response"]']
         >>> namespace = {}
@@ -121,7 +124,7 @@ def jaxtyping_source(schema: Any) -> str:
         Traceback (most recent call last):
         TypeError: check_text: the sample has no 'responses', 'input_ids', ... (schema 'text' requires them)
     """
-    src = _Source(schema)
+    src = _Source(plan)
     blocks = [*src.defs, *([_HELPERS] if src.rules else []), "\n".join(src.class_lines()), *src.check_function_blocks()]
     # isort leaves one blank line between the imports and a statement, two before a class or def.
     after_imports = "\n\n\n" if blocks[0].startswith(("class ", "def ", "@")) else "\n\n"
@@ -131,17 +134,17 @@ def jaxtyping_source(schema: Any) -> str:
 class _Source:
     """One schema's source, in parts: names, imports, definitions, field types and size rules."""
 
-    def __init__(self, schema: Any) -> None:
-        self.schema = schema
-        self.names = AxisNames(schema)
-        self.cls = _class_name(schema.name)
-        snake = "_".join(w.lower() for w in re.split(r"[^0-9A-Za-z]+", schema.name) if w) or "sample"
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.names = AxisNames(plan)
+        self.cls = _class_name(plan.name)
+        snake = "_".join(w.lower() for w in re.split(r"[^0-9A-Za-z]+", plan.name) if w) or "sample"
         self.fn, self.keys, self.required = f"check_{snake}", f"_{snake.upper()}_KEYS", f"_{snake.upper()}_REQUIRED"
         self.imports: dict[str, set[str]] = {"collections.abc": {"Mapping"}, "typing": {"Any"}}
         self.imports |= {"beartype": {"beartype"}, "jaxtyping": {"jaxtyped"}}
         self.defs: list[str] = []
-        binders = [f for f in schema.fields.values() if f.is_tensor and f.required]
-        self.order = binders + [f for f in schema.fields.values() if f not in binders]
+        binders = [f for f in plan.fields.values() if f.is_tensor and f.required]
+        self.order = binders + [f for f in plan.fields.values() if f not in binders]
         self.dim_strs, loose = self._axes()
         self.types = {f.name: self._type(f) for f in self.order}
         taken = set(_SOURCE_NAMES) | {self.cls, self.fn, self.keys, self.required}
@@ -284,7 +287,7 @@ class _Source:
     # -- the source ---------------------------------------------------------------------
 
     def header_lines(self) -> list[str]:
-        name = self.schema.name
+        name = self.plan.name
         lines = [
             f"# The checked sample class of trajschema schema {name!r}: building a {self.cls} (or",
             f"# calling {self.fn}) checks every field's presence, type, dtype and shape, and the dims",
@@ -308,7 +311,7 @@ class _Source:
             "@jaxtyped(typechecker=beartype)",
             "@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)",
             f"class {self.cls}:",
-            f'    """One sample of schema {self.schema.name!r}, checked when built; see {self.fn}."""',
+            f'    """One sample of schema {self.plan.name!r}, checked when built; see {self.fn}."""',
             "",
         ]
         for f in self.order:
@@ -333,13 +336,13 @@ class _Source:
     def check_function_blocks(self) -> list[str]:
         """The key table and ``check_<name>``: a sample dict in, a checked class out."""
         keys = "".join(f"    {_py_str(f.name)}: {_py_str(self.attrs[f.name])},\n" for f in self.order)
-        required = "".join(f"    {_py_str(f.name)},\n" for f in self.schema.fields.values() if f.required)
+        required = "".join(f"    {_py_str(f.name)},\n" for f in self.plan.fields.values() if f.required)
         constants = (
             "#: Each key of a sample and the attribute holding it; the keys a sample must have.\n"
             f"{self.keys} = {{\n{keys}}}\n{self.required} = (\n{required})"
         )
-        forbid = self.schema.extra == "forbid"
-        schema = _in_fstring(repr(self.schema.name))
+        forbid = self.plan.extra == "forbid"
+        schema = _in_fstring(repr(self.plan.name))
         fn = self.fn
         lines = [
             f"def {fn}(sample: Mapping[str, Any]) -> {self.cls}:",

@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from trajschema.check import Plan
+
 import trajschema.check as check
 from trajschema.core import (
     DTYPE_NAMES,
@@ -85,7 +87,7 @@ _MAX_DEPTH = 100
 _NULL = {"type": "null"}
 
 
-def json_schema(schema: Any) -> dict[str, Any]:
+def json_schema(plan: Plan) -> dict[str, Any]:
     """A JSON Schema (2020-12) document for the `sample_to_json` rendering of one sample.
 
     Examples:
@@ -95,20 +97,20 @@ def json_schema(schema: Any) -> dict[str, Any]:
         >>> doc["properties"]["position_ids"]["properties"]["dtype"]
         {'enum': ['int64']}
     """
-    consts = _constant_dims(schema)
+    consts = _constant_dims(plan)
     doc: dict[str, Any] = {
         "$schema": SCHEMA_DIALECT,
-        "title": schema.name,
+        "title": plan.name,
         "type": "object",
-        "properties": {n: _field(f, consts) for n, f in schema.fields.items()},
-        "required": [n for n, f in schema.fields.items() if f.required],
-        "additionalProperties": schema.extra != "forbid",
-        "$defs": {"dims": _dims(schema), "tags": _tags(schema)},
-        "x-trajschema-lineage": list(schema.lineage),
-        "x-trajschema-architectures": list(schema.architectures),
+        "properties": {n: _field(f, consts) for n, f in plan.fields.items()},
+        "required": [n for n, f in plan.fields.items() if f.required],
+        "additionalProperties": plan.extra != "forbid",
+        "$defs": {"dims": _dims(plan), "tags": _tags(plan)},
+        "x-trajschema-lineage": list(plan.lineage),
+        "x-trajschema-architectures": list(plan.architectures),
     }
-    if schema.description:
-        doc["description"] = schema.description
+    if plan.description:
+        doc["description"] = plan.description
     return _sorted(doc)
 
 
@@ -120,12 +122,12 @@ def _sorted(x: Any) -> Any:
     return x
 
 
-def _constant_dims(schema: Any) -> dict[str, int]:
+def _constant_dims(plan: Plan) -> dict[str, int]:
     """Sizes the schema alone decides: fixed dims, and derived dims over fixed ones only."""
-    out: dict[str, int] = {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
-    for d in schema.plan.dim_plan.derived:
+    out: dict[str, int] = {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
+    for d in plan.dim_plan.derived:
         size = d.expr.evaluate(out)
-        if isinstance(size, int) and d.name in schema.dims:
+        if isinstance(size, int) and d.name in plan.dims:
             out[d.name] = size
     return out
 
@@ -318,9 +320,9 @@ def _scalar_tensor_dtypes(kind: str) -> dict[str, list[str]]:
 # -- dims and tags ------------------------------------------------------------------------
 
 
-def _dims(schema: Any) -> dict[str, Any]:
+def _dims(plan: Plan) -> dict[str, Any]:
     props: dict[str, Any] = {}
-    for n, d in schema.dims.items():
+    for n, d in plan.dims.items():
         p: dict[str, Any] = {"type": "integer"}
         if isinstance(d, FixedDim):
             p.update({"const": d.size, "x-trajschema-dim": "fixed"})
@@ -330,8 +332,8 @@ def _dims(schema: Any) -> dict[str, Any]:
                 p["maximum"] = d.max
             if d.multiple_of is not None:
                 p["multipleOf"] = d.multiple_of
-            if n in schema.padding_sizes:
-                p["x-trajschema-padding"] = schema.padding_sizes[n]
+            if n in plan.padding_sizes:
+                p["x-trajschema-padding"] = plan.padding_sizes[n]
             if d.from_config:
                 p["x-trajschema-from-config"] = [str(e) for e in d.from_config]
         elif isinstance(d, DerivedDim):
@@ -342,9 +344,9 @@ def _dims(schema: Any) -> dict[str, Any]:
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
-def _tags(schema: Any) -> dict[str, Any]:
+def _tags(plan: Plan) -> dict[str, Any]:
     props: dict[str, Any] = {}
-    for n, t in schema.tags.items():
+    for n, t in plan.tags.items():
         meta: dict[str, Any] = {}
         if t.description:
             meta["description"] = t.description

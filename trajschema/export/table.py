@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from trajschema.core import DerivedDim, Expr, Field, FixedDim, Tag
-from trajschema.core import SchemaLike as Schema  # the front door's Schema, read only
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
 
 __all__ = ["DimRow", "FieldRow", "TagRow", "dim_rows", "extends", "field_rows", "tag_rows", "value_checks"]
 
@@ -77,8 +80,8 @@ def value_checks(f: Field, sizes: Mapping[str, int] | None = None) -> str:
     return "; ".join(parts)
 
 
-def _fixed_sizes(schema: Schema) -> dict[str, int]:
-    return {n: d.size for n, d in schema.dims.items() if isinstance(d, FixedDim)}
+def _fixed_sizes(plan: Plan) -> dict[str, int]:
+    return {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
 
 
 def _field_row(f: Field, sizes: Mapping[str, int]) -> FieldRow:
@@ -98,23 +101,23 @@ def _field_row(f: Field, sizes: Mapping[str, int]) -> FieldRow:
     )
 
 
-def field_rows(schema: Schema) -> list[FieldRow]:
+def field_rows(plan: Plan) -> list[FieldRow]:
     """The schema's fields in declaration order (inherited ones included)."""
-    sizes = _fixed_sizes(schema)
-    return [_field_row(f, sizes) for f in schema.fields.values()]
+    sizes = _fixed_sizes(plan)
+    return [_field_row(f, sizes) for f in plan.fields.values()]
 
 
-def dim_rows(schema: Schema) -> list[DimRow]:
+def dim_rows(plan: Plan) -> list[DimRow]:
     """The schema's dims with their bounds or definition and the padding default of free dims."""
     rows = []
-    for d in schema.dims.values():
+    for d in plan.dims.values():
         if isinstance(d, FixedDim):
             kind = "fixed"
         elif isinstance(d, DerivedDim):
             kind = "derived"
         else:
             kind = "free"
-        default = schema.padding_sizes.get(d.name)
+        default = plan.padding_sizes.get(d.name)
         rows.append(DimRow(d.name, kind, d.describe(), "" if default is None else str(default), d.description))
     return rows
 
@@ -129,11 +132,11 @@ def _tag_row(t: Tag) -> TagRow:
     )
 
 
-def tag_rows(schema: Schema) -> list[TagRow]:
+def tag_rows(plan: Plan) -> list[TagRow]:
     """The schema's declared tags."""
-    return [_tag_row(t) for t in schema.tags.values()]
+    return [_tag_row(t) for t in plan.tags.values()]
 
 
-def extends(schema: Schema) -> list[str]:
+def extends(plan: Plan) -> list[str]:
     """The schemas this one inherits from, nearest first, in resolution (C3) order."""
-    return list(schema.lineage[1:])
+    return list(plan.lineage[1:])

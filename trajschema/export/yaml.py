@@ -1,25 +1,28 @@
 """Writing a schema back out as a YAML document that the loader accepts and compiles to an equal schema.
 
-Duck-typed over the schema (this module sits below `trajschema._schema`, which
-delegates ``Schema.to_yaml`` here): it reads ``name``, ``description``, ``architectures``,
-``lineage``, ``dims``, ``fields``, ``tags``, ``padding_sizes`` and ``extra``. A schema
+It reads a schema's plan (`Schema.to_yaml` delegates here): ``name``, ``description``,
+``architectures``, ``lineage``, ``dims``, ``fields``, ``tags``, ``padding_sizes`` and
+``extra``. A schema
 with ancestors is written with ``extends:`` (its resolution order, which C3 reproduces)
 and every entry restated, so it reloads with the same lineage and the same declarations.
 
 A drafted schema (from [`infer_schema`][trajschema.infer_schema]) carries the declarations it was
 compiled from as ``_draft`` and the guesses behind them as ``_comments`` (``"fields.uid"``
--> text); both are plain data outside ``Schema.__eq__``/``__hash__``, and the comments are
-written as YAML comments on their entries.
+-> text); both are plain data outside ``Schema.__eq__``/``__hash__``; `Schema.to_yaml`
+hands them here, and the comments are written as YAML comments on their entries.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from trajschema.core import SPREAD, DerivedDim, Expr, Field, FixedDim, Tag
+
+if TYPE_CHECKING:
+    from trajschema.check import Plan
 
 __all__ = ["dim_entry", "field_entry", "pad_entry", "schema_sections", "schema_to_yaml", "tag_entry"]
 
@@ -132,26 +135,26 @@ def tag_entry(t: Tag) -> dict[str, Any]:
     return out
 
 
-def schema_sections(schema: Any) -> dict[str, Any]:
-    """Every declaration of ``schema`` restated, as the mapping a schema file holds.
+def schema_sections(plan: Plan) -> dict[str, Any]:
+    """Every declaration of the schema of ``plan`` restated, as the mapping a schema file holds.
 
     Examples:
-        >>> doc = schema_sections(ts.load_schema("vlm_mrope_moe"))
+        >>> doc = schema_sections(ts.load_schema("vlm_mrope_moe").plan)
         >>> doc["extends"], doc["dims"]["seq"]
         (['vlm_mrope', 'moe_routed', 'text'], 'prompt + response')
     """
-    doc: dict[str, Any] = {"name": schema.name}
-    if schema.description:
-        doc["description"] = schema.description
-    if schema.architectures:
-        doc["architectures"] = list(schema.architectures)
-    if len(schema.lineage) > 1:
-        doc["extends"] = list(schema.lineage[1:])
-    doc["dims"] = {n: dim_entry(d) for n, d in schema.dims.items()}
-    doc["fields"] = {n: field_entry(f) for n, f in schema.fields.items()}
-    doc["tags"] = {n: tag_entry(t) for n, t in schema.tags.items()}
-    doc["padding"] = dict(schema.padding_sizes)
-    doc["extra"] = schema.extra
+    doc: dict[str, Any] = {"name": plan.name}
+    if plan.description:
+        doc["description"] = plan.description
+    if plan.architectures:
+        doc["architectures"] = list(plan.architectures)
+    if len(plan.lineage) > 1:
+        doc["extends"] = list(plan.lineage[1:])
+    doc["dims"] = {n: dim_entry(d) for n, d in plan.dims.items()}
+    doc["fields"] = {n: field_entry(f) for n, f in plan.fields.items()}
+    doc["tags"] = {n: tag_entry(t) for n, t in plan.tags.items()}
+    doc["padding"] = dict(plan.padding_sizes)
+    doc["extra"] = plan.extra
     return doc
 
 
@@ -197,19 +200,19 @@ def render(doc: Mapping[str, Any], comments: Mapping[str, str] | None = None) ->
     return "\n".join(lines) + "\n"
 
 
-def schema_to_yaml(schema: Any) -> str:
-    """``schema`` as a YAML document that [`load_schema`][trajschema.load_schema] compiles to an equal schema.
+def schema_to_yaml(
+    plan: Plan, draft: Mapping[str, Any] | None = None, comments: Mapping[str, str] | None = None
+) -> str:
+    """The schema of ``plan`` as YAML that [`load_schema`][trajschema.load_schema] compiles to an equal schema.
 
-    A drafted schema writes the declarations it was compiled from (for a draft with
-    ``base=``, only what differs from the base) and its guesses as comments; any other
-    schema restates every entry.
+    A drafted schema writes the declarations it was compiled from, ``draft`` (for a
+    draft with ``base=``, only what differs from the base), and its guesses,
+    ``comments``, as comments; any other schema restates every entry.
 
     Examples:
         >>> text = ts.load_schema("text").to_yaml()
         >>> ts.schema_from_dict(__import__("yaml").safe_load(text)) == ts.load_schema("text")
         True
     """
-    draft = getattr(schema, "_draft", None)
-    doc = draft if isinstance(draft, Mapping) else schema_sections(schema)
-    comments = getattr(schema, "_comments", None)
+    doc = draft if isinstance(draft, Mapping) else schema_sections(plan)
     return render(doc, comments if isinstance(comments, Mapping) else None)

@@ -2,7 +2,7 @@
 schema files, and layout files (``layouts/``: reading, checking, resolving a layout or its name).
 
 Internal: the public API is `trajschema`; this front lists what the other rooms take from
-this one. It sits below `trajschema._schema`, which resolves ``layout=`` names through it,
+this one. It sits below `trajschema.schema`, which resolves ``layout=`` names through it,
 so no room has to reach back up for a layout. Importing it imports nothing: each name is
 imported from its module when first read.
 """

@@ -8,7 +8,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
-from trajschema._schema import Schema
 from trajschema.core import (
     DTYPE_NAMES,
     KINDS,
@@ -65,6 +64,7 @@ from trajschema.load.syntax import (
     _SchemaDecl,
     _TagDecl,
 )
+from trajschema.schema import Schema
 
 # ---------------------------------------------------------------------------
 # Pad fills and dtypes

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trajschema._schema import Schema
 from trajschema.core import MAX_SIZE, Expr, FreeDim, is_int
 from trajschema.files import IS_A_DIRECTORY, NOTHING, file_problem, os_problem, shown
+from trajschema.schema import Schema
 
 __all__ = ["ModelConfig", "ModelConfigError", "config_sizes", "pin_config_dims", "read_model_config"]
 

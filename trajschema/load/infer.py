@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import as_mapping, batch_view, is_tensordict
 from trajschema.core import (
     DTYPES_BY_NAME,
@@ -41,6 +40,7 @@ from trajschema.core import (
 )
 from trajschema.export import dim_entry, field_entry, schema_sections, tag_entry
 from trajschema.load.search import load_schema, resolve_schema, schema_from_dict, schema_names
+from trajschema.schema import Schema
 
 __all__ = ["infer_schema"]
 
@@ -547,7 +547,7 @@ def _add_value_dims(
 
 def _diff(doc: dict[str, Any], base: Schema, comments: dict[str, str]) -> dict[str, Any]:
     """Only what ``doc`` adds to or changes in ``base``, as a child of it."""
-    have = schema_sections(base)
+    have = schema_sections(base.plan)
     out: dict[str, Any] = {"name": doc["name"], "description": doc["description"], "extends": [base.name]}
     for section in ("dims", "fields", "tags", "padding"):
         out[section] = {k: v for k, v in doc[section].items() if have[section].get(k) != v}

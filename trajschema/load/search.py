@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trajschema._schema import Schema
 from trajschema.core import SchemaDefinitionError, SchemaNotFoundError, describe_value
 from trajschema.files import (
     ENV_VAR,
@@ -45,6 +44,7 @@ from trajschema.files import (
 from trajschema.load.compile import _compile
 from trajschema.load.config import config_architectures, pin_config_dims, read_model_config
 from trajschema.load.syntax import _decl, _FreeDimDecl, _SchemaDecl
+from trajschema.schema import Schema
 
 __all__ = [
     "load_found",

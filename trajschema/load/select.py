@@ -9,10 +9,10 @@ from typing import Any, NamedTuple
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import as_mapping
 from trajschema.core import SchemaDefinitionError, SchemaMatchError, Violation
 from trajschema.load.search import load_found, load_schema, schema_search_path, search_path_files
+from trajschema.schema import Schema
 
 __all__ = ["SchemaChoice", "choose_schema", "schema_for_sample"]
 

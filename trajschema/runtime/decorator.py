@@ -45,10 +45,10 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, NoReturn, TypeVar
 
-from trajschema._schema import Schema
 from trajschema.check import is_tensordict
 from trajschema.core import DEPTHS, Depth, SchemaError, describe_value
 from trajschema.load import resolve_schema
+from trajschema.schema import Schema
 
 __all__ = ["ENV_VAR", "MODES", "CheckMode", "check_mode", "checked", "checks", "set_check_mode"]
 

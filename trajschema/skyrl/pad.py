@@ -13,13 +13,13 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_int
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
 from trajschema.dropin import real_and_padding
 from trajschema.files import load_layout, schema_search_path
 from trajschema.load import load_schema, schema_names
+from trajschema.schema import Schema
 
 __all__ = [
     "PER_ROW_METADATA",
@@ -287,7 +287,7 @@ def _choose(batch: Any, row: int, layout: Layout | str) -> Schema:
     closest: tuple[int, Schema, list[Any]] | None = None
     for name in schema_names():
         schema = load_schema(name)
-        checked = check_dense(schema, one, layout, depth="shapes", extract=True, rows=True)
+        checked = check_dense(schema.plan, one, layout, depth="shapes", extract=True, rows=True)
         found = checked.violations
         if found or not isinstance(checked.jagged, list):
             if closest is None or len(found) < closest[0]:

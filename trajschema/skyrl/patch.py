@@ -15,10 +15,10 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from trajschema._schema import Schema
 from trajschema.core import check_bool, check_int
 from trajschema.dropin import DropIn, Target, parameters
 from trajschema.runtime import audit_mode
+from trajschema.schema import Schema
 from trajschema.skyrl.audit import train_step_for
 from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
 from trajschema.skyrl.trainer import (

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.core import lazy_front, positive_int
+from trajschema.schema import Schema
 from trajschema.testing.routes import random_routes
 
 __all__ = [

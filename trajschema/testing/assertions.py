@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import batch as _check
 from trajschema.check import batch_view, is_tensordict
 from trajschema.core import DEPTHS, SchemaError, Violation, is_real
 from trajschema.padding import padding_needed
+from trajschema.schema import Schema
 from trajschema.tq import wire_batch
 
 __all__ = ["assert_padding_invariant", "assert_valid"]

@@ -19,11 +19,11 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from trajschema._schema import Schema
 from trajschema.core import FreeDim, Layout, check_int, is_int
 from trajschema.dense import BoundLayout, bind_layout
 from trajschema.files import as_layout
 from trajschema.load import resolve_schema
+from trajschema.schema import Schema
 from trajschema.testing.strategies import samples
 
 __all__ = ["dense_batches"]
@@ -71,7 +71,7 @@ def dense_batches(
     check_int("dense_batches(pad_token_id=...)", pad_token_id, minimum=0, meaning="a token id")
     if not isinstance(with_samples, bool):
         raise TypeError(f"dense_batches(with_samples=...) must be True or False, found {type(with_samples).__name__}")
-    bound = bind_layout(lay.with_pad_token(pad_token_id), schema)
+    bound = bind_layout(lay.with_pad_token(pad_token_id), schema.plan)
     sizes = size
     return st.builds(
         lambda rows: (
@@ -79,14 +79,16 @@ def dense_batches(
             if with_samples
             else schema.to_dense(rows, layout=bound.layout)
         ),
-        _rows(bound, sizes, max_len),
+        _rows(schema, bound, sizes, max_len),
     )
 
 
 @st.composite
-def _rows(draw: Any, bound: BoundLayout, sizes: st.SearchStrategy[int], max_len: int) -> list[dict[str, Any]]:
-    schema = bound.schema
-    pinned = {d: draw(st.integers(schema.dims[d].min, schema.dims[d].min + 2)) for d in _trailing_dims(bound)}
+def _rows(
+    draw: Any, schema: Schema, bound: BoundLayout, sizes: st.SearchStrategy[int], max_len: int
+) -> list[dict[str, Any]]:
+    least = {d: dim.min for d in _trailing_dims(bound) if isinstance(dim := schema.dims[d], FreeDim)}
+    pinned = {d: draw(st.integers(lo, lo + 2)) for d, lo in least.items()}
     n = draw(sizes)
     drawn = [draw(samples(schema, dims=pinned, max_len=max_len)) for _ in range(n)]
     width = draw(st.integers(1, 4))  # pixel_values' hidden size, one per batch
@@ -118,7 +120,7 @@ def _trailing_dims(bound: BoundLayout) -> list[str]:
     for p in bound.placed.values():
         for e in p.field.shape or ():
             for d in e.names():
-                if d not in bound.parts and isinstance(bound.schema.dims.get(d), FreeDim) and d not in found:
+                if d not in bound.parts and isinstance(bound.plan.dims.get(d), FreeDim) and d not in found:
                     found.append(d)
     return found
 

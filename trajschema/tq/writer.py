@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema, short_dtype
 from trajschema.check import (
     BatchShapeError,
     as_mapping,
@@ -34,6 +33,7 @@ from trajschema.check import (
 from trajschema.contract import is_padding
 from trajschema.core import MAX_SIZE, Depth, SchemaError, Violation, check_int, describe_value
 from trajschema.padding import padding_needed
+from trajschema.schema import Schema, short_dtype
 from trajschema.tq.calls import (
     MetaView,
     async_put_whole,

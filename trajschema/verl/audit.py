@@ -26,7 +26,7 @@ from trajschema.runtime import StepAudit, audit_step, expert_count
 from trajschema.tq import bounded
 
 if TYPE_CHECKING:
-    from trajschema._schema import Schema  # annotations only: the audit reads no Schema at import
+    from trajschema.schema import Schema  # annotations only: the audit reads no Schema at import
 
 __all__ = ["ADVANTAGE_FIELDS", "LOSS_MASK_FIELDS", "ROUTES_FIELD", "Ledger", "LocalStep", "audit_padding"]
 

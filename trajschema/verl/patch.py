@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from trajschema._schema import Schema
 from trajschema.check import column_shapes
 from trajschema.contract import is_padding
 from trajschema.core import check_int, is_int
@@ -26,6 +25,7 @@ from trajschema.dropin import padding_metrics as shared_padding_metrics
 from trajschema.load import ModelConfig, pin_config_dims, read_model_config, schema_for_sample
 from trajschema.padding import padding_needed
 from trajschema.runtime import AuditMode, audit_mode
+from trajschema.schema import Schema
 from trajschema.tq import bounded, check_meta, one_row, to_tq_fields
 from trajschema.verl.audit import Ledger, LocalStep, audit_padding
 from trajschema.verl.config import (

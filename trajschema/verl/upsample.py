@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trajschema._schema import Schema
 from trajschema.contract import is_padding, real_mask
 from trajschema.core import positive_int
 from trajschema.load import schema_for_sample
 from trajschema.padding import padding_needed
+from trajschema.schema import Schema
 from trajschema.tq import TransferQueueWriter, bounded, check_eos_token_id, check_meta, check_timeout, one_row
 
 __all__ = ["non_padding_mask", "upsample_batch_to_divisible_size"]

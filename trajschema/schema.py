@@ -415,14 +415,7 @@ class Schema:
     def _compiled(self) -> Plan:
         plan = self._plan
         if plan is None:
-            plan = self._plan = _check.build_plan(
-                name=self.name,
-                dims=self.dims,
-                fields=self.fields,
-                tags=self.tags,
-                extra=self.extra,
-                padding_sizes=self.padding_sizes,
-            )
+            plan = self._plan = _check.build_plan(**{k: getattr(self, k) for k in _check.DECLARED})
         return plan
 
     def _key(self) -> tuple[Any, ...]:
@@ -638,7 +631,7 @@ class Schema:
     ) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
         from trajschema.dense import check_dense
 
-        found = check_dense(self, batch, _files.as_layout(layout), **kw)
+        found = check_dense(self.plan, batch, _files.as_layout(layout), **kw)
         return found.violations, found.bindings
 
     # -- dense padded batches: the dense room, which never imports this one ----------------
@@ -669,7 +662,7 @@ class Schema:
         """
         from trajschema.dense import to_dense
 
-        return to_dense(self, samples, layout=_files.as_layout(layout), pad_token_id=pad_token_id, lengths=lengths)
+        return to_dense(self.plan, samples, layout=_files.as_layout(layout), pad_token_id=pad_token_id, lengths=lengths)
 
     def from_dense(
         self,
@@ -692,7 +685,7 @@ class Schema:
         from trajschema.dense import from_dense
 
         return from_dense(
-            self, batch, layout=_files.as_layout(layout), tags=tags, depth=depth, as_tensordict=as_tensordict
+            self.plan, batch, layout=_files.as_layout(layout), tags=tags, depth=depth, as_tensordict=as_tensordict
         )
 
     def dense_padding(
@@ -722,7 +715,7 @@ class Schema:
         from trajschema.dense import dense_padding
 
         return dense_padding(
-            self,
+            self.plan,
             count,
             layout=_files.as_layout(layout),
             like=like,
@@ -743,7 +736,7 @@ class Schema:
         """
         from trajschema.export import field_annotation
 
-        return field_annotation(self, field)
+        return field_annotation(self.plan, field)
 
     def annotations(self, layout: Layout | str | None = None) -> dict[str, Any]:
         """The jaxtyping annotation of every tensor field, by name.
@@ -760,22 +753,22 @@ class Schema:
             from trajschema.dense import bind_layout
             from trajschema.export import dense_annotations
 
-            return dense_annotations(self, bind_layout(_files.as_layout(layout), self))
+            return dense_annotations(self.plan, bind_layout(_files.as_layout(layout), self.plan))
         from trajschema.export import all_annotations
 
-        return all_annotations(self)
+        return all_annotations(self.plan)
 
     def to_yaml(self) -> str:
         """This schema as a YAML document that [`load_schema`][trajschema.load_schema] accepts."""
         from trajschema.export import schema_to_yaml
 
-        return schema_to_yaml(self)
+        return schema_to_yaml(self.plan, getattr(self, "_draft", None), getattr(self, "_comments", None))
 
     def to_json_schema(self) -> dict[str, Any]:
         """A JSON Schema (2020-12) document describing one sample of this schema."""
         from trajschema.export import json_schema
 
-        return json_schema(self)
+        return json_schema(self.plan)
 
     def compatibility(self, new: Schema, mode: str = "backward") -> list[Change]:
         """How ``new`` differs from this schema, and whether each change breaks samples (see ``docs/compatibility.md``).
@@ -790,7 +783,9 @@ class Schema:
         """
         from trajschema.evolution import compatibility
 
-        return compatibility(self, new, mode)
+        if not isinstance(new, Schema):
+            raise TypeError(f"compatibility: new must be a trajschema Schema, found {_what(new)}")
+        return compatibility(self.plan, new.plan, mode)
 
     def padding(
         self,
