@@ -76,7 +76,7 @@ def test_method_delegates_to_the_function():
     old, new = ts.load_schema("text"), ts.load_schema("vlm_mrope")
     for mode in COMPAT_MODES:
         assert old.compatibility(new, mode) == compatibility(old.plan, new.plan, mode)
-    assert old.compatibility(new) == compatibility(old, new, "backward")
+    assert old.compatibility(new) == compatibility(old.plan, new.plan, "backward")
 
 
 @pytest.mark.parametrize("mode", ["Backward", "both", "", None, 1])
