@@ -13,7 +13,7 @@ import pytest
 
 from tests.cli.terminal_support import in_terminal, layout_problems
 from trajschema.cli.app import build_parser, main
-from trajschema.cli.args import SHARED_OPTIONS, closest, reflow
+from trajschema.cli.args import SHARED_OPTIONS, reflow
 from trajschema.cli.completion import SCHEMA_ARGUMENTS, completion_script
 
 
@@ -123,22 +123,6 @@ def test_no_command_lists_the_commands_on_stderr(capsys):
     for command, summary in summaries.items():
         assert f"{command} {summary}" in words, command
     assert err.startswith("usage: trajschema ")
-
-
-@pytest.mark.parametrize(
-    ("value", "choices", "expected"),
-    [
-        ("JSON-SCHEMA", ["yaml", "json-schema"], "json-schema"),
-        ("json_schema", ["yaml", "json-schema"], "json-schema"),
-        ("j", ["yaml", "json-schema", "jaxtyping"], None),  # two begin with it: no guess
-        ("ja", ["yaml", "json-schema", "jaxtyping"], "jaxtyping"),
-        ("--DP-SIZE", ["--dp-size", "--tp-size"], "--dp-size"),
-        ("", ["plan"], None),
-        ("shapes", [], None),
-    ],
-)
-def test_closest(value, choices, expected):
-    assert closest(value, choices) == expected
 
 
 # -- one vocabulary --------------------------------------------------------------------------

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import trajschema as ts
 from tests.loading_cases import edit_base as _edit
 from tests.loading_support import write_schema as _write
+from trajschema.core import closest, did_you_mean
 from trajschema.testing import verl_sample
 
 DISTINCT = 123456789  # a value that must never show up in a report
@@ -317,3 +320,40 @@ def test_other_errors_survive_a_process_pool(pool, kind: str, exc: type, match: 
         pool.submit(_raise_in_worker, kind).result(timeout=120)
     if exc is ts.SchemaDefinitionError:
         assert (info.value.source, info.value.path) == ("<mapping>", "dims.seq")
+
+
+# -- did you mean ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "choices", "expected"),
+    [
+        ("JSON-SCHEMA", ["yaml", "json-schema"], "json-schema"),
+        ("json_schema", ["yaml", "json-schema"], "json-schema"),
+        ("j", ["yaml", "json-schema", "jaxtyping"], None),  # two begin with it: no guess
+        ("ja", ["yaml", "json-schema", "jaxtyping"], "jaxtyping"),
+        ("--DP-SIZE", ["--dp-size", "--tp-size"], "--dp-size"),
+        ("string", ["int", "str", "float"], "str"),  # a choice it begins with
+        ("eso", ["eos", "uid", "copy"], "eos"),  # two neighbouring letters swapped
+        ("--dpeth", ["--depth", "--dims"], "--depth"),
+        ("--strict", ["--trust", "--json"], None),  # not close enough to guess
+        ("", ["plan"], None),
+        ("shapes", [], None),
+    ],
+)
+def test_closest(value, choices, expected):
+    assert closest(value, choices) == expected
+
+
+@given(st.text(max_size=8), st.lists(st.text(max_size=8), max_size=6))
+def test_closest_is_one_of_the_choices_or_none_and_did_you_mean_says_it(value, choices):
+    guess = closest(value, choices)
+    assert guess is None or guess in choices
+    assert did_you_mean(value, choices) == ("" if guess is None else f"; did you mean {guess!r}?")
+
+
+@given(st.lists(st.text(alphabet="abcxyz", min_size=1, max_size=6), min_size=1, max_size=6, unique=True), st.data())
+def test_a_choice_itself_is_its_own_guess(choices, data):
+    value = data.draw(st.sampled_from(choices))
+    if sum(c.lower() == value.lower() for c in choices) == 1:
+        assert closest(value, choices) == value

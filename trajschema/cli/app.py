@@ -25,7 +25,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
-from trajschema.cli.args import FORMATTER, add_shared, closest, non_negative_int, printable, uncoloured
+from trajschema.cli.args import FORMATTER, add_shared, non_negative_int, printable, uncoloured
 from trajschema.cli.check import add_check
 from trajschema.cli.completion import add_completion
 from trajschema.cli.output import make_console
@@ -33,7 +33,7 @@ from trajschema.cli.pad import add_pad
 from trajschema.cli.plan import add_plan
 from trajschema.cli.schemas import add_diff, add_export, add_infer, add_list, add_show
 from trajschema.core import VERSION as __version__
-from trajschema.core import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError
+from trajschema.core import SchemaDefinitionError, SchemaError, SchemaMatchError, SchemaNotFoundError, did_you_mean
 
 if TYPE_CHECKING:
     from _typeshed import SupportsWrite
@@ -74,8 +74,7 @@ class _Parser(argparse.ArgumentParser):
         choices = action.choices
         if choices is None or value in choices:
             return
-        guess = closest(str(value), [str(c) for c in choices])
-        hint = f"; did you mean {guess!r}?" if guess else ""
+        hint = did_you_mean(value, [str(c) for c in choices])
         if isinstance(action, argparse._SubParsersAction):
             raise argparse.ArgumentError(None, f"unknown command {value!r}{hint} (commands: {', '.join(choices)})")
         listed = ", ".join(map(str, choices))
@@ -319,8 +318,7 @@ def _check_option(parser: argparse.ArgumentParser, token: str) -> None:
     if name in actions:
         return
     shown = [k for k, action in actions.items() if action.help != argparse.SUPPRESS]  # no hidden alias
-    guess = closest(name, shown)
-    parser.error(f"unrecognized option {name!r}" + (f"; did you mean {guess!r}?" if guess else ""))
+    parser.error(f"unrecognized option {name!r}{did_you_mean(name, shown)}")
 
 
 def one_line(text: str) -> str:

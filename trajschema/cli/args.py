@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import difflib
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from trajschema.core import MAX_SIZE
@@ -24,7 +23,6 @@ __all__ = [
     "CommandError",
     "SharedOption",
     "add_shared",
-    "closest",
     "dim_setting",
     "non_negative_int",
     "positive_int",
@@ -314,37 +312,6 @@ def dim_setting(text: str) -> tuple[str, int]:
 
 #: The options several commands share, by the name of the value they set (see `SharedOption`).
 SHARED_OPTIONS: dict[str, SharedOption] = _shared_options()
-
-
-def closest(value: str, choices: Iterable[str]) -> str | None:
-    """The choice ``value`` was likely meant to be, or ``None``: the one "did you mean" of every misspelling.
-
-    The same word but for case, ``-`` and ``_``; else the only choice it begins (argparse
-    would have taken a prefix); else the closest spelling.
-
-    Examples:
-        >>> closest("jsonschema", ["yaml", "json-schema"]), closest("plann", ["plan", "pad"])
-        ('json-schema', 'plan')
-        >>> closest("--dp_size", ["--dp-size"]), closest("zzz", ["plan"])
-        ('--dp-size', None)
-    """
-    by_key: dict[str, str] = {}
-    for choice in choices:
-        by_key.setdefault(_spelling(choice), choice)
-    key = _spelling(value)
-    if key in by_key:
-        return by_key[key]
-    longer = [c for k, c in by_key.items() if key and k.startswith(key)]
-    if len(longer) == 1:
-        return longer[0]
-    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
-    return by_key[close[0]] if close else None
-
-
-def _spelling(word: str) -> str:
-    # "--dp_size", "JSON-Schema" and "jsonschema" name the same thing; the leading dashes stay.
-    dashes = len(word) - len(word.lstrip("-"))
-    return word[:dashes] + re.sub(r"[-_\s]", "", word[dashes:].lower())
 
 
 def uncoloured(text: str) -> str:

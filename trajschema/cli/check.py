@@ -10,10 +10,10 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, CommandError, closest, non_negative_int, printable
+from trajschema.cli.args import FORMATTER, CommandError, non_negative_int, printable
 from trajschema.cli.output import PIPED, emit_json, print_table, table
 from trajschema.cli.read import STDIN, SampleFile, open_source, read_dense_batch, read_jsonl, read_torch, sniff
-from trajschema.core import DEPTHS
+from trajschema.core import DEPTHS, did_you_mean
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -242,9 +242,8 @@ def _layout(name: str) -> Layout:
     try:
         return as_layout(name, argument="--layout")
     except SchemaNotFoundError as exc:
-        guess = closest(name, layout_names())
         text = str(exc)
-        hint = f"; did you mean {guess!r}?" if guess is not None and repr(guess) not in text else ""
+        hint = "" if "did you mean" in text else did_you_mean(name, layout_names())
         raise SchemaNotFoundError(f"--layout: {text}{hint}") from None
 
 

@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajschema.cli.args import FORMATTER, CommandError, add_shared, closest, dim_setting, printable
+from trajschema.cli.args import FORMATTER, CommandError, add_shared, dim_setting, printable
 from trajschema.cli.output import emit_json
 from trajschema.cli.read import load_samples, reason
+from trajschema.core import did_you_mean
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -255,8 +256,7 @@ def _dims_for(schema: Schema, settings: list[tuple[str, int]]) -> dict[str, int]
     dims: dict[str, int] = {}
     for name, size in settings:
         if name not in schema.dims:
-            close = closest(name, schema.dims)
-            hint = f"; did you mean {close!r}?" if close else ""
+            hint = did_you_mean(name, schema.dims)
             raise CommandError(
                 f"--dim {name}={size}: schema {schema.name!r} has no dim {name!r}{hint} "
                 f"(its dims: {', '.join(schema.dims)})"

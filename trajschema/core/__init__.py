@@ -72,6 +72,8 @@ if TYPE_CHECKING:
         SchemaNotFoundError,
         SchemaProblem,
         Violation,
+        closest,
+        did_you_mean,
     )
     from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, scalar_dtype_ok, shown_value
     from trajschema.core.layout import (
@@ -162,10 +164,12 @@ __all__ = [
     "check_int",
     "check_real",
     "checks_for",
+    "closest",
     "counts_exactly_to",
     "depends_on",
     "derived_order",
     "describe_value",
+    "did_you_mean",
     "dtype_name",
     "element_failures",
     "failing_positions",
@@ -249,6 +253,8 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "SchemaNotFoundError",
         "SchemaProblem",
         "Violation",
+        "closest",
+        "did_you_mean",
     ),
     "trajschema.core.kinds": ("describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"),
     "trajschema.core.layout": (

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
 
 from trajschema.core.types import ViolationCode
 
@@ -15,6 +17,8 @@ __all__ = [
     "SchemaNotFoundError",
     "SchemaProblem",
     "Violation",
+    "closest",
+    "did_you_mean",
 ]
 
 # Long reports are capped so that a batch with thousands of bad samples still prints
@@ -286,3 +290,50 @@ def _rebuild_schema_error(violations, schema_name, bindings):
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# -- did you mean ---------------------------------------------------------------------------------
+
+
+def closest(value: str, choices: Iterable[str]) -> str | None:
+    """The choice ``value`` was likely meant to be, or ``None``: the one rule of every "did you mean".
+
+    The same word but for case, ``-`` and ``_``; else the only choice it begins (argparse
+    would have taken a prefix); else the only choice it begins with (``string`` for
+    ``str``); else the only choice two swapped neighbouring letters away (``eso`` for
+    ``eos``); else the closest spelling (`difflib`'s ratio at least 0.75: ``--strict``
+    is not taken for ``--trust``).
+
+    Examples:
+        >>> closest("jsonschema", ["yaml", "json-schema"]), closest("plann", ["plan", "pad"])
+        ('json-schema', 'plan')
+        >>> closest("--dp_size", ["--dp-size"]), closest("zzz", ["plan"])
+        ('--dp-size', None)
+        >>> closest("string", ["int", "str"]), closest("eso", ["eos", "uid"])
+        ('str', 'eos')
+    """
+    by_key: dict[str, str] = {}
+    for choice in choices:
+        by_key.setdefault(_spelling(choice), choice)
+    key = _spelling(value)
+    if key in by_key:
+        return by_key[key]
+    swaps = {key[:i] + key[i + 1] + key[i] + key[i + 2 :] for i in range(len(key) - 1)}
+    for fits in (lambda k: k.startswith(key), lambda k: key.startswith(k), swaps.__contains__):
+        found = [c for k, c in by_key.items() if key and k and fits(k)]
+        if len(found) == 1:
+            return found[0]
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
+    return by_key[close[0]] if close else None
+
+
+def _spelling(word: str) -> str:
+    # "--dp_size", "JSON-Schema" and "jsonschema" name the same thing; the leading dashes stay.
+    dashes = len(word) - len(word.lstrip("-"))
+    return word[:dashes] + re.sub(r"[-_\s]", "", word[dashes:].lower())
+
+
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` when `closest` finds ``x`` for ``value``, else ``""``: the one wording."""
+    guess = closest(str(value), choices)
+    return f"; did you mean {guess!r}?" if guess is not None else ""

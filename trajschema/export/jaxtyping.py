@@ -46,13 +46,12 @@ elements): ``values``, ``min`` / ``max`` (literal or written in dims, ``max: exp
 
 from __future__ import annotations
 
-import difflib
 import functools
 import keyword
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from trajschema.core import DerivedDim, Expr, FixedDim, dtype_name
+from trajschema.core import DerivedDim, Expr, FixedDim, did_you_mean, dtype_name
 
 if TYPE_CHECKING:
     from trajschema.check import Plan
@@ -166,8 +165,7 @@ def _tensor_field(plan: Plan, field: Any) -> Any:
         raise TypeError(f"schema {plan.name!r}: a field name must be a str, found {_shown(field)}")
     f = plan.fields.get(field)
     if f is None:
-        close = difflib.get_close_matches(field, list(plan.fields), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(field, plan.fields)
         raise ValueError(f"schema {plan.name!r} has no field {field!r}{hint} (its fields: {', '.join(plan.fields)})")
     if not f.is_tensor:
         raise TypeError(

@@ -3,7 +3,6 @@ the strict reader the schema files use, and the checks of each key with its key 
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ from trajschema.core import (
     LayoutDefinitionError,
     SchemaDefinitionError,
     SchemaNotFoundError,
+    did_you_mean,
     torch_dtype,
 )
 from trajschema.files.filetext import DIM_NAME, shown
@@ -101,8 +101,7 @@ def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
     hit = search_path_files(layout_search_path(), name=text, quiet=True).files.get(text)
     if hit is None:
         known = layout_names()
-        close = difflib.get_close_matches(text, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(text, known)
         raise SchemaNotFoundError(
             f"no layout {shown_name(text)}{hint} known: {', '.join(known) or '(none)'} "
             f"(searched {', '.join(map(str, layout_search_path()))}; add directories with {LAYOUT_ENV_VAR})"
@@ -205,8 +204,7 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
 def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], source: str, path: str) -> None:
     for k in data:
         if k not in known:
-            close = difflib.get_close_matches(str(k), known, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+            hint = did_you_mean(k, known) or f" (known: {', '.join(known)})"
             refuse(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}", key=True)
 
 

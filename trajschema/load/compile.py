@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
@@ -29,6 +28,7 @@ from trajschema.core import (
     as_dtype,
     depends_on,
     derived_order,
+    did_you_mean,
     dtype_name,
     fits_dtype,
     float_max,
@@ -357,9 +357,7 @@ def _expr(text: Any, source: str, path: str) -> Expr:
 
 
 def _unknown(what: str, found: str, known) -> str:
-    close = difflib.get_close_matches(str(found), list(known), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown {what} {found!r}{hint} (known: {', '.join(map(str, known))})"
+    return f"unknown {what} {found!r}{did_you_mean(found, map(str, known))} (known: {', '.join(map(str, known))})"
 
 
 def _check_names(expr: Expr, dims: Mapping[str, Any], source: str, path: str) -> None:

@@ -16,14 +16,13 @@ gates, each of which refuses what the next one could not survive:
 
 from __future__ import annotations
 
-import difflib
 import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from trajschema.core import SchemaDefinitionError, SchemaNotFoundError, describe_value
+from trajschema.core import SchemaDefinitionError, SchemaNotFoundError, describe_value, did_you_mean
 from trajschema.files import (
     ENV_VAR,
     MAX_EXTENDS_DEPTH,
@@ -70,8 +69,7 @@ def schema_names() -> list[str]:
 
 
 def _not_found(name: str, known: list[str], what: str = "schema", note: str = "") -> SchemaNotFoundError:
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = did_you_mean(name, known)
     return SchemaNotFoundError(
         f"no {what} {shown_name(name)}{hint} known: {', '.join(known) or '(none)'} "
         f"(searched {', '.join(str(d) for d in schema_search_path())}{note}; "
@@ -309,8 +307,7 @@ def _schema_of_architectures(source: str, architectures: list[str]) -> Schema:
             f"{source}: architectures: {listed}: claimed by more than one schema ({by}); pass schema= to choose one"
         )
     if not hits:
-        close = difflib.get_close_matches(architectures[0], list(claims), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(architectures[0], claims)
         raise SchemaNotFoundError(
             f"{source}: architectures: no schema claims {listed}{hint} (known: {', '.join(sorted(claims)) or 'none'}; "
             f"searched {', '.join(str(d) for d in schema_search_path())}); pass schema= to choose one"
@@ -391,8 +388,7 @@ class _Chain:
         hit = search_path_files(dirs, name=name).files.get(name)
         if hit is None:
             search = search_path_files(dirs)
-            close = difflib.get_close_matches(name, sorted(search.files), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(name, sorted(search.files))
             refuse(child_source, "extends", f"unknown parent schema {shown_name(name)}{hint}{search.unlisted_note()}")
         return readable(hit)  # a parent that cannot be read is named, not skipped for another of its name
 

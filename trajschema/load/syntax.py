@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import pydantic
 
-from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem, is_int
+from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem, closest, did_you_mean, is_int
 from trajschema.files import (
     DIM_NAME,
     REPR,
@@ -170,8 +169,7 @@ def _pydantic_error(exc: pydantic.ValidationError, model: type[_Strict], source:
 def _close_key(err: Any, model: type[_Strict]) -> str | None:
     """The key of ``model`` an unknown key (an ``extra_forbidden`` error) is a misspelling of."""
     loc = [p for p in err["loc"] if p != "[key]"]
-    close = difflib.get_close_matches(str(loc[-1]), _SECTION_KEYS[model] if len(loc) == 1 else (), n=1)
-    return close[0] if close else None
+    return closest(str(loc[-1]), _SECTION_KEYS[model] if len(loc) == 1 else ())
 
 
 def _pydantic_problem(err: Any, model: type[_Strict], path: str) -> tuple[str, str, str | None]:
@@ -181,8 +179,7 @@ def _pydantic_problem(err: Any, model: type[_Strict], path: str) -> tuple[str, s
         path = f"{path}[{p}]" if isinstance(p, int) else join_path(path, p)
     kind, found, ctx = err["type"], err.get("input"), err.get("ctx") or {}
     if kind == "extra_forbidden":
-        close = _close_key(err, model)
-        hint = f"; did you mean {close!r}?" if close else ""
+        hint = did_you_mean(loc[-1], _SECTION_KEYS[model] if len(loc) == 1 else ())
         return path, f"unknown key {loc[-1]!r}{hint}", join_path(path, loc[-1])
     if kind == "missing":
         return path, f"missing required key {loc[-1]!r}", None
@@ -293,7 +290,7 @@ def _top(data: Mapping[str, Any], source: str, problems: Problems) -> tuple[_Top
         problems.add(exc)
         bad = {p.path.split(".")[0].split("[")[0] for p in exc.errors}
     unknown = [k for k in data if k not in _TopDecl.model_fields]
-    meant = {c for k in unknown for c in difflib.get_close_matches(str(k), _SECTION_KEYS[_TopDecl], n=1)}
+    meant = {closest(str(k), _SECTION_KEYS[_TopDecl]) for k in unknown} - {None}
     kept = {k: v for k, v in data.items() if k in _TopDecl.model_fields and k not in bad}
     blocking = not {"name", "extends", "dims"}.isdisjoint({*bad, *meant}) or "name" not in kept
     try:
