@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from trajschema.cli.args import FORMATTER, CommandError, non_negative_int, printable
 from trajschema.cli.output import PIPED, emit_json, print_table, table
 from trajschema.cli.read import STDIN, SampleFile, open_source, read_dense_batch, read_jsonl, read_torch, sniff
-from trajschema.core import DEPTHS, did_you_mean
+from trajschema.core import DEPTHS
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -237,14 +237,12 @@ def _layout(name: str) -> Layout:
         LayoutDefinitionError: the layout file is malformed.
     """
     from trajschema.core import SchemaNotFoundError
-    from trajschema.files import as_layout, layout_names
+    from trajschema.files import as_layout
 
     try:
         return as_layout(name, argument="--layout")
-    except SchemaNotFoundError as exc:
-        text = str(exc)
-        hint = "" if "did you mean" in text else did_you_mean(name, layout_names())
-        raise SchemaNotFoundError(f"--layout: {text}{hint}") from None
+    except SchemaNotFoundError as exc:  # its message has the one "did you mean"
+        raise SchemaNotFoundError(f"--layout: {exc}") from None
 
 
 def _check_file(

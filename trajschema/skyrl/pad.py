@@ -17,7 +17,7 @@ from trajschema.core import DenseBatch, FieldEntry, Layout, SchemaError, check_i
 from trajschema.dense import check_dense, one_row, read_dense
 from trajschema.dense import sliced_layout as _sliced
 from trajschema.dropin import real_and_padding
-from trajschema.files import load_layout, schema_search_path
+from trajschema.files import as_layout, schema_search_path
 from trajschema.load import load_schema, schema_names
 from trajschema.schema import Schema
 
@@ -198,7 +198,7 @@ def _no_padding(batch: Any, metadata: dict[str, Any], real: list[bool]) -> Any:
 def sliced_layout(layout: Layout | str = "skyrl") -> Layout:
     """``layout`` with every block ``length: fixed``: for a slice of a batch (a SkyRL
     mini- or micro-batch), whose widths are the whole batch's, not its own rows' maximum."""
-    return _sliced(load_layout(layout) if isinstance(layout, str) else layout)
+    return _sliced(as_layout(layout, argument="sliced_layout(layout)"))
 
 
 def staged_layout(metadata: Mapping[str, Any], layout: Layout | str = "skyrl") -> Layout:

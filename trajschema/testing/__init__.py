@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema.core import lazy_front, positive_int
+from trajschema.load import resolve_schema
 from trajschema.schema import Schema
 from trajschema.testing.routes import random_routes
 
@@ -114,10 +115,7 @@ def verl_sample(
     Raises:
         ValueError: ``topk`` more than ``experts`` (a token names distinct experts).
     """
-    if isinstance(schema, str):
-        from trajschema.load import load_schema
-
-        schema = load_schema(schema)
+    schema = resolve_schema(schema, argument="verl_sample(schema)")
     pinned = _fixed(schema)
     layers = pinned.get("layers", 4) if layers is None else layers
     topk = pinned.get("topk", 2) if topk is None else topk

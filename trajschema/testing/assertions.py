@@ -20,6 +20,7 @@ import torch
 from trajschema.check import batch as _check
 from trajschema.check import batch_view, is_tensordict
 from trajschema.core import DEPTHS, SchemaError, Violation, is_real
+from trajschema.load import resolve_schema
 from trajschema.padding import padding_needed
 from trajschema.schema import Schema
 from trajschema.tq import wire_batch
@@ -28,12 +29,6 @@ __all__ = ["assert_padding_invariant", "assert_valid"]
 
 # The report of SchemaError lists this many violations as a table; the rest follow one a line.
 _TABLE_ROWS = 40
-
-
-def _resolve_schema(schema: Any) -> Schema:
-    from trajschema.load import resolve_schema
-
-    return resolve_schema(schema)
 
 
 def _is_single_sample(x: Any) -> bool:
@@ -115,7 +110,7 @@ def assert_valid(samples_or_batch: Any, schema: Schema | str, *, tags: Any = Non
         SchemaNotFoundError: no schema has that name.
     """
     __tracebackhide__ = True
-    schema = _resolve_schema(schema)
+    schema = resolve_schema(schema)
     if depth not in DEPTHS:
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
     plan = schema.plan
@@ -258,7 +253,7 @@ def assert_padding_invariant(
     __tracebackhide__ = True
     if not callable(fn):
         raise TypeError(f"fn must be callable as fn(batch, tags), found {type(fn).__name__}")
-    schema = _resolve_schema(schema)
+    schema = resolve_schema(schema)
     rtol = _check_rtol(rtol)
     n = batch_view(batch).n
     tag_list = _invariant_tags(tags, n)

@@ -96,6 +96,7 @@ from trajschema.core import (
     solve_for,
     value_failures,
 )
+from trajschema.load import resolve_schema
 from trajschema.testing.elements import (
     ElementBudget,
     distinct_count,
@@ -702,13 +703,7 @@ class _Spec:
 
 def _plan_of(schema: Any) -> Plan:
     """The plan of a Schema or a schema name; anything else is a ``TypeError``."""
-    if isinstance(schema, str):
-        from trajschema.load import load_schema
-
-        schema = load_schema(schema)
-    if not callable(getattr(schema, "_compiled", None)):
-        raise TypeError(f"schema must be a trajschema Schema or a schema name, found {type(schema).__name__}")
-    return schema.plan
+    return resolve_schema(schema).plan
 
 
 def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:
