@@ -35,6 +35,7 @@ from trajschema.core import (
     check_int,
     dtype_name,
     is_int,
+    provenance,
     short_dtype,
     value_failures,
 )
@@ -184,15 +185,6 @@ def _check_declarations(
         if not isinstance(dims.get(k), FreeDim):
             raise ValueError(f"Schema: padding_sizes[{k!r}]: {k!r} is not a free dim of dims")
         check_int(f"Schema: padding_sizes[{k!r}]", v, maximum=MAX_SIZE)
-
-
-def _provenance(d: Dim) -> str:
-    """Where a dim's size comes from, for `Schema.describe`: a pinned source, or the config keys that give it."""
-    if isinstance(d, FixedDim) and d.source:
-        return f" (pinned by {d.source})"
-    if isinstance(d, FreeDim) and d.from_config:
-        return f" (from config: {' | '.join(map(str, d.from_config))})"
-    return ""
 
 
 def _pinned(schema: Schema, dims: Any, sources: Any) -> dict[str, FixedDim]:
@@ -463,7 +455,7 @@ class Schema:
         lines.append("  dims:")
         for d in self.dims.values():
             kind = type(d).__name__.removesuffix("Dim").lower()
-            lines.append(f"    {d.name}: {kind} {d.describe()}{_provenance(d)}")
+            lines.append(f"    {d.name}: {kind} {d.describe()}{provenance(d)}")
         lines.append("  fields:")
         for f in self.fields.values():
             opt = "" if f.required else " (optional)"

@@ -1738,9 +1738,9 @@ def test_show_config_pins_the_dims_and_names_each_key(capsys, moe_with_config):
     code, out, err = run(capsys, "show", "moe_routed", "--config", CONFIGS / "deepseek-v3")
     assert (code, err) == (0, "")
     assert f"model config: {CONFIGS / 'deepseek-v3'}" in out
-    assert _dim_row(out, "experts").split()[1:4] == ["fixed", "256", "(config:"]
-    assert "256 (config: n_routed_experts)" in _dim_row(out, "experts")
-    assert "58 (config: num_hidden_layers - first_k_dense_replace)" in _dim_row(out, "layers")
+    assert _dim_row(out, "experts").split()[1:4] == ["fixed", "256", "(pinned"]
+    assert "256 (pinned by config: n_routed_experts)" in _dim_row(out, "experts")
+    assert "58 (pinned by config: num_hidden_layers - first_k_dense_replace)" in _dim_row(out, "layers")
     # without --config the same rows say where the sizes would come from
     code, out, _ = run(capsys, "show", "moe_routed")
     assert code == 0 and "free" in _dim_row(out, "topk") and "(from config: num_experts_per_tok)" in out
@@ -1798,7 +1798,7 @@ def test_show_and_pad_config_of_the_largest_moe_models(capsys, tmp_path, fixture
     config.write_text(json.dumps({**json.loads((CONFIGS / fixture / "config.json").read_text()), key: experts}))
     code, out, err = run(capsys, "show", "moe_routed", "--config", config.parent)
     assert (code, err) == (0, ""), err
-    assert f"{experts} (config: {key})" in _dim_row(out, "experts")
+    assert f"{experts} (pinned by config: {key})" in _dim_row(out, "experts")
     out_path = tmp_path / "pad.pt"
     code, out, err = run(
         capsys, "pad", "moe_routed", "--count", 2, "--eos-token-id", 2, "--config", config.parent,
@@ -1846,7 +1846,7 @@ def test_show_prints_the_expert_checks_and_with_config_their_value(capsys, moe_r
     assert "(from config: num_experts | n_routed_experts | num_local_experts)" in _dim_row(out, "experts")
     code, out, err = run(capsys, "show", "moe_routed", "--config", CONFIGS / "qwen3-moe")
     assert (code, err) == (0, "")
-    assert "128 (config: num_experts)" in _dim_row(out, "experts")
+    assert "128 (pinned by config: num_experts)" in _dim_row(out, "experts")
     assert "max experts - 1 (= 127)" in out
 
 

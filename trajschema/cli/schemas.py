@@ -209,26 +209,16 @@ def add_show(sub: Any) -> None:
 _CONFIG_HELP = "a model's config.json, or its model directory: pin the dims the schema reads from it"
 
 
-def _where_from(d: object) -> str:
-    """Where a dim's size comes from, beside its definition: the key that pinned it, or the keys it is read from."""
-    from trajschema.core import FixedDim, FreeDim
-
-    if isinstance(d, FixedDim) and d.source:
-        return f" ({d.source})"
-    if isinstance(d, FreeDim) and d.from_config:
-        return f" (from config: {' | '.join(map(str, d.from_config))})"
-    return ""
-
-
 def show_report(schema: Schema, config: str | None) -> dict[str, Any]:
     """Everything ``show`` prints, as strings: what ``show --json`` prints and the tables are made of."""
     import dataclasses
 
+    from trajschema.core import provenance
     from trajschema.export import dim_rows, extends, field_rows, tag_rows
 
     plan = schema.plan
     dims = [
-        {**dataclasses.asdict(d), "definition": d.definition + _where_from(schema.dims[d.name])} for d in dim_rows(plan)
+        {**dataclasses.asdict(d), "definition": d.definition + provenance(schema.dims[d.name])} for d in dim_rows(plan)
     ]
     return {
         "name": schema.name,

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         depends_on,
         derived_order,
         parse_expr,
+        provenance,
         solve_for,
         solve_linear,
     )
@@ -193,6 +194,7 @@ __all__ = [
     "parse_expr",
     "position_extremes",
     "positive_int",
+    "provenance",
     "repeat_positions",
     "repeat_summary",
     "round_to",
@@ -242,6 +244,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "depends_on",
         "derived_order",
         "parse_expr",
+        "provenance",
         "solve_for",
         "solve_linear",
     ),

@@ -35,6 +35,7 @@ __all__ = [
     "depends_on",
     "derived_order",
     "parse_expr",
+    "provenance",
     "solve_for",
     "solve_linear",
 ]
@@ -621,3 +622,13 @@ def derived_order(dims: Mapping[str, Any]) -> tuple[DerivedDim, ...]:
                 on_trail.add(nxt)
                 todo.append(iter(_inputs(dims, nxt)))
     return tuple(order)
+
+
+def provenance(d: object) -> str:
+    """Where a dim's size comes from, as `Schema.describe` and ``trajschema show`` print it
+    beside the dim: ``" (pinned by config: num_experts)"``, ``" (from config: a | b)"``, or ``""``."""
+    if isinstance(d, FixedDim) and d.source:
+        return f" (pinned by {d.source})"
+    if isinstance(d, FreeDim) and d.from_config:
+        return f" (from config: {' | '.join(map(str, d.from_config))})"
+    return ""
