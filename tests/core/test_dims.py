@@ -588,3 +588,36 @@ def test_derived_order_names_a_cycle():
         derived_order(dims)
     assert info.value.loop == ["a", "b", "c"]
     assert depends_on(dims, ["a"]) == ["a", "b", "c", "x"]  # the walk is safe on a cycle
+
+
+# -- dim_spans: the one walk over a schema's dim sizes --------------------------------------------
+
+
+@given(
+    size=st.integers(0, 50),
+    lo=st.integers(0, 20),
+    width=st.one_of(st.none(), st.integers(0, 20)),
+    top=st.sampled_from([math.inf, 2**63 - 1]),
+)
+def test_dim_spans_reads_fixed_and_free_sizes_and_hands_derived_dims_the_spans_before_them(size, lo, width, top):
+    from trajschema.core.dims import DerivedDim, FixedDim, dim_spans
+
+    dims = {
+        "total": DerivedDim("total", parse_expr("f + a")),
+        "f": FixedDim("f", size),
+        "a": FreeDim("a", min=lo, max=None if width is None else lo + width),
+        "twice": DerivedDim("twice", parse_expr("2 * total")),
+    }
+    seen = []
+
+    def derived(d, spans):
+        seen.append((d.name, dict(spans)))
+        return d.expr.bounds(spans)
+
+    spans = dim_spans(dims, derived, top=top)
+    a_hi = top if width is None else lo + width
+    assert spans["f"] == (size, size) and spans["a"] == (lo, a_hi)
+    assert spans["total"] == (size + lo, size + a_hi) and spans["twice"] == (2 * (size + lo), 2 * (size + a_hi))
+    assert [name for name, _ in seen] == ["total", "twice"]  # in derived order, each after what it names
+    assert "total" in seen[1][1] and "total" not in seen[0][1]
+    assert dim_spans(dims, lambda d, spans: None, top=top).keys() == {"f", "a"}  # None: no span for it

@@ -34,6 +34,7 @@ __all__ = [
     "Poly",
     "depends_on",
     "derived_order",
+    "dim_spans",
     "parse_expr",
     "provenance",
     "solve_for",
@@ -632,3 +633,29 @@ def provenance(d: object) -> str:
     if isinstance(d, FreeDim) and d.from_config:
         return f" (from config: {' | '.join(map(str, d.from_config))})"
     return ""
+
+
+Span = tuple[float, float]
+
+
+def dim_spans(
+    dims: Mapping[str, Any], derived: Callable[[DerivedDim, dict[str, Span]], Span | None], *, top: float = math.inf
+) -> dict[str, Span]:
+    """``{dim: (lo, hi)}``: the sizes each dim allows, the one walk every span reader shares.
+
+    A fixed dim spans its size; a free dim its `size_range`, up to ``top`` without ``max``;
+    each derived dim (in `derived_order`) what ``derived(d, spans so far)`` says, or none
+    when it returns ``None`` (the loader drops a dim it refused; compatibility clips to
+    sizes). ``derived`` is where each reader decides what a derived span means.
+    """
+    out: dict[str, Span] = {}
+    for n, d in dims.items():
+        if isinstance(d, (FixedDim, FreeDim)):
+            sizes = d.size_range()
+            if sizes is not None:
+                out[n] = (sizes[0], top if sizes[1] is None else sizes[1])
+    for d in derived_order(dims):
+        span = derived(d, out)
+        if span is not None:
+            out[d.name] = span
+    return out

@@ -34,6 +34,7 @@ from trajschema.core import (
     ValueSet,
     depends_on,
     derived_order,
+    dim_spans,
 )
 
 __all__ = [
@@ -120,16 +121,12 @@ def dim_span(dims: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     A derived dim's box comes from its expression's (`Expr.bounds`): never narrower than
     the sizes it can take, so a rule reading "this bound never passes X" off it is sound.
     """
-    out: dict[str, tuple[float, float]] = {}
-    for n, d in dims.items():
-        if isinstance(d, (FixedDim, FreeDim)):
-            sizes = d.size_range()
-            if sizes is not None:
-                out[n] = (sizes[0], MAX_SIZE if sizes[1] is None else sizes[1])
-    for d in derived_order(dims):
-        lo, hi = d.expr.bounds(out)
-        out[d.name] = (max(lo, 0), min(hi, MAX_SIZE))
-    return out
+
+    def clipped(d: DerivedDim, spans: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
+        lo, hi = d.expr.bounds(spans)
+        return (max(lo, 0), min(hi, MAX_SIZE))
+
+    return dim_spans(dims, clipped, top=MAX_SIZE)
 
 
 def poly(e: Expr, subst: Mapping[str, Poly | None] | None = None) -> Poly | None:

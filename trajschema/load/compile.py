@@ -29,6 +29,7 @@ from trajschema.core import (
     depends_on,
     derived_order,
     did_you_mean,
+    dim_spans,
     dtype_name,
     fits_dtype,
     float_max,
@@ -900,25 +901,21 @@ def _dim_spans(dims: _Dims, blame: _Blame, problems: Problems) -> dict[str, tupl
     before the dims built on it use it (see `_size_span`), so a chain of squarings
     compares ints of a few hundred bits instead of computing ``x**(2**30)``.
     """
-    span: dict[str, tuple[float, float]] = {}
-    for d in dims.values():
-        if isinstance(d, FixedDim):
-            span[d.name] = (d.size, d.size)
-        elif isinstance(d, FreeDim):
-            sizes = d.size_range()
-            if sizes is not None:  # the loader refused a free dim without sizes already
-                span[d.name] = (sizes[0], math.inf if sizes[1] is None else sizes[1])
-    for d in derived_order(dims):
+
+    def derived(d: DerivedDim, span: Mapping[str, tuple[float, float]]) -> tuple[float, float] | None:
         if not dims.broken.isdisjoint(d.expr.names()):
             dims.drop(d.name)  # over a dim refused just before
-            continue
+            return None
+        found = None
         with problems.each():
             lo, hi = d.expr.bounds(span)
             _refuse_negative(d.expr, hi, blame, ("dims", d.name), f"dims.{d.name}", dims)
-            span[d.name] = _size_span(lo, hi)
-        if d.name not in span:
+            found = _size_span(lo, hi)
+        if found is None:
             dims.drop(d.name)
-    return span
+        return found
+
+    return dim_spans(dims, derived)
 
 
 def _check_never_negative(
