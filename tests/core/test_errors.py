@@ -334,6 +334,8 @@ def test_other_errors_survive_a_process_pool(pool, kind: str, exc: type, match: 
         ("ja", ["yaml", "json-schema", "jaxtyping"], "jaxtyping"),
         ("--DP-SIZE", ["--dp-size", "--tp-size"], "--dp-size"),
         ("string", ["int", "str", "float"], "str"),  # a choice it begins with
+        ("side", ["pad_side", "length", "holds"], "pad_side"),  # the one choice it is part of
+        ("id", ["uid", "pid"], None),  # too short to be a part
         ("eso", ["eos", "uid", "copy"], "eos"),  # two neighbouring letters swapped
         ("--dpeth", ["--depth", "--dims"], "--depth"),
         ("--strict", ["--trust", "--json"], None),  # not close enough to guess

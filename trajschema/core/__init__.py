@@ -77,7 +77,7 @@ if TYPE_CHECKING:
         closest,
         did_you_mean,
     )
-    from trajschema.core.kinds import describe_value, fmt_shape, kind_ok, kinds_ok, scalar_dtype_ok, shown_value
+    from trajschema.core.kinds import REPR, describe_value, fmt_shape, kind_ok, kinds_ok, scalar_dtype_ok, shown_value
     from trajschema.core.layout import (
         ABSENT,
         ANY,
@@ -124,6 +124,7 @@ __all__ = [
     "MAX_SIZE",
     "PAD_RULES",
     "PAD_TOKEN",
+    "REPR",
     "RIGHT",
     "SPREAD",
     "VERSION",
@@ -262,7 +263,15 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "closest",
         "did_you_mean",
     ),
-    "trajschema.core.kinds": ("describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"),
+    "trajschema.core.kinds": (
+        "REPR",
+        "describe_value",
+        "fmt_shape",
+        "kind_ok",
+        "kinds_ok",
+        "scalar_dtype_ok",
+        "shown_value",
+    ),
     "trajschema.core.layout": (
         "ABSENT",
         "ANY",

@@ -299,10 +299,11 @@ def closest(value: str, choices: Iterable[str]) -> str | None:
     """The choice ``value`` was likely meant to be, or ``None``: the one rule of every "did you mean".
 
     The same word but for case, ``-`` and ``_``; else the only choice it begins (argparse
-    would have taken a prefix); else the only choice it begins with (``string`` for
+    would have taken a prefix); else the only choice it is part of (``side`` for
+    ``pad_side``, three letters at least); else the only choice it begins with (``string`` for
     ``str``); else the only choice two swapped neighbouring letters away (``eso`` for
     ``eos``); else the closest spelling (`difflib`'s ratio at least 0.75: ``--strict``
-    is not taken for ``--trust``).
+    is not taken for ``--trust``; no guess when two are as close).
 
     Examples:
         >>> closest("jsonschema", ["yaml", "json-schema"]), closest("plann", ["plan", "pad"])
@@ -319,12 +320,19 @@ def closest(value: str, choices: Iterable[str]) -> str | None:
     if key in by_key:
         return by_key[key]
     swaps = {key[:i] + key[i + 1] + key[i] + key[i + 2 :] for i in range(len(key) - 1)}
-    for fits in (lambda k: k.startswith(key), lambda k: key.startswith(k), swaps.__contains__):
+    part = (lambda k: key in k) if len(key) >= 3 else (lambda k: False)
+    for fits in (lambda k: k.startswith(key), part, lambda k: key.startswith(k), swaps.__contains__):
         found = [c for k, c in by_key.items() if key and k and fits(k)]
         if len(found) == 1:
             return found[0]
-    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(key, list(by_key), n=2, cutoff=0.75)
+    if len(close) == 2 and _ratio(key, close[0]) == _ratio(key, close[1]):
+        return None  # two equally close: no guess
     return by_key[close[0]] if close else None
+
+
+def _ratio(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, b, a).ratio()
 
 
 def _spelling(word: str) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numbers
+import reprlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trajschema.core.dtypes import as_dtype, is_tensor, short_dtype
 from trajschema.core.scalars import is_int, is_real
 
-__all__ = ["describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"]
+__all__ = ["REPR", "describe_value", "fmt_shape", "kind_ok", "kinds_ok", "scalar_dtype_ok", "shown_value"]
 
 # Exact types accepted without the (slower) abstract-class checks below.
 _PLAIN_TYPES: dict[str, set[type]] = {
@@ -74,6 +75,13 @@ def kinds_ok(kind: str, values: Sequence[Any]) -> bool:
     if kind == "any" or (plain is not None and set(map(type, values)) <= plain | {type(None)}):
         return True
     return all(v is None or kind_ok(kind, v) for v in values)
+
+
+#: A bounded repr for messages: a message never grows with the value it shows.
+REPR = reprlib.Repr()
+REPR.maxstring = REPR.maxother = 60
+REPR.maxlist = REPR.maxtuple = REPR.maxdict = REPR.maxset = 6
+REPR.maxlevel = 3
 
 
 def describe_value(v: Any) -> str:

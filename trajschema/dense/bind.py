@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from trajschema.core import Axis, Block, Field, FieldEntry, Layout, LayoutDefinitionError
+from trajschema.core import Axis, Field, FieldEntry, Layout, LayoutDefinitionError
 from trajschema.dense.view import METADATA
 
 if TYPE_CHECKING:
@@ -70,14 +70,6 @@ class BoundLayout:
 
     def axis_of(self, dim: str) -> Axis:
         return self.layout.axes[dim]
-
-    def block_of(self, dim: str) -> tuple[Axis, Block] | None:
-        """The axis and block whose ``dim`` (or ``holds``) is ``dim`` (the first such)."""
-        for axis in self.layout.axes.values():
-            for b in axis.blocks:
-                if b.dim == dim or dim in b.holds:
-                    return axis, b
-        return None
 
     def columns(self) -> list[Placed]:
         return [p for p in self.placed.values() if p.held == "column"]

@@ -9,7 +9,7 @@ array, a ``TensorList``, a tensordict ``NonTensorStack``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import torch
@@ -162,8 +162,3 @@ def rows_violation(key: str, value: Any, n: int) -> Violation | None:
     found = f"{c} rows" if c is not None else describe_value(value)
     msg = f"needs one entry per row: expected {n}, found {found}"
     return Violation(None, key, "batch", f"{n} rows", found, msg)
-
-
-def keys_of(batch_keys: Sequence[str]) -> str:
-    shown = ", ".join(sorted(batch_keys)[:12])
-    return shown + (", ..." if len(batch_keys) > 12 else "")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 import re
-import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from trajschema.core import SchemaDefinitionError
+from trajschema.core import REPR, SchemaDefinitionError
 from trajschema.files.problems import place
 
 #: Environment variable: extra schema directories (``os.pathsep``-separated),
@@ -60,10 +59,6 @@ def join_path(path: str, key: Any) -> str:
 # ---------------------------------------------------------------------------
 # Showing values in messages (bounded: a message never grows with the input)
 
-REPR = reprlib.Repr()
-REPR.maxstring = REPR.maxother = 60
-REPR.maxlist = REPR.maxtuple = REPR.maxdict = REPR.maxset = 6
-REPR.maxlevel = 3
 _KIND_WORDS = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list"}
 _KIND_WORDS.update({tuple: "a list", dict: "a mapping", bytes: "binary data", set: "a set"})
 

@@ -8,10 +8,9 @@ from typing import Annotated, Any, Literal
 
 import pydantic
 
-from trajschema.core import MAX_SIZE, SchemaDefinitionError, SchemaProblem, closest, did_you_mean, is_int
+from trajschema.core import MAX_SIZE, REPR, SchemaDefinitionError, SchemaProblem, closest, did_you_mean, is_int
 from trajschema.files import (
     DIM_NAME,
-    REPR,
     SIZE_LIMIT_TEXT,
     ErrorsMode,
     Problems,

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 import numbers
-import reprlib
 from collections.abc import Mapping
 from typing import Any
 
-from trajschema.core import MAX_SIZE, FreeDim, check_int, is_int
+from trajschema.core import MAX_SIZE, REPR, FreeDim, check_int, is_int
 
 __all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
 
@@ -22,10 +21,6 @@ _ABSENT = object()  # a default that no config value can be
 
 #: The roles whose workers see padding rows, and where verl keeps their configs.
 _ROLES = ("actor_rollout_ref.actor", "actor_rollout_ref.ref", "critic")
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 60
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
 
 
 class VerlConfigError(ValueError):
@@ -45,7 +40,7 @@ def _found(value: Any) -> str:
         return "None"
     name = type(value).__name__
     try:
-        text = _REPR.repr(value)
+        text = REPR.repr(value)
     except Exception:  # a repr that raises (an OmegaConf node, a hostile object): its type alone
         return f"a {name}"
     return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name} {text}"
