@@ -795,6 +795,30 @@ def test_tied_values_always_validate_batches(case, layout, data):
         _reference_values_ok(schema, row, dims)
 
 
+def test_a_bound_naming_the_distinct_axis_shortens_it_until_the_values_fit():
+    # min: topk on a topk-wide distinct axis: a wider axis leaves fewer values (experts - topk),
+    # so the strategy must look below the room the drawn width leaves; with experts pinned at 4
+    # it once declared that the schema had no valid sample (topk 1 and 2 have one).
+    base = ts.schema_from_dict(
+        {
+            "name": "tied_min",
+            "dims": {"experts": {"min": 2}, "topk": {"min": 1}, "tok": {}, "layers": {"min": 1}},
+            "fields": {"routes": {"shape": ["tok", "layers", "topk"], "dtype": "uint8", "pad": 1}},
+        }
+    )  # the bounds are set on the field itself: the loader refuses their fill with pad: 1
+    schema = with_fields(base, routes={"min_expr": "topk", "max_expr": "experts - 1", "distinct": True})
+
+    @settings(deadline=None, max_examples=60)
+    @given(batches(schema, size=st.integers(1, 3), layout="list", max_len=8, dims={"experts": 4}))
+    def check(batch):
+        assert schema.batch_violations(batch, dims={"experts": 4}) == []
+        for row in batch:
+            topk = row["routes"].shape[-1]
+            assert row["routes"].numel() == 0 or (topk <= 2 and int(row["routes"].min()) >= topk)  # empty: any width
+
+    check()
+
+
 def test_experts_are_drawn_at_least_topk_and_topk_at_most_the_listed_values():
     seen = set()
 

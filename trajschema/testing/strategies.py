@@ -420,8 +420,25 @@ def _refit(
                 if _fits(f, axes, dtype, env):
                     return True
                 env[name] = old
-    room = _room(f, dtype, env)
-    return d is not None and room >= 0 and _shorten(pick, spec, d, env, at_least, room) and _fits(f, axes, dtype, env)
+    return d is not None and _shorten_to_fit(pick, spec, d, (f, axes, dtype), env, at_least)
+
+
+def _shorten_to_fit(
+    pick: _Pick, spec: _Spec, d: FreeDim, fit: tuple[Field, Any, torch.dtype], env: dict[str, int], at_least: Any
+) -> bool:
+    """Draw the last axis ``d`` again among its sizes (up to the one drawn) at which ``f`` fits; whether one does.
+
+    Every size is tried, not just the room the drawn size leaves: a bound may name ``d``
+    too (``min: topk`` on a ``topk``-wide axis), so a shorter axis can leave more room.
+    """
+    f, axes, dtype = fit
+    drawn, ok = env[d.name], []
+    for size in range(at_least.get(d.name, 0), drawn + 1):
+        env[d.name] = size
+        if d.allows(size) and _fits(f, axes, dtype, env):
+            ok.append(size)
+    env[d.name] = ok[pick(0, len(ok) - 1)] if ok else drawn
+    return bool(ok)
 
 
 def _shorten(pick: _Pick, spec: _Spec, d: FreeDim, env: dict[str, int], at_least: Mapping[str, int], most: int) -> bool:
