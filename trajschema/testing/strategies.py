@@ -420,7 +420,12 @@ def _refit(
                 if _fits(f, axes, dtype, env):
                     return True
                 env[name] = old
-    return d is not None and _shorten_to_fit(pick, spec, d, (f, axes, dtype), env, at_least)
+    if d is None:
+        return False
+    room = _room(f, dtype, env)
+    if room >= 0 and _shorten(pick, spec, d, env, at_least, room) and _fits(f, axes, dtype, env):
+        return True
+    return _shorten_to_fit(pick, spec, d, (f, axes, dtype), env, at_least)
 
 
 def _shorten_to_fit(
@@ -428,8 +433,9 @@ def _shorten_to_fit(
 ) -> bool:
     """Draw the last axis ``d`` again among its sizes (up to the one drawn) at which ``f`` fits; whether one does.
 
-    Every size is tried, not just the room the drawn size leaves: a bound may name ``d``
-    too (``min: topk`` on a ``topk``-wide axis), so a shorter axis can leave more room.
+    Every size is tried, not just the room the drawn size leaves (`_refit` tries that
+    first): a bound may name ``d`` too (``min: topk`` on a ``topk``-wide axis), so a
+    shorter axis can leave more room.
     """
     f, axes, dtype = fit
     drawn, ok = env[d.name], []
