@@ -246,7 +246,7 @@ def schema_for_architecture(architecture: str) -> Schema:
     return load_found(hits[0], search.files[hits[0]])
 
 
-def schema_for_config(config: Any, *, schema: Any = None) -> Schema:
+def schema_for_config(config: Any, *, schema: Schema | str | None = None) -> Schema:
     """The schema of a model, from its config, with the dims the config gives pinned.
 
     The schema is the one whose ``architectures:`` lists the config's ``architectures``

@@ -30,12 +30,15 @@ import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from trajschema.core import FixedDim, Violation
 from trajschema.padding import largest_id
+
+if TYPE_CHECKING:
+    from trajschema.schema import Schema
 
 __all__ = [
     "AUDIT_MODES",
@@ -153,7 +156,7 @@ def combine_audits(audits: Sequence[StepAudit]) -> StepAudit:
     return StepAudit(figures, _faults(plain, codes))
 
 
-def expert_count(schema: Any, routes: torch.Tensor | None) -> int | None:
+def expert_count(schema: Schema | None, routes: torch.Tensor | None) -> int | None:
     """The number of experts padding routes spread over: the schema's pinned ``experts``, else
     ``routes``' largest id + 1 (`trajschema.padding.largest_id`: any integer dtype, uint16 too);
     ``None`` without routes or ids to read."""

@@ -97,6 +97,7 @@ from trajschema.core import (
     value_failures,
 )
 from trajschema.load import resolve_schema
+from trajschema.schema import Schema
 from trajschema.testing.elements import (
     ElementBudget,
     distinct_count,
@@ -724,12 +725,12 @@ class _Spec:
         return [f for f in self.plan.fields.values() if f.name in self.dtypes or f.name in self.scalars]
 
 
-def _plan_of(schema: Any) -> Plan:
+def _plan_of(schema: Schema | str) -> Plan:
     """The plan of a Schema or a schema name; anything else is a ``TypeError``."""
     return resolve_schema(schema).plan
 
 
-def _spec(schema: Any, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:
+def _spec(schema: Schema | str, dims: Mapping[str, int] | None, max_len: Any, call: str) -> _Spec:
     plan = _plan_of(schema)
     if not is_int(max_len) or not 0 <= int(max_len) <= MAX_SIZE:
         raise ValueError(f"{call}(max_len=...) must be an int in 0..2**63-1, found {max_len!r}")
@@ -1065,7 +1066,9 @@ def _unused(name: str, taken: Mapping[str, Any]) -> str:
     return name
 
 
-def tags(schema: Any, *, sizes: Mapping[str, int] | None = None, padding: bool | None = False) -> st.SearchStrategy:
+def tags(
+    schema: Schema | str, *, sizes: Mapping[str, int] | None = None, padding: bool | None = False
+) -> st.SearchStrategy:
     """A strategy of valid tag dicts for ``schema``.
 
     Each declared tag is present or absent at random. Length tags (``seq_len: {equals:
@@ -1122,7 +1125,7 @@ def _samples(draw: Callable, spec: _Spec, with_tags: bool) -> Any:
 
 
 def samples(
-    schema: Any, *, dims: Mapping[str, int] | None = None, max_len: int = 64, with_tags: bool = False
+    schema: Schema | str, *, dims: Mapping[str, int] | None = None, max_len: int = 64, with_tags: bool = False
 ) -> st.SearchStrategy:
     """A strategy of valid samples (dicts) of ``schema``; with ``with_tags``, ``(sample, tag)`` pairs.
 
@@ -1221,7 +1224,7 @@ def _batches(draw: Callable, spec: _Spec, size: st.SearchStrategy, layout: str, 
 
 
 def batches(
-    schema: Any,
+    schema: Schema | str,
     *,
     size: st.SearchStrategy[int] | int = st.integers(1, 16),  # noqa: B008  # strategies are immutable
     layout: str = "tq",
@@ -1533,7 +1536,7 @@ def _invalid(draw: Callable, spec: _Spec, cases: tuple[_Corruption, ...]) -> tup
         raise _cannot_construct(spec, exc) from None
 
 
-def corruptions(schema: Any, *, dims: Mapping[str, int] | None = None) -> list[tuple[ViolationCode, str]]:
+def corruptions(schema: Schema | str, *, dims: Mapping[str, int] | None = None) -> list[tuple[ViolationCode, str]]:
     """The ``(code, field)`` pairs that [`invalid_samples`][trajschema.testing.invalid_samples] may produce."""
     spec = _spec(schema, dims, 0, "corruptions")
     return sorted({(c.code, c.field) for c in _cases(spec)})
@@ -1544,7 +1547,7 @@ def _cases(spec: _Spec) -> tuple[_Corruption, ...]:
 
 
 def invalid_samples(
-    schema: Any,
+    schema: Schema | str,
     *,
     dims: Mapping[str, int] | None = None,
     max_len: int = 64,
