@@ -402,9 +402,6 @@ class Schema:
     @property
     def plan(self) -> Plan:
         """The compiled plan of this schema (built once, cached): what every room below the front door reads."""
-        return self._compiled()
-
-    def _compiled(self) -> Plan:
         plan = self._plan
         if plan is None:
             plan = self._plan = _check.build_plan(**{k: getattr(self, k) for k in _check.DECLARED})
@@ -535,7 +532,7 @@ class Schema:
                 schema lacks, with a size that is not an int in ``0..2**63-1``, or
                 re-pinning a fixed dim.
         """
-        return _check.sample_violations(self._compiled(), sample, tag=tag, dims=dims, depth=depth)[1]
+        return _check.sample_violations(self.plan, sample, tag=tag, dims=dims, depth=depth)[1]
 
     def validate(
         self,
@@ -553,7 +550,7 @@ class Schema:
             SchemaError: with every violation found.
             TypeError / ValueError: bad arguments, as for [`violations`][trajschema.Schema.violations].
         """
-        return _check.validate_sample(self._compiled(), sample, tag=tag, dims=dims, depth=depth)
+        return _check.validate_sample(self.plan, sample, tag=tag, dims=dims, depth=depth)
 
     def validate_batch(
         self,
@@ -596,7 +593,7 @@ class Schema:
         if layout is not None:
             found, bindings = self._dense_check(batch, layout, tags=tags, dims=dims, depth=depth)
         else:
-            found, bindings = _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)
+            found, bindings = _check.check_batch(self.plan, batch, tags=tags, dims=dims, depth=depth)
         if found:
             raise SchemaError(found, schema_name=self.name, bindings=bindings)
 
@@ -616,7 +613,7 @@ class Schema:
         """
         if layout is not None:
             return self._dense_check(batch, layout, tags=tags, dims=dims, depth=depth)[0]
-        return _check.check_batch(self._compiled(), batch, tags=tags, dims=dims, depth=depth)[0]
+        return _check.check_batch(self.plan, batch, tags=tags, dims=dims, depth=depth)[0]
 
     def _dense_check(
         self, batch: Any, layout: Any, **kw: Any
@@ -844,7 +841,7 @@ class Schema:
                 starts ``like= sample:``), or has an undeclared tensor that seems to
                 follow a dim the padding resizes.
         """
-        plan = self._compiled()
+        plan = self.plan
         seen = _padding.ids_seen(plan, batch) if batch is not None else None
         return _padding.make_padding(
             plan, count, eos_token_id=eos_token_id, like=like, dims=dims, include=include, seen=seen

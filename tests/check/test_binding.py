@@ -120,7 +120,7 @@ def cases(draw):
 @given(cases())
 def test_one_sample_the_fast_path_and_the_batch_screen_agree(case):
     schema, samples, pinned = case
-    plan = schema._compiled()
+    plan = schema.plan
     results = [check_sample(plan, s, dims=pinned, depth="shapes") for s in samples]
     bad = [i for i, (_, found) in enumerate(results) if found]
     for s, (bound, found) in zip(samples, results):
@@ -167,7 +167,7 @@ def test_bind_solves_a_derived_dim_for_its_one_unbound_input(sizes):
             "fields": {"a": {"shape": ["p"], "dtype": "int64", "pad": 0}},
         }
     )
-    plan = schema._compiled().dim_plan
+    plan = schema.plan.dim_plan
     lift = sizes.lift
     b = bind(plan, {"p": [("a", lift(3))], "s": [("b", lift(8))]}, {}, sizes)
     assert int(b.env["r"]) == 5

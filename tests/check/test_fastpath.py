@@ -80,8 +80,8 @@ def samples(draw):
 @settings(deadline=None)
 @given(samples())
 def test_fast_checker_agrees_with_the_full_check(sample):
-    bound, found = check_sample(EXOTIC._compiled(), sample, depth="shapes")
-    fast = fast_bindings(EXOTIC._compiled(), sample, None, None, "shapes")
+    bound, found = check_sample(EXOTIC.plan, sample, depth="shapes")
+    fast = fast_bindings(EXOTIC.plan, sample, None, None, "shapes")
     if found:
         assert fast is None
     elif fast is not None:
@@ -91,11 +91,11 @@ def test_fast_checker_agrees_with_the_full_check(sample):
 def test_clean_samples_do_take_the_fast_path(schema, sample_of):
     # Without this, a checker that always said "look closer" would pass the property above.
     sample = sample_of(schema, 9, 4)
-    assert fast_bindings(schema._compiled(), sample, None, None, "shapes") == schema.validate(sample)
+    assert fast_bindings(schema.plan, sample, None, None, "shapes") == schema.validate(sample)
 
 
 def test_generated_source_holds_no_schema_text():
-    source = EXOTIC._compiled().fast.__source__
+    source = EXOTIC.plan.fast.__source__
     assert "a + b" not in source and "2 * c" not in source
     assert "'x'" in source  # field names only as string constants
 

@@ -466,7 +466,7 @@ def _padding_refusal(schema: str, count: int, **kwargs: Any) -> Exception:
     from trajschema.padding import resolve_padding
 
     try:
-        resolve_padding(ts.load_schema(schema)._compiled(), count, **kwargs).check_memory(_cli_pad.PAD_MEMORY_LIMIT)
+        resolve_padding(ts.load_schema(schema).plan, count, **kwargs).check_memory(_cli_pad.PAD_MEMORY_LIMIT)
     except ValueError as exc:
         return exc
     raise AssertionError("padding accepted it")

@@ -529,7 +529,7 @@ def test_the_resolved_sizes_are_what_padding_builds(request, with_like, extra):
         like = verl_sample(schema, 5, 3, layers=dims.get("layers", 2), topk=dims.get("topk", 2))
         like["undeclared"] = torch.zeros(11, extra)  # copied into every sample (no axis follows a dim)
         include = None
-    sizes = resolve_padding(schema._compiled(), count, like=like, dims=dims, include=include)
+    sizes = resolve_padding(schema.plan, count, like=like, dims=dims, include=include)
     pad = schema.padding(count, eos_token_id=2, like=like, dims=dims, include=include)
     assert dict(sizes.dims) == pad.dims and list(sizes.fields) == list(pad._columns)
     free = {n for n, d in schema.dims.items() if isinstance(d, ts.FreeDim)}
@@ -552,7 +552,7 @@ def test_resolving_allocates_nothing_whatever_the_sizes(monkeypatch):
     for name in ("zeros", "full", "empty", "arange", "tensor"):
         monkeypatch.setattr(torch, name, refuse)
     dims = {"prompt": 2**40, "layers": 2**20, "topk": 64, "experts": 128}
-    sizes = resolve_padding(VLM_MOE._compiled(), 2**40, dims=dims)
+    sizes = resolve_padding(VLM_MOE.plan, 2**40, dims=dims)
     assert sizes.fields["routed_experts"].shape == (2**40 + 1, 2**20, 64)
     itemsize = VLM_MOE.fields["routed_experts"].dtypes[0].itemsize  # its first dtype, with no like=
     assert sizes.fields["routed_experts"].bytes == (2**40 + 1) * 2**26 * itemsize
@@ -561,7 +561,7 @@ def test_resolving_allocates_nothing_whatever_the_sizes(monkeypatch):
 
 def test_resolving_refuses_what_padding_refuses_for_sizes():
     with pytest.raises(PaddingSizeError) as info:
-        resolve_padding(MOE._compiled(), 2)
+        resolve_padding(MOE.plan, 2)
     assert (info.value.dim, info.value.field, info.value.schema_name) == ("layers", None, "moe_routed")
     assert info.value.problem == "schema 'moe_routed' has no padding size for dim 'layers' (used by routed_experts)"
     assert str(info.value) == info.value.problem + "; pass like=<a real sample of the batch> or dims={'layers': <size>}"
@@ -571,7 +571,7 @@ def test_resolving_refuses_what_padding_refuses_for_sizes():
     assert (info.value.dim, info.value.field) == (None, "t")
     assert str(info.value) == "field 't' pads by copying the reference sample; pass like=<a real sample>"
     with pytest.raises(ValueError, match=r"^count must be an int"):
-        resolve_padding(TEXT._compiled(), -1)
+        resolve_padding(TEXT.plan, -1)
 
 
 @pytest.mark.parametrize(
@@ -609,7 +609,7 @@ def test_the_memory_error_carries_its_numbers_and_survives_pickling(monkeypatch)
     with pytest.raises(PaddingMemoryError) as info:
         TEXT.padding(10**6, eos_token_id=2)
     exc = info.value
-    sizes = resolve_padding(TEXT._compiled(), 10**6)
+    sizes = resolve_padding(TEXT.plan, 10**6)
     assert isinstance(exc, ValueError) and not isinstance(exc, ts.SchemaError)
     assert (exc.needed, exc.per_sample, exc.limit, exc.machine) == (sizes.batch_bytes, sizes.sample_bytes, 2**30, True)
     assert exc.count == 10**6 and exc.schema_name == "text" and exc.dims == {"prompt": 127, "response": 1}
@@ -624,7 +624,7 @@ def test_a_limit_below_the_machines_memory_is_named_as_a_limit(monkeypatch):
     from trajschema.padding import samples as _padding
 
     monkeypatch.setattr(_padding, "_memory_limit", lambda: 2**40)
-    sizes = resolve_padding(TEXT._compiled(), 1000)
+    sizes = resolve_padding(TEXT.plan, 1000)
     sizes.check_memory(sizes.batch_bytes)  # exactly at the limit: allowed
     below = re.escape(f"above {format_bytes(sizes.batch_bytes - 1)}; lower count")
     with pytest.raises(PaddingMemoryError, match=below) as info:
@@ -642,7 +642,7 @@ def test_a_limit_below_the_machines_memory_is_named_as_a_limit(monkeypatch):
 def test_padding_is_refused_exactly_past_the_machines_memory(monkeypatch):
     from trajschema.padding import samples as _padding
 
-    total = resolve_padding(TEXT._compiled(), 3).batch_bytes
+    total = resolve_padding(TEXT.plan, 3).batch_bytes
     monkeypatch.setattr(_padding, "_memory_limit", lambda: total)
     assert len(TEXT.padding(3, eos_token_id=2)) == 3
     monkeypatch.setattr(_padding, "_memory_limit", lambda: total - 1)
@@ -676,7 +676,7 @@ def test_the_row_allowance_covers_what_a_padding_row_holds_besides_tensors(name)
     like["reward_extra"] = {"acc": list(range(100))}  # deep-copied into every row
     like["data_source"] = "gsm8k"
     per_row = _traced_per_row(lambda n: schema.padding(n, eos_token_id=2, like=like, dims={"prompt": 1}), 5000)
-    overhead = resolve_padding(schema._compiled(), 5000, like=like, dims={"prompt": 1}).row_overhead
+    overhead = resolve_padding(schema.plan, 5000, like=like, dims={"prompt": 1}).row_overhead
     assert per_row < overhead < 4 * per_row  # an upper bound, and not a wild one
 
 
@@ -698,7 +698,7 @@ def test_a_copied_value_counts_what_its_deep_copies_hold_at_any_depth():
     assert tensors == 8 * 4 and objects >= 8 * 10**5
     assert _padding._held_bytes([np.zeros(1000), bytearray(10)])[0] == 8000
     like = {**verl_sample(TEXT, 3, 2), "deep": deep}
-    sizes = resolve_padding(TEXT._compiled(), 1000, like=like)
+    sizes = resolve_padding(TEXT.plan, 1000, like=like)
     assert sizes.fields["deep"].bytes == 4 * 2**20 and sizes.sample_bytes > 4 * 2**20
 
 
