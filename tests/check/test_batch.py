@@ -664,6 +664,21 @@ def test_dim_bounds_and_distinct_agree_in_every_layout_with_a_python_reference(
             schema.validate(s, dims=dims, depth=depth)
 
 
+@pytest.mark.parametrize("rows", [2, 0])
+def test_one_bound_the_dtype_cannot_hold_is_caught_while_the_other_waits_for_its_dim(rows):
+    # min: k - 2 is -1 at k=1, below uint8; max: experts - 1 waits for experts. The fast path
+    # skipped the field until every dim of either bound was known, so validate() and a list
+    # batch passed what violations() refused (found by the python reference above).
+    schema = _bounded_schema("uint8", "k - 2", "experts - 1", False)
+    sample = {"r": torch.zeros(rows, 1, dtype=torch.uint8)}
+    want = [(0, "r", "dtype")]
+    with pytest.raises(ts.SchemaError, match=r"uint8 cannot hold -1, the smallest value min k - 2 allows \(k=1\)"):
+        schema.validate(sample, depth="shapes")
+    for batch in ([sample], tq_batch([sample])):
+        assert [(v.sample, v.field, v.code) for v in schema.batch_violations(batch, depth="shapes")] == want
+    schema.validate({"r": torch.zeros(rows, 2, dtype=torch.uint8)}, depth="shapes")  # k=2: min 0 fits
+
+
 def test_a_routed_expert_beyond_the_experts_is_a_value_violation_with_its_sample_and_field():
     schema = _bounded_schema("int16", 0, "experts - 1", True)
     good = torch.tensor([[0, 1], [2, 3]], dtype=torch.int16)

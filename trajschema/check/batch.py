@@ -134,8 +134,10 @@ def fast_bindings(
         return None
     for f in plan.dim_bounded:
         v = sample.get(f.name)
-        # the names check first: unbound (experts not pinned), the bound holds no dtype to anything
-        if v is not None and plan.bound_names[f.name] <= env.keys() and dtype_overflow(f, v.dtype, env) is not None:
+        # the names check first: with none bound (experts not pinned) no bound holds a dtype to anything;
+        # with one bound, its own end does (min: k - 2 on uint8 while max: experts - 1 waits)
+        names = plan.bound_names[f.name]
+        if v is not None and not names.isdisjoint(env) and dtype_overflow(f, v.dtype, env) is not None:
             return None
     if depth == "values":
         for f in plan.valued:

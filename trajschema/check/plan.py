@@ -47,7 +47,7 @@ class Plan:
         valued: the fields with value checks.
         dim_bounded: the tensor fields with a bound written in dims (``max: experts - 1``).
         bound_names: for each of them, the dims its bounds name (a clean sample's check skips
-            the field at once while one of them is unbound).
+            the field at once while none of them is bound).
         length_tags: tags tied to a dim expression (``seq_len: {equals: seq}``).
         uid_field: the field declared ``pad: uid`` (the GRPO group id), if any.
         padding_default: what an absent ``is_padding`` tag means (its declared default).
