@@ -345,7 +345,8 @@ def test_a_layout_no_row_length_can_meet_is_named():
     with pytest.raises(ValueError, match=r"more than a torch tensor holds"):
         tv.padding_dims(min_len=2**63)
     # The largest that fits still works, and is what the brute force below would count up to.
-    assert tv.padding_dims(tp_size=2**61, cp_size=1, min_len=2) == {"prompt": 2**62 - 1, "response": 1}
+    assert tv.padding_dims(tp_size=2**61, cp_size=1, min_len=2) == {"prompt": 2**61 - 1, "response": 1}
+    assert tv.padding_dims(tp_size=2**60, cp_size=2, min_len=2) == {"prompt": 2**62 - 1, "response": 1}
 
 
 @pytest.mark.parametrize("config", [None, 5, "config", [1, 2], True], ids=repr)
@@ -472,15 +473,20 @@ def test_a_bad_global_steps_is_a_value_error(global_steps):
 
 
 def _brute_force_padding_dims(tp: int, cp: int, min_len: int) -> dict[str, int]:
-    """The smallest total >= min_len that 2 * tp * cp divides, found by counting up."""
-    total = min_len
-    while total % (2 * tp * cp):
+    """The smallest total >= min_len (and >= 2) that verl's zigzag alignment divides, found by counting up.
+
+    verl 0.9.1 aligns each packed sequence to tp * cp * 2 with context parallelism, to tp
+    without (tests/verl/test_verl_alignment.py holds that rule to verl's own code).
+    """
+    align = tp * cp * 2 if cp > 1 else tp
+    total = max(min_len, 2)
+    while total % align:
         total += 1
     return {"prompt": total - 1, "response": 1}
 
 
 def test_padding_dims_equals_a_brute_force_search():
-    """padding_dims is the smallest multiple of 2*tp*cp >= min_len, as 1 response token and the rest prompt."""
+    """padding_dims is the smallest multiple of verl's alignment >= min_len, as 1 response token and the rest prompt."""
     sizes = (1, 2, 3, 4, 5, 7, 8, 16)
     for tp, cp, min_len in itertools.product(sizes, sizes, (2, 3, 5, 64, 127, 128, 129, 255, 256, 257, 1000)):
         assert tv.padding_dims(tp_size=tp, cp_size=cp, min_len=min_len) == _brute_force_padding_dims(tp, cp, min_len), (
@@ -500,8 +506,8 @@ def test_padding_dims_rejects_non_positive_ints(arg, value):
 
 
 def test_padding_dims_answers_every_positive_min_len_by_the_rule():
-    """min_len 1 is answered too: the smallest multiple of 2*tp*cp that is >= 1 is 2*tp*cp itself, which holds
-    a prompt and a response token (it was refused as if the row could be 1 token long)."""
+    """min_len 1 is answered too: the row is at least 2 tokens (a prompt and a response token), the
+    smallest multiple of the alignment from there (it was refused as if the row could be 1 token long)."""
     for tp, cp in itertools.product((1, 2, 3, 8), (1, 2, 5)):
         for min_len in range(1, 4 * 2 * tp * cp + 2):
             got = tv.padding_dims(tp_size=tp, cp_size=cp, min_len=min_len)
@@ -509,6 +515,7 @@ def test_padding_dims_answers_every_positive_min_len_by_the_rule():
             assert got["prompt"] >= 1 and got["response"] == 1
     assert tv.padding_dims(min_len=1) == {"prompt": 1, "response": 1}
     assert tv.padding_dims(tp_size=4, cp_size=2, min_len=1) == {"prompt": 15, "response": 1}
+    assert tv.padding_dims(tp_size=4, min_len=1) == {"prompt": 3, "response": 1}  # no cp: tp alone
 
 
 #: (strategy, role section): Ulysses at the role level and/or in its engine (fsdp_config).

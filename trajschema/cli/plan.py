@@ -25,7 +25,8 @@ def add_plan(sub: Any) -> None:
             "(verl's rule), so every data-parallel rank gets as many samples and every PPO\n"
             "mini-batch is full. Prints that multiple, how many padding samples reach it, their\n"
             "share of the padded batch, and how long each padding sample must be for the tensor x\n"
-            "context parallel layout (a multiple of 2 * tp_size * cp_size, at least 128 tokens)."
+            "context parallel layout (a multiple of what verl aligns each packed sequence to:\n"
+            "tp_size, or 2 * tp_size * cp_size with context parallelism; at least 128 tokens)."
         ),
         epilog=(
             f"{JSON_HELP}\n\n"
@@ -48,7 +49,7 @@ def add_plan(sub: Any) -> None:
 def plan_report(args: argparse.Namespace) -> dict[str, Any]:
     """The numbers ``plan`` prints, as a JSON-ready dict."""
     from trajschema.padding import padding_needed, required_multiple
-    from trajschema.verl.config import padding_dims
+    from trajschema.verl.config import padding_dims, sequence_alignment
 
     multiple = required_multiple(
         args.dp_size,
@@ -70,6 +71,7 @@ def plan_report(args: argparse.Namespace) -> dict[str, Any]:
         "padding_samples": pad,
         "padded_batch_size": args.batch_size + pad,
         "padding_share": pad / (args.batch_size + pad),
+        "alignment": sequence_alignment(tp_size=args.tp_size, cp_size=args.cp_size),
         "padding_dims": dims,
         "padding_length": sum(dims.values()),
     }
@@ -80,7 +82,8 @@ JSON_HELP = (
     '--json prints one object: version (1), command ("plan"), the arguments (dp_size,\n'
     "batch_size, rollout_n, actor_mini_batch_size, critic_mini_batch_size or null,\n"
     "tp_size, cp_size), required_multiple, padding_samples, padded_batch_size,\n"
-    "padding_share (0 to 1), padding_dims (the tokens of each padding sample, per dim) and\n"
+    "padding_share (0 to 1), alignment (what verl pads each packed sequence to a\n"
+    "multiple of), padding_dims (the tokens of each padding sample, per dim) and\n"
     "padding_length (their sum)."
 )
 
@@ -96,7 +99,6 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
     if r["critic_mini_batch_size"] is not None:
         terms.append(f"critic_mini_batch_size {r['critic_mini_batch_size']} x rollout_n {r['rollout_n']}")
     terms.append(f"actor_mini_batch_size {r['actor_mini_batch_size']} x rollout_n {r['rollout_n']}")
-    layout = 2 * r["tp_size"] * r["cp_size"]
     dims = r["padding_dims"]
     rows = [
         ("required multiple", str(r["required_multiple"]), f"lcm({', '.join(terms)})"),
@@ -110,7 +112,8 @@ def run_plan(args: argparse.Namespace, console: Console) -> int:
             "padding length",
             str(r["padding_length"]),
             f"tokens per padding sample: prompt {dims['prompt']} + response {dims['response']} "
-            f"(a multiple of 2 x tp_size {r['tp_size']} x cp_size {r['cp_size']} = {layout}, at least 128)",
+            f"(a multiple of verl's alignment {r['alignment']} for tp_size {r['tp_size']} x cp_size "
+            f"{r['cp_size']}, at least 128)",
         ),
     ]
     width = max(len(v) for _, v, _ in rows)

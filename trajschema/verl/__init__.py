@@ -17,12 +17,19 @@ from typing import TYPE_CHECKING
 from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
-    from trajschema.verl.config import VerlConfigError, padding_dims, required_batch_multiple
+    from trajschema.verl.config import (
+        CP_LAYOUTS,
+        VerlConfigError,
+        padding_dims,
+        required_batch_multiple,
+        sequence_alignment,
+    )
     from trajschema.verl.loss import LOSS_AGG_MODES, agg_loss_real
     from trajschema.verl.patch import SUPPORTED_VERL_VERSIONS, VERL_SIGNATURES, install, installed, uninstall
     from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
 
 __all__ = [
+    "CP_LAYOUTS",
     "LOSS_AGG_MODES",
     "SUPPORTED_VERL_VERSIONS",
     "VERL_SIGNATURES",
@@ -33,13 +40,20 @@ __all__ = [
     "non_padding_mask",
     "padding_dims",
     "required_batch_multiple",
+    "sequence_alignment",
     "uninstall",
     "upsample_batch_to_divisible_size",
 ]
 
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
 _ROOMS: dict[str, tuple[str, ...]] = {
-    "trajschema.verl.config": ("VerlConfigError", "padding_dims", "required_batch_multiple"),
+    "trajschema.verl.config": (
+        "CP_LAYOUTS",
+        "VerlConfigError",
+        "padding_dims",
+        "required_batch_multiple",
+        "sequence_alignment",
+    ),
     "trajschema.verl.loss": ("LOSS_AGG_MODES", "agg_loss_real"),
     "trajschema.verl.patch": ("SUPPORTED_VERL_VERSIONS", "VERL_SIGNATURES", "install", "installed", "uninstall"),
     "trajschema.verl.upsample": ("non_padding_mask", "upsample_batch_to_divisible_size"),

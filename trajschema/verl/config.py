@@ -12,9 +12,17 @@ import numbers
 from collections.abc import Mapping
 from typing import Any
 
-from trajschema.core import MAX_SIZE, REPR, FreeDim, check_int, is_int
+from trajschema.core import MAX_SIZE, REPR, FreeDim, check_bool, check_int, is_int, shown_value
 
-__all__ = ["VerlConfigError", "layout_multiple", "padding_dims", "padding_dims_for", "required_batch_multiple"]
+__all__ = [
+    "CP_LAYOUTS",
+    "VerlConfigError",
+    "layout_multiple",
+    "padding_dims",
+    "padding_dims_for",
+    "required_batch_multiple",
+    "sequence_alignment",
+]
 
 _MISSING = object()  # lookup's "no default"
 _ABSENT = object()  # a default that no config value can be
@@ -145,14 +153,14 @@ def required_batch_multiple(config: Any, dp_size: int, *, global_steps: int) -> 
 def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
     """Prompt/response sizes of a padding row: total the smallest multiple of ``multiple`` >= ``min_len``.
 
-    The total is the first size a free dim ``{min: min_len, multiple_of: multiple}`` allows,
-    at least 1 (a row holds its response token); ``multiple`` is at most ``2**63 - 1``
-    (``layout_multiple`` and `padding_dims` check it).
+    The total is the first size a free dim ``{min: 2, multiple_of: multiple}`` allows from
+    ``min_len`` on: at least 2, a row holds one prompt and one response token; ``multiple``
+    is at most ``2**63 - 1`` (``layout_multiple`` and `padding_dims` check it).
 
     Raises:
         ValueError: that total is longer than a torch tensor can be (``2**63 - 1``).
     """
-    total = FreeDim("row", min=1, multiple_of=multiple).first_size(min_len)
+    total = FreeDim("row", min=2, multiple_of=multiple).first_size(min_len)
     assert total is not None  # a dim without max allows sizes from its first on
     if total > MAX_SIZE:
         raise ValueError(
@@ -162,15 +170,59 @@ def padding_dims_for(multiple: int, min_len: int) -> dict[str, int]:
     return {"prompt": total - 1, "response": 1}
 
 
-def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> dict[str, int]:
-    """The ``prompt``/``response`` sizes of padding rows for a tensor x context parallel layout.
+#: verl's context-parallel layouts (``cp_layout`` of ``preprocess_thd_engine``).
+CP_LAYOUTS = ("zigzag", "contiguous")
 
-    Packed context parallelism splits every row into ``2 * cp_size`` chunks that tensor
-    parallelism splits again, so each row's length must be a multiple of
-    ``2 * tp_size * cp_size``. A padding row has 1 response token and as many prompt
-    tokens as make its length the smallest such multiple that is at least ``min_len``
-    (verl's fixed 128 covers ``tp_size * cp_size`` up to 64 only). Pass the result as
-    ``dims=`` wherever padding is made.
+
+def sequence_alignment(
+    *, tp_size: int = 1, cp_size: int = 1, cp_layout: str = "zigzag", use_fp8_padding: bool = False
+) -> int:
+    """What verl 0.9.1 pads every packed sequence to a multiple of on its Megatron THD path.
+
+    As ``preprocess_packed_seqs`` and ``preprocess_thd_engine`` (``verl/models/mcore/util.py``)
+    compute it: ``tp_size * cp_size``, twice that when ``cp_size > 1`` and the layout is
+    ``zigzag`` (each context-parallel rank takes a chunk from both ends of every sequence;
+    ``preprocess_packed_seqs`` always does), and with ``use_fp8_padding`` (verl sets it for
+    ``fp8`` ``e4m3`` or ``hybrid``) the lcm of that and 16. FP8 also pads the batch's last
+    sequence until the total is a multiple of 128 times the alignment before the lcm: a
+    property of the whole packed batch, not of one row, so it is not in this number.
+
+    Examples:
+        >>> from trajschema.verl import sequence_alignment
+        >>> sequence_alignment(tp_size=4), sequence_alignment(tp_size=4, cp_size=2)
+        (4, 16)
+        >>> sequence_alignment(tp_size=4, cp_size=2, cp_layout="contiguous", use_fp8_padding=True)
+        16
+
+    Raises:
+        ValueError: ``tp_size`` or ``cp_size`` is not a positive int, or ``cp_layout`` is not
+            one of `CP_LAYOUTS`.
+        TypeError: ``use_fp8_padding`` is not a bool.
+    """
+    tp = _positive("tp_size", tp_size)
+    cp = _positive("cp_size", cp_size)
+    if not isinstance(cp_layout, str) or cp_layout not in CP_LAYOUTS:
+        raise ValueError(f"cp_layout must be 'zigzag' or 'contiguous', found {shown_value(cp_layout)}")
+    check_bool("use_fp8_padding", use_fp8_padding)
+    align = tp * cp * (2 if cp > 1 and cp_layout == "zigzag" else 1)
+    return math.lcm(16, align) if use_fp8_padding else align
+
+
+def padding_dims(
+    *,
+    tp_size: int = 1,
+    cp_size: int = 1,
+    cp_layout: str = "zigzag",
+    use_fp8_padding: bool = False,
+    min_len: int = 128,
+) -> dict[str, int]:
+    """The ``prompt``/``response`` sizes of the smallest padding row verl's packing leaves as it is.
+
+    verl pads every packed sequence to a multiple of `sequence_alignment` (tensor and
+    context parallelism, the zigzag layout, FP8). A padding row has 1 response token and as
+    many prompt tokens as make its length the smallest such multiple that is at least
+    ``min_len`` (and at least 2), so verl adds no alignment tokens to it. Pass the result
+    as ``dims=`` wherever padding is made.
 
     Examples:
         >>> from trajschema.verl import padding_dims
@@ -178,23 +230,22 @@ def padding_dims(*, tp_size: int = 1, cp_size: int = 1, min_len: int = 128) -> d
         {'prompt': 127, 'response': 1}
         >>> padding_dims(tp_size=8, cp_size=16)
         {'prompt': 255, 'response': 1}
-
-    ``min_len`` may be 1: the smallest multiple is ``2 * tp_size * cp_size`` >= 2 tokens,
-    room for one prompt and one response token.
+        >>> padding_dims(tp_size=3, min_len=1), padding_dims(tp_size=3, use_fp8_padding=True, min_len=1)
+        ({'prompt': 2, 'response': 1}, {'prompt': 47, 'response': 1})
 
     Raises:
-        ValueError: an argument is not a positive int, or the layout makes every row
-            longer than a torch tensor can be (``2**63 - 1`` tokens).
+        ValueError / TypeError: an argument `sequence_alignment` refuses, ``min_len`` not a
+            positive int, or an alignment that makes every row longer than a torch tensor
+            can be (``2**63 - 1`` tokens).
     """
-    tp = _positive("tp_size", tp_size)
-    cp = _positive("cp_size", cp_size)
+    align = sequence_alignment(tp_size=tp_size, cp_size=cp_size, cp_layout=cp_layout, use_fp8_padding=use_fp8_padding)
     minimum = _positive("min_len", min_len)
-    if 2 * tp * cp > MAX_SIZE:  # no row length is a multiple of it
+    if align > MAX_SIZE:  # no row length is a multiple of it
         raise ValueError(
-            f"a padding row whose length is a multiple of 2 * {tp} * {cp} = {2 * tp * cp} has at least that many "
-            "tokens, more than a torch tensor holds (2**63 - 1)"
+            f"a padding row whose length is a multiple of {align} (tp_size={tp_size}, cp_size={cp_size}) has at "
+            "least that many tokens, more than a torch tensor holds (2**63 - 1)"
         )
-    return padding_dims_for(2 * tp * cp, minimum)
+    return padding_dims_for(align, minimum)
 
 
 def _role_layout(config: Any, role: str) -> int | None:
