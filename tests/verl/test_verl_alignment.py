@@ -26,8 +26,6 @@ import torch
 import trajschema.verl as tv
 from tests.verl_support import verl_module
 
-pytestmark = pytest.mark.verl
-
 #: The parallel sizes verl asks megatron for, set per case.
 _SIZES = {"tp": 1, "cp": 1}
 
@@ -99,6 +97,7 @@ def _padded_lengths(util: types.ModuleType, lengths: list[int], tp: int, cp: int
 _GRID = list(itertools.product((1, 2, 3, 4, 8), (1, 2, 3, 4), ("packed_seqs", "zigzag", "contiguous"), (False, True)))
 
 
+@pytest.mark.verl
 @pytest.mark.parametrize(("tp", "cp", "layout", "fp8"), _GRID)
 def test_sequence_alignment_is_what_verl_pads_every_sequence_to(mcore_util, tp, cp, layout, fp8):
     lengths = [*range(1, 50), 1]  # the last one may take FP8's batch total: read the others
@@ -110,6 +109,7 @@ def test_sequence_alignment_is_what_verl_pads_every_sequence_to(mcore_util, tp, 
         assert got == -(-n // align) * align, (n, got, align)
 
 
+@pytest.mark.verl
 @pytest.mark.parametrize(("tp", "cp", "layout", "fp8"), _GRID)
 @pytest.mark.parametrize("min_len", [1, 2, 5, 128, 129])
 def test_a_padding_row_is_the_shortest_that_verl_leaves_as_it_is(mcore_util, tp, cp, layout, fp8, min_len):
