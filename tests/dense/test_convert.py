@@ -276,9 +276,10 @@ def _carried(row: dict[str, Any], lay: ts.Layout) -> dict[str, Any]:
 
 
 def test_a_pad_id_beyond_the_dtype_is_a_typed_refusal() -> None:
-    """Was: ``ValueError: Overflow when unpacking long long`` from inside torch."""
+    """Was: ``ValueError: Overflow when unpacking long long`` from inside torch; now refused when the
+    layout meets the schema, before any row is laid out."""
     s = ts.load_schema("text")
-    with pytest.raises(ValueError, match=r"field 'input_ids': its pad value \d+ does not fit its dtype torch.int64"):
+    with pytest.raises(ValueError, match=r"^pad_token_id: pad id \d+ fits no dtype of field 'input_ids' \(int64\)"):
         to_dense(s.plan, rows_of("text", [(3, 2)]), layout=SKY, pad_token_id=2**70)
 
 
@@ -290,3 +291,36 @@ def test_lengths_that_are_not_a_mapping_or_too_big_are_refused_before_allocating
         to_dense(s.plan, rows, layout=VERL, lengths=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"would take .* more than this machine has .* nothing was allocated"):
         to_dense(s.plan, rows, layout=VERL, lengths={"prompt": 10**12})
+
+
+# -- a pad id the padded field cannot hold --------------------------------------------------------
+
+_INT32_IDS = ts.schema_from_dict(
+    {"name": "t32", "extends": ["text"], "fields": {"input_ids": {"shape": ["seq"], "dtype": "int32", "pad": "eos"}}}
+)
+
+
+def _int32_rows() -> list[dict[str, Any]]:
+    rows = rows_of("text", [(2, 1), (1, 2)])
+    return [{**r, "input_ids": r["input_ids"].to(torch.int32)} for r in rows]
+
+
+@pytest.mark.parametrize("pad", [2**31, 2**40, 2**63 - 1])
+def test_a_pad_id_the_padded_field_cannot_hold_is_refused_naming_the_field(pad):
+    # skyrl pads input_ids with the tokenizer's pad id; an int32 column cannot hold 2**31. It was
+    # an OverflowError from inside torch while the rows were laid out.
+    want = rf"pad id {pad} fits no dtype of field 'input_ids' \(int32\), which layout 'skyrl' pads with it"
+    with pytest.raises(ValueError, match=rf"^pad_token_id: {want}"):
+        _INT32_IDS.to_dense(_int32_rows(), layout="skyrl", pad_token_id=pad)
+    pinned = ts.load_layout("skyrl").with_pad_token(pad)
+    with pytest.raises(ValueError, match=rf"^layout\.with_pad_token\(pad_token_id\): {want}"):
+        _INT32_IDS.to_dense(_int32_rows(), layout=pinned)
+    batch = _INT32_IDS.to_dense(_int32_rows(), layout="skyrl", pad_token_id=2**31 - 1)  # the largest int32 holds
+    assert batch["sequences"].dtype == torch.int32
+
+
+@pytest.mark.parametrize("pad", [2**64, -1])
+def test_with_pad_token_refuses_an_id_no_dtype_holds(pad):
+    with pytest.raises(ValueError, match=r"pad_token_id must be"):
+        ts.load_layout("skyrl").with_pad_token(pad)
+    assert ts.load_layout("skyrl").with_pad_token(2**64 - 1).pad_token_id == 2**64 - 1  # a uint64 id

@@ -146,12 +146,16 @@ class Layout:
         Without it, a ``pad_token`` region must hold one value throughout a field of the
         batch, whichever it is.
 
+        A pad id no field's dtype can hold is refused when the layout meets a schema
+        (`bind_layout`), naming the field.
+
         Raises:
-            TypeError / ValueError: ``pad_token_id`` is not an int >= 0.
+            TypeError / ValueError: ``pad_token_id`` is not an int in ``0..2**64 - 1`` (no
+                torch dtype holds a larger one).
         """
         from trajschema.core.validation import check_int
 
-        check_int("pad_token_id", pad_token_id, minimum=0)
+        check_int("pad_token_id", pad_token_id, minimum=0, maximum=2**64 - 1)
         return dataclasses.replace(self, pad_token_id=int(pad_token_id))
 
     def entry(self, field: str, lineage: tuple[str, ...]) -> FieldEntry:

@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from trajschema.core import Axis, Field, FieldEntry, Layout, LayoutDefinitionError
+from trajschema.core import PAD_TOKEN, Axis, Field, FieldEntry, Layout, LayoutDefinitionError, fits_dtype
 from trajschema.dense.view import METADATA
 
 if TYPE_CHECKING:
@@ -201,7 +201,28 @@ def bind_layout(layout: Layout, plan: Plan) -> BoundLayout:
     for t in layout.tags:
         if t not in plan.tags:
             _fail(layout, plan, f"tags.{t}", f"the schema has no tag {t!r}")
-    return BoundLayout(layout=layout, plan=plan, placed=placed, parts=parts, sizes=sizes)
+    bound = BoundLayout(layout=layout, plan=plan, placed=placed, parts=parts, sizes=sizes)
+    if layout.pad_token_id is not None:
+        check_pad_token(bound, layout.pad_token_id, "layout.with_pad_token(pad_token_id)")
+    return bound
+
+
+def check_pad_token(bound: BoundLayout, pad_token_id: int, argument: str) -> None:
+    """Refuse a pad id that a field padded with it cannot hold, when the layout meets the schema.
+
+    Raises:
+        ValueError: naming ``argument``, the field and its dtypes (``2**31`` for an int32
+            ``responses``), instead of an overflow deep inside padding or a conversion.
+    """
+    for p in bound.placed.values():
+        f = p.field
+        if p.entry.pad != PAD_TOKEN or not f.is_tensor or p.held == "absent":
+            continue
+        if not any(fits_dtype(pad_token_id, d) for d in f.dtype_names):
+            raise ValueError(
+                f"{argument}: pad id {pad_token_id} fits no dtype of field {f.name!r} "
+                f"({', '.join(f.dtype_names)}), which layout {bound.layout.name!r} pads with it"
+            )
 
 
 @functools.lru_cache(maxsize=16)

@@ -30,7 +30,7 @@ from trajschema.core import (
     first_true,
     same_bits,
 )
-from trajschema.dense.bind import BoundLayout, Placed, bind_layout
+from trajschema.dense.bind import BoundLayout, Placed, bind_layout, check_pad_token
 from trajschema.dense.check import check_dense, relaxed_plan
 from trajschema.dense.view import METADATA
 from trajschema.padding import PaddingMemoryError, PaddingSizes, format_bytes
@@ -298,7 +298,8 @@ def _block_lengths(
 def _pad_id(bound: BoundLayout, pad_token_id: int | None) -> int | None:
     needs = [p.name for p in bound.columns() if p.entry.pad == PAD_TOKEN and p.dim is not None]
     if pad_token_id is not None:
-        return check_int("pad_token_id", pad_token_id)
+        check_pad_token(bound, check_int("pad_token_id", pad_token_id, minimum=0), "pad_token_id")
+        return pad_token_id
     if bound.layout.pad_token_id is not None or not needs:
         return bound.layout.pad_token_id
     raise ValueError(
