@@ -299,19 +299,9 @@ def _check_bounds_at(schema: Schema, env: Mapping[str, int], fixed: Mapping[str,
 _COUNTING_RULES = ("positions", "index", SPREAD)
 
 
-#: The attributes a schema is made of; none can be reassigned once set (see `Schema`).
-_DECLARATIONS = (
-    "name",
-    "description",
-    "architectures",
-    "lineage",
-    "dims",
-    "fields",
-    "tags",
-    "padding_sizes",
-    "extra",
-    "source",
-)
+#: The attributes a schema is made of (its plan's declarations and the file it came from); none
+#: can be reassigned once set (see `Schema`).
+_DECLARATIONS = (*_check.DECLARED, "source")
 
 
 class Schema:
