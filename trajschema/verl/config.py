@@ -248,8 +248,38 @@ def padding_dims(
     return padding_dims_for(align, minimum)
 
 
-def _role_layout(config: Any, role: str) -> int | None:
-    """``tp * cp`` of one role's workers (``None`` when the config has no such role)."""
+#: Megatron's ``TransformerConfig.fp8``: off (``null``, ``false``) or one of the two formats Megatron runs
+#: (any other value that is set makes Megatron raise "E4M3 and HYBRID are the only supported FP8 formats").
+#: verl 0.9.1 pads for FP8 exactly when it is one of these (``fp8 in ["e4m3", "hybrid"]``).
+_FP8_FORMATS = ("e4m3", "hybrid")
+
+
+def _uses_fp8_padding(config: Any, role: str) -> bool:
+    """Whether verl pads a Megatron role's sequences for FP8: ``<role>.megatron.override_transformer_config.fp8``.
+
+    verl's Megatron engine builds the model's ``TransformerConfig`` with the role's
+    ``override_transformer_config`` on top (``McoreEngineConfig``), and its forward sets
+    ``use_fp8_padding`` from that config's ``fp8``. Missing reads as Megatron's default, off.
+    """
+    path = f"{role}.megatron.override_transformer_config.fp8"
+    fp8 = lookup(config, path, None)
+    if fp8 is None or fp8 is False:
+        return False
+    if isinstance(fp8, str) and fp8 in _FP8_FORMATS:
+        return True
+    raise VerlConfigError(
+        f"config.{path} must be null, false, 'e4m3' or 'hybrid' (Megatron's FP8 formats), found {_found(fp8)}"
+    )
+
+
+def _role_multiple(config: Any, role: str) -> int | None:
+    """What one role's rows must be a multiple of (``None`` when the config has no such role).
+
+    ``2 * tp * cp`` for Megatron (the zigzag split: ``cp_layout`` is not a config key in verl
+    0.9.1, its engine takes ``contiguous`` only for a model whose attention needs it, and
+    zigzag's multiple covers both), with FP8 padding also the lcm of 16 and that
+    alignment; ``2 * ulysses`` for FSDP and the other engines.
+    """
     section = lookup(config, role, _ABSENT)
     if section is _ABSENT:
         return None
@@ -261,29 +291,53 @@ def _role_layout(config: Any, role: str) -> int | None:
     if strategy == "megatron":
         tp = _int(config, f"{role}.megatron.tensor_model_parallel_size", minimum=1, default=1)
         cp = _int(config, f"{role}.megatron.context_parallel_size", minimum=1, default=1)
-        return tp * cp
+        if _uses_fp8_padding(config, role):
+            return math.lcm(2 * tp * cp, sequence_alignment(tp_size=tp, cp_size=cp, use_fp8_padding=True))
+        return 2 * tp * cp
     # FSDP and the other engines: Ulysses sequence parallelism splits the sequence. verl's
     # FSDP critic keeps its engine at critic.fsdp (its role-level size is deprecated and never
     # used); the actor and ref keep theirs at fsdp_config, which a role-level size > 1 overrides.
     if role == "critic":
-        return _int(config, f"{role}.fsdp.ulysses_sequence_parallel_size", minimum=1, default=1)
+        return 2 * _int(config, f"{role}.fsdp.ulysses_sequence_parallel_size", minimum=1, default=1)
     top = _int(config, f"{role}.ulysses_sequence_parallel_size", minimum=1, default=1)
     engine = _int(config, f"{role}.fsdp_config.ulysses_sequence_parallel_size", minimum=1, default=1)
-    return top if top > 1 else engine
+    return 2 * (top if top > 1 else engine)
 
 
 def layout_multiple(config: Any) -> int:
-    """What every row's length must be a multiple of for the trainer's workers: lcm of ``2 * tp * cp`` per role."""
+    """What every row's length must be a multiple of for the trainer's workers, read from verl's config.
+
+    The lcm over the roles that see padding rows (actor, ref, and the critic when verl uses
+    one) of a multiple per role that holds what verl packs the role's sequences to, and is
+    even: ``2 * tp * cp`` for ``strategy: megatron`` (``megatron.tensor_model_parallel_size``,
+    ``megatron.context_parallel_size``; either context-parallel layout) and, when
+    ``megatron.override_transformer_config.fp8`` is ``e4m3`` or ``hybrid``, its lcm with
+    `sequence_alignment` under FP8 padding (``lcm(16, 2 * tp * cp)``); ``2 * ulysses`` for FSDP.
+
+    Examples:
+        >>> from trajschema.verl.config import layout_multiple
+        >>> megatron = {"strategy": "megatron", "megatron": {"tensor_model_parallel_size": 3}}
+        >>> layout_multiple({"actor_rollout_ref": {"actor": megatron}, "critic": {"enable": False}})
+        6
+        >>> megatron["megatron"]["override_transformer_config"] = {"fp8": "e4m3"}
+        >>> layout_multiple({"actor_rollout_ref": {"actor": megatron}, "critic": {"enable": False}})
+        48
+
+    Raises:
+        VerlConfigError: a key read is missing where verl needs it, or holds a value verl
+            (or Megatron) would not run with (the message names the key), or the roles'
+            multiples need rows longer than a torch tensor can be.
+    """
     multiple = 2
     for role in _ROLES:
         if role == "critic" and not uses_critic(config):
             continue
-        size = _role_layout(config, role)
-        if size is not None:
-            multiple = math.lcm(multiple, 2 * size)
+        role_multiple = _role_multiple(config, role)
+        if role_multiple is not None:
+            multiple = math.lcm(multiple, role_multiple)
             if multiple > MAX_SIZE:  # no row can be that long: say so here, not deep inside padding
                 raise VerlConfigError(
-                    f"the parallel layouts up to config.{role} ({size} ranks split its rows) make every row a "
-                    f"multiple of {multiple} tokens, more than a torch tensor holds (2**63 - 1)"
+                    f"the parallel layouts up to config.{role} (its rows a multiple of {role_multiple} tokens) make "
+                    f"every row a multiple of {multiple} tokens, more than a torch tensor holds (2**63 - 1)"
                 )
     return multiple

@@ -98,7 +98,7 @@ def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) 
       [`upsample_batch_to_divisible_size`][trajschema.verl.upsample_batch_to_divisible_size];
       with ``dims=None`` the padding length follows the trainer's parallel layout
       ([`padding_dims`][trajschema.verl.padding_dims] of
-      the Megatron TP x CP or FSDP Ulysses size of its actor, ref and critic). When
+      the Megatron TP x CP (and FP8 padding) or FSDP Ulysses size of its actor, ref and critic). When
       verl's config names a model config found on this machine
       (``actor_rollout_ref.model.hf_config_path``, else ``actor_rollout_ref.model.path``:
       a model directory, a ``config.json``, or a hub id whose ``config.json`` the local
