@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import trajschema as ts
 from tests.dense.dense_builders import EXPERTS, PAD, TensorBatch, skyrl_batch, verl_batch
@@ -267,3 +269,241 @@ def test_a_nan_in_a_cast_field_is_reported_once_with_the_value_the_batch_holds()
     b["loss_mask"][1, 0] = float("nan")
     got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("skyrl")).violations
     assert [(v.sample, v.code) for v in got] == [(1, "value")] and "nan" in got[0].message
+
+
+# -- issue 29: a row with a broken mask reports the mask only -------------------------------------
+
+# Every row has a prompt of 3+ tokens (a hole inside it) and a response of 2+ (one to cut short).
+BROKEN_LENGTHS = [(3, 2), (4, 3), (5, 2), (3, 3)]
+CLEAN_ROW = 2  # the row that keeps a defect of its own unless it is broken too
+RowBreak = Callable[[dict, int, int, int], str]
+
+
+def _hole_in_prompt(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, b["prompts"].shape[1] - 2] = 0
+    return "attention_mask"
+
+
+def _stray_one_in_prompt_padding(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, 0] = 1
+    return "attention_mask"
+
+
+def _two_in_attention_mask(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, b["prompts"].shape[1] - 1] = 2
+    return "attention_mask"
+
+
+def _attention_ends_before_the_response(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, b["prompts"].shape[1] + r - 1] = 0  # one run still: the response mask disagrees
+    return "response_mask"
+
+
+def _response_mask_beyond_the_response(b: dict, row: int, p: int, r: int) -> str:
+    b["response_mask"][row, r] = 1
+    return "response_mask"
+
+
+def _sky_hole(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, -2] = 0
+    return "attention_mask"
+
+
+def _sky_two(b: dict, row: int, p: int, r: int) -> str:
+    b["attention_mask"][row, -1] = 2
+    return "attention_mask"
+
+
+def _sky_response_mask_two(b: dict, row: int, p: int, r: int) -> str:
+    b["response_mask"][row, -1] = 2
+    return "response_mask"
+
+
+def _sky_response_starts_late(b: dict, row: int, p: int, r: int) -> str:
+    b["response_mask"][row, b["response_mask"].shape[1] - r] = 0  # one run still: the loss mask disagrees
+    return "loss_mask"
+
+
+BREAKS: dict[str, dict[str, RowBreak]] = {
+    "verl_dataproto": {
+        "hole in the prompt": _hole_in_prompt,
+        "stray one in the prompt padding": _stray_one_in_prompt_padding,
+        "value 2": _two_in_attention_mask,
+        "attention mask ends before the response": _attention_ends_before_the_response,
+        "response mask beyond the response": _response_mask_beyond_the_response,
+    },
+    "skyrl": {
+        "hole in the sequence": _sky_hole,
+        "value 2": _sky_two,
+        "response mask value 2": _sky_response_mask_two,
+        "response mask starts late": _sky_response_starts_late,
+    },
+}
+BREAK_CASES = [(layout, case) for layout, cases in BREAKS.items() for case in cases]
+
+
+def _with_clean_row_defect(b: dict, layout: str) -> tuple[str, str]:
+    """A padded-region defect on `CLEAN_ROW`: reported unless that row's mask is broken too."""
+    if layout == "skyrl":
+        b["rewards"][CLEAN_ROW, 0] = 3.0
+        return "rewards", "padded"
+    b["rm_scores"][CLEAN_ROW, BROKEN_LENGTHS[CLEAN_ROW][1]] = 1.0
+    return "rm_scores", "padded"
+
+
+@pytest.mark.parametrize("schema", ts.schema_names())
+@pytest.mark.parametrize(("layout", "case"), BREAK_CASES, ids=[f"{lay}-{c}" for lay, c in BREAK_CASES])
+@pytest.mark.parametrize("rows", [[0], [3], [0, 1, 2, 3]], ids=["first", "last", "every"])
+def test_a_row_with_a_broken_mask_reports_the_mask_only(schema: str, layout: str, case: str, rows: list[int]) -> None:
+    b = (skyrl_batch if layout == "skyrl" else verl_batch)(schema, BROKEN_LENGTHS)
+    key, code = _with_clean_row_defect(b, layout)
+    want = {(CLEAN_ROW, key, code)} if CLEAN_ROW not in rows else set()
+    for row in rows:
+        want.add((row, BREAKS[layout][case](b, row, *BROKEN_LENGTHS[row]), "mask"))
+    for depth in ("shapes", "values"):
+        r = check_dense(ts.load_schema(schema).plan, b, ts.load_layout(layout), depth=depth, extract=True)
+        assert {(v.sample, v.field, v.code) for v in r.violations} == want, depth
+        assert not set(r.bindings) & set(rows)
+        assert all(int(length[row]) == 0 for length in r.lengths.values() for row in rows)  # unknown: none
+
+
+@pytest.mark.parametrize("layout", ["skyrl", "verl_dataproto"])
+def test_a_padding_row_with_a_broken_mask_reports_the_mask_only(layout: str) -> None:
+    b = (skyrl_batch if layout == "skyrl" else verl_batch)("text", BROKEN_LENGTHS)
+    flags = [False, False, False, True]  # row 3 keeps its loss mask of ones: a `padding` violation
+    tags = [{"is_padding": f} for f in flags] if layout == "verl_dataproto" else None
+    if layout == "skyrl":
+        b.metadata["is_padding"] = flags
+    plan, lay = ts.load_schema("text").plan, ts.load_layout(layout)
+    assert {v.code for v in check_dense(plan, b, lay, tags=tags).violations} == {"padding"}
+    key = BREAKS[layout]["value 2"](b, 3, *BROKEN_LENGTHS[3])
+    assert [(v.sample, v.field, v.code) for v in check_dense(plan, b, lay, tags=tags).violations] == [(3, key, "mask")]
+
+
+def test_a_broken_longest_row_leaves_the_padded_length_unjudged() -> None:
+    """SkyRL pads to the longest row; a row whose mask is broken has no length to compare."""
+    for rows in ([1], [1, 3]):  # rows 1 and 3 hold the longest response
+        b = skyrl_batch("text", BROKEN_LENGTHS)
+        for row in rows:
+            b["response_mask"][row, 1] = 0  # a hole
+        got = found("text", b, "skyrl")
+        assert got == {(row, "response_mask", "mask") for row in rows}
+
+
+def test_a_broken_row_does_not_choose_the_pad_token_of_the_others() -> None:
+    """Without a pinned pad token the most common first padded value is the pad: a broken row
+    (all of it unknown) is left out of that vote."""
+    b = skyrl_batch("text", [(4, 0), (4, 0), (1, 1)])
+    b["sequences"][:2, 0] = 7
+    b["attention_mask"][:2, 1] = 0  # a hole in each full row: their first value, 7, is a real token
+    assert found("text", b, "skyrl") == {(0, "attention_mask", "mask"), (1, "attention_mask", "mask")}
+
+
+@given(layout=st.sampled_from(["skyrl", "verl_dataproto"]), data=st.data())
+def test_any_one_mask_defect_leaves_its_rows_only_mask_violations(layout: str, data: st.DataObject) -> None:
+    lengths = data.draw(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 4)), min_size=1, max_size=5))
+    b = (skyrl_batch if layout == "skyrl" else verl_batch)("text", lengths)
+    masks = ["attention_mask", "response_mask"] + (["loss_mask"] if layout == "skyrl" else [])
+    key = data.draw(st.sampled_from([k for k in masks if b[k].numel()]))
+    for _ in range(data.draw(st.integers(1, 3))):
+        row, col = data.draw(st.integers(0, b[key].shape[0] - 1)), data.draw(st.integers(0, b[key].shape[1] - 1))
+        b[key][row, col] = data.draw(st.sampled_from([0, 1, 2, -1]))
+    got = found("text", b, layout)
+    broken = {s for s, _, c in got if c == "mask"}
+    assert all(c == "mask" for s, _, c in got if s in broken), got
+    assert not broken or all(c != "length" for s, _, c in got if s is None), got
+
+
+@pytest.mark.parametrize("layout", ["skyrl", "verl_dataproto"])
+def test_a_meta_mask_is_a_violation_in_every_layout(layout: str) -> None:
+    b = (skyrl_batch if layout == "skyrl" else verl_batch)("vlm_mrope", BROKEN_LENGTHS)
+    plan, lay = ts.load_schema("vlm_mrope").plan, ts.load_layout(layout)
+    meta = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in b.items()}
+    if layout == "skyrl":
+        meta = TensorBatch(meta)
+        meta.metadata = b.metadata
+    assert [(v.field, v.code) for v in check_dense(plan, meta, lay).violations] == [("attention_mask", "mask")]
+    b["response_mask"] = b["response_mask"].to("meta")  # one column elsewhere: the batch is on two devices
+    assert [(v.field, v.code) for v in check_dense(plan, b, lay).violations] == [("response_mask", "batch")]
+
+
+# -- issue 29: a field derived from another is not missing when its source is malformed ----------
+
+
+def _tolist(x: torch.Tensor) -> Any:
+    return x.tolist()
+
+
+def _rows(x: torch.Tensor) -> Any:
+    return list(x.unbind(0))
+
+
+_ABSENT = object()
+
+
+def _absent(x: torch.Tensor) -> Any:
+    return _ABSENT
+
+
+MALFORMED = {
+    "bool": (lambda x: x.bool(), "dtype"),
+    "float": (lambda x: x.float(), "dtype"),
+    "list of lists": (_tolist, "shape"),
+    "list of tensors": (_rows, "shape"),
+    "one column short": (lambda x: x[:, :-1], "shape"),
+    "None": (lambda x: None, "missing"),
+    "absent": (_absent, "missing"),
+}
+SOURCES = {"verl_dataproto": "response_mask", "skyrl": "sequences"}  # loss_mask same_as; prompts, responses slices
+# skyrl reads the sequence axis's width from its first column, sequences: a shorter one is another width
+SOURCE_CASES = [(lay, how) for lay in SOURCES for how in MALFORMED if (lay, how) != ("skyrl", "one column short")]
+
+
+@pytest.mark.parametrize("schema", ts.schema_names())
+@pytest.mark.parametrize(("layout", "how"), SOURCE_CASES, ids=[f"{lay}-{how}" for lay, how in SOURCE_CASES])
+def test_a_malformed_source_is_reported_once_and_what_it_stands_for_is_not_missing(
+    schema: str, layout: str, how: str
+) -> None:
+    change, code = MALFORMED[how]
+    build, key = (skyrl_batch if layout == "skyrl" else verl_batch), SOURCES[layout]
+    for lengths in (LENGTHS, [(2, 1)], []):
+        b = build(schema, lengths)
+        new = change(b[key])
+        if new is _ABSENT:
+            del b[key]
+        else:
+            b[key] = new
+        assert found(schema, b, layout) == {(None, key, code)}, lengths
+
+
+def test_an_optional_source_of_a_required_field_is_missing_once() -> None:
+    """verl's loss_mask is its response_mask: with the response mask optional and absent, the
+    loss mask it stands for is missing, said once for the batch key."""
+    schema = ts.schema_from_dict(
+        {
+            "name": "optional_response_mask",
+            "extends": ["text"],
+            "fields": {
+                "response_mask": {
+                    "shape": ["response"],
+                    "dtype": "int64",
+                    "values": [0, 1],
+                    "pad": 0,
+                    "required": False,
+                }
+            },
+        }
+    )
+    b = verl_batch("text", LENGTHS)
+    del b["response_mask"]
+    got = check_dense(schema.plan, b, ts.load_layout("verl_dataproto")).violations
+    assert [(v.sample, v.field, v.code) for v in got] == [(None, "response_mask", "missing")]
+    assert "schema field loss_mask" in got[0].message
+
+
+def test_a_value_of_a_same_as_source_is_reported_once() -> None:
+    """The loss mask verl holds as its response_mask is one tensor: a value outside {0, 1} in it is one violation."""
+    b = verl_batch("text", LENGTHS)
+    b["response_mask"][1, 1] = 2
+    got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("verl_dataproto")).violations
+    assert [(v.sample, v.field, v.code) for v in got] == [(1, "response_mask", "value")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, NoReturn
 
 from trajschema.core import PAD_TOKEN, Axis, Field, FieldEntry, Layout, LayoutDefinitionError, fits_dtype
@@ -73,6 +73,12 @@ class BoundLayout:
 
     def columns(self) -> list[Placed]:
         return [p for p in self.placed.values() if p.held == "column"]
+
+    def derived(self, sources: Collection[str]) -> frozenset[str]:
+        """The fields held as a ``slice_of`` or ``same_as`` one of the columns ``sources``."""
+        return frozenset(
+            n for n, p in self.placed.items() if p.held in ("slice", "same_as") and p.entry.source in sources
+        )
 
 
 def _fail(layout: Layout, plan: Plan, path: str, problem: str) -> NoReturn:

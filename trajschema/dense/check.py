@@ -10,9 +10,13 @@ then the real regions, as a jagged TensorDict (`trajschema.dense.extract`), go t
 the jagged engine, so every schema rule applies to each row as for a jagged batch.
 
 Violations name the batch key (``rewards``, not ``rm_scores``; the message names the
-schema field when it differs). A row with a broken mask reports the mask only: its
-lengths, and so everything else about it, cannot be trusted. A ``meta`` batch is a
-``mask`` violation (a mask's values are the sizes, and a ``meta`` tensor has none).
+schema field when it differs). A row with a broken mask (a size mask that is not one run,
+or a response or loss mask with ones outside the region the size masks give) reports the
+mask only: its lengths, and so everything else about it, including the batch's padded
+length, cannot be trusted. A ``meta`` batch is a ``mask`` violation (a mask's values are
+the sizes, and a ``meta`` tensor has none). A column left out of the rest (absent, or of
+the wrong type, shape or dtype) is reported once, under its key: the fields the layout
+derives from it (``slice_of``, ``same_as``: verl's ``loss_mask``) are not ``missing``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from trajschema.check import BatchView, build_plan, check_args, check_batch
 from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation, any_per_row, first_true
 from trajschema.dense.bind import bind_layout
 from trajschema.dense.extract import dense_to_jagged, dense_to_rows, dense_to_view
-from trajschema.dense.geometry import Geometry, GeometryError, axis_widths, measure
+from trajschema.dense.geometry import Geometry, GeometryError, axis_widths, check_max, measure
 from trajschema.dense.view import read_dense, rows_violation
 
 if TYPE_CHECKING:
@@ -104,10 +108,9 @@ def _field_violations(
         named = "" if key == p.name else f" (schema field {p.name})"
         if col is None:
             skip.add(p.name)
-            if f.required:
-                where = "has no key" if not view.has(key) else "holds None under the key"
-                msg = f"the batch {where} {key!r}{named}"
-                found.append(Violation(None, key, "missing", "present", "absent" if not view.has(key) else "None", msg))
+            missing = _missing(bound, p, view)
+            if missing is not None:
+                found.append(missing)
             continue
         if not f.is_tensor or not isinstance(col, torch.Tensor):
             per_row = rows_violation(key, col, view.n)
@@ -135,6 +138,21 @@ def _field_violations(
             msg = f"dtype {_dt(col.dtype)} is not {want}{named}"
             found.append(Violation(None, key, "dtype", want, _dt(col.dtype), msg))
     return found, skip
+
+
+def _missing(bound: BoundLayout, p: Placed, view: DenseView) -> Violation | None:
+    """A ``missing`` violation for the column ``p`` the batch lacks (or holds ``None`` under its
+    key), when the schema requires it or a field the layout derives from it (verl's
+    ``loss_mask``, its ``response_mask``): one for the batch, however many fields it carries."""
+    key = p.key or p.name
+    derived = sorted(n for n in bound.derived({p.name}) if bound.placed[n].field.required)
+    needs = [p.name] if p.field.required else derived
+    if not needs:
+        return None
+    names = [n for n in needs if n != key]
+    named = f" (schema field {', '.join(names)})" if names else ""
+    where, actual = ("has no key", "absent") if not view.has(key) else ("holds None under the key", "None")
+    return Violation(None, key, "missing", "present", actual, f"the batch {where} {key!r}{named}")
 
 
 def describe(x: Any) -> str:
@@ -189,36 +207,51 @@ def _common_pad(x: torch.Tensor, padded: torch.Tensor) -> torch.Tensor:
     return at[rows].mode().values
 
 
-def _pad_text(p: Placed, pad_token: int | None, x: torch.Tensor, real: torch.Tensor) -> str:
+def _pad_text(p: Placed, pad_token: int | None, x: torch.Tensor, padded: torch.Tensor) -> str:
     pad = p.entry.pad
     if pad == EDGE:
         return "the nearest real value of the row"
     if pad == PAD_TOKEN and pad_token is None:
-        return f"one pad token throughout the batch ({_common_pad(x, ~real).item()} in most rows)"
+        return f"one pad token throughout the batch ({_common_pad(x, padded).item()} in most rows)"
     return str(pad_token if pad == PAD_TOKEN else pad)
 
 
 def _pad_violations(bound: BoundLayout, view: DenseView, geo: Geometry, skip: set[str]) -> list[Violation]:
-    """``padded`` (or, for a 0/1 field, ``mask``) violations: a value other than the pad value in a padded region."""
-    found = []
-    token = bound.layout.pad_token_id
+    """``padded`` (or, for a 0/1 field, ``mask``) violations: a value other than the pad value in a padded region.
+
+    The 0/1 fields go first: a row whose response or loss mask strays outside the region the
+    size masks give has masks that disagree, so its lengths are unknown; it is marked broken
+    (`Geometry.discard`) and the other fields say nothing of it.
+    """
     proven = _counted_masks(bound)
-    for p in bound.columns():
-        col = view.get(p.key or p.name)
-        if p.name in skip or p.name in proven or p.dim is None or p.axis is None or p.entry.pad == ANY:
-            continue
-        if not isinstance(col, torch.Tensor):
-            continue
-        x, real = col.movedim(p.axis, 1), geo.region(p.dim)
-        bad = _off_pad(x, real, geo.padded(p.dim), p.entry.pad, token)
-        if bad is None:
-            continue
-        hit = any_per_row(bad)
-        for row in torch.nonzero(hit).flatten().tolist():
-            if row in geo.broken:
-                continue
-            pos = int(bad[row].to(torch.int8).argmax())
-            found.append(_pad_violation(p, row, pos, x, _pad_text(p, token, x, real)))
+    checked = [
+        p
+        for p in bound.columns()
+        if p.name not in skip and p.name not in proven and p.dim is not None and p.axis is not None
+        if p.entry.pad != ANY and isinstance(view.get(p.key or p.name), torch.Tensor)
+    ]
+    found = [v for p in checked if _zero_one(p) for v in _off_pad_rows(bound, view, geo, p)]
+    geo.discard({v.sample for v in found if v.sample is not None})
+    return found + [v for p in checked if not _zero_one(p) for v in _off_pad_rows(bound, view, geo, p)]
+
+
+def _zero_one(p: Placed) -> bool:
+    return p.field.values is not None and set(p.field.values) <= {0, 1}
+
+
+def _off_pad_rows(bound: BoundLayout, view: DenseView, geo: Geometry, p: Placed) -> list[Violation]:
+    """One violation per row of ``p`` (a tensor column padded along ``p.dim``) with a value
+    other than its pad value in its padded region; broken rows have none."""
+    assert p.dim is not None and p.axis is not None
+    token = bound.layout.pad_token_id
+    x, padded = view.get(p.key or p.name).movedim(p.axis, 1), geo.padded(p.dim)
+    bad = _off_pad(x, geo.region(p.dim), padded, p.entry.pad, token)
+    if bad is None:
+        return []
+    found = []
+    for row in torch.nonzero(any_per_row(bad)).flatten().tolist():
+        pos = int(bad[row].to(torch.int8).argmax())
+        found.append(_pad_violation(p, row, pos, x, _pad_text(p, token, x, padded)))
     return found
 
 
@@ -241,7 +274,7 @@ def _pad_violation(p: Placed, row: int, pos: int, x: torch.Tensor, pad: str) -> 
     key = p.key or p.name
     value = x[row, pos].flatten()
     shown = value[0].item() if value.numel() == 1 else value.tolist()
-    if p.field.values is not None and set(p.field.values) <= {0, 1}:
+    if _zero_one(p):
         msg = f"{key} row {row}: {shown} at position {pos}, outside the row's {p.dim} region (padded with {pad})"
         return Violation(row, key, "mask", f"{pad} outside the {p.dim} region", f"{shown} at {pos}", msg)
     msg = f"{key} row {row}: {shown} at position {pos} of the padded region along {p.dim!r}; the layout pads with {pad}"
@@ -264,15 +297,15 @@ def _layout_tags(bound: BoundLayout, view: DenseView) -> tuple[list[dict[str, An
 
 
 def _padding_rows(
-    bound: BoundLayout, view: DenseView, tags: Sequence[Mapping[str, Any]] | None, skip: set[str]
+    bound: BoundLayout, view: DenseView, tags: Sequence[Mapping[str, Any]] | None, skip: set[str], broken: set[int]
 ) -> list[Violation]:
-    """A row tagged ``is_padding`` whose loss mask is not all zero (``padding``).
+    """A row tagged ``is_padding`` whose loss mask is not all zero (``padding``); a broken row reports its mask only.
 
     The loss mask is ``loss_mask``, or the field the layout holds it as (verl's ``response_mask``).
     """
     if tags is None or len(tags) != view.n:
         return []
-    flags = [isinstance(t, Mapping) and t.get("is_padding") is True for t in tags]
+    flags = [isinstance(t, Mapping) and t.get("is_padding") is True and i not in broken for i, t in enumerate(tags)]
     if not any(flags):
         return []
     p = bound.placed.get("loss_mask")
@@ -313,10 +346,15 @@ def _batch_key(bound: BoundLayout, name: str) -> str:
 
 
 def _translate(bound: BoundLayout, found: list[Violation], broken: set[int]) -> list[Violation]:
-    """The engine's violations with the batch keys the user holds; broken rows' left out."""
+    """The engine's violations with the batch keys the user holds; broken rows' left out, and
+    a ``same_as`` field's that repeats its source's (one tensor, one defect)."""
+    said = {(v.sample, v.field, v.code, v.expected, v.actual) for v in found}
     out = []
     for v in found:
         if v.sample is not None and v.sample in broken:
+            continue
+        p = bound.placed.get(v.field)
+        if p is not None and p.held == "same_as" and (v.sample, p.entry.source, v.code, v.expected, v.actual) in said:
             continue
         key = _batch_key(bound, v.field)
         if key != v.field:
@@ -365,18 +403,20 @@ def _layout_checks(
         return [device], set(), None, tags
     widths, problems = axis_widths(bound, view)
     found, skip = _field_violations(bound, view, widths, _fixed_sizes(plan, dims))
+    skip |= bound.derived(skip)  # a slice or copy of a column left out goes with it (its problem is said once)
     if problems:
         return found + problems, skip, None, tags
     try:
         geo = measure(bound, view)
     except GeometryError as exc:
         return found + exc.violations, skip, None, tags
-    found += geo.violations
-    found += _pad_violations(bound, view, geo, skip)
+    pads = _pad_violations(bound, view, geo, skip)
+    check_max(geo, view)  # once the pad pass has found every broken row
+    found += geo.violations + pads
     if tags is None:
         tags, tag_problems = _layout_tags(bound, view)
         found += tag_problems
-    found += _padding_rows(bound, view, tags, skip)
+    found += _padding_rows(bound, view, tags, skip, geo.broken)
     return found, skip, geo, tags
 
 

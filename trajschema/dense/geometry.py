@@ -12,7 +12,7 @@ device. The loops here run over axes, blocks and broken rows, never over clean r
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from trajschema.dense.bind import BoundLayout
     from trajschema.dense.view import DenseView
 
-__all__ = ["Geometry", "GeometryError", "measure"]
+__all__ = ["Geometry", "GeometryError", "check_max", "measure"]
 
 
 class GeometryError(Exception):
@@ -95,12 +95,29 @@ class Geometry:
         return hit
 
     def padded(self, axis_dim: str) -> torch.Tensor:
-        """``~region(axis_dim)``, kept: every padded-region check of the axis reads it."""
+        """``~region(axis_dim)`` on the rows that are not broken, kept: every padded-region check
+        of the axis reads it. A broken row has no known region, so no known padding either."""
         key = (axis_dim, "<padded>")
         hit = self._regions.get(key)
         if hit is None:
-            hit = self._regions[key] = ~self.region(axis_dim)
+            hit = ~self.region(axis_dim)
+            if self.broken:
+                hit.index_fill_(0, self._rows(self.broken), False)
+            self._regions[key] = hit
         return hit
+
+    def discard(self, rows: Collection[int]) -> None:
+        """Mark ``rows`` broken: their lengths become 0, so every region fits them and holds none of them."""
+        if not rows:
+            return
+        self.broken.update(rows)
+        at = self._rows(rows)
+        for dim, length in self.lengths.items():
+            self.lengths[dim] = length.index_fill(0, at, 0)
+        self._regions.clear()
+
+    def _rows(self, rows: Collection[int]) -> torch.Tensor:
+        return torch.tensor(sorted(rows), dtype=torch.int64, device=self.device)
 
 
 def _between(t: torch.Tensor, start: torch.Tensor, end: torch.Tensor, width: int) -> torch.Tensor:
@@ -331,8 +348,12 @@ def _disagree(geo: Geometry, b: Block, part: str, row: int, rest: torch.Tensor) 
 
 
 def check_max(geo: Geometry, view: DenseView) -> None:
-    """``length: max`` blocks: the padded length is the longest row's (a ``length`` violation)."""
-    if not geo.n:
+    """``length: max`` blocks: the padded length is the longest row's (a ``length`` violation).
+
+    Call it once every broken row is known: a broken row's length is unknown, so while the
+    batch has one, its longest row (and so its padded length) cannot be judged.
+    """
+    if not geo.n or geo.broken:
         return
     for axis in geo.bound.layout.axes.values():
         for b, _, w in geo.spans(axis):
@@ -359,7 +380,7 @@ def _axis_key(geo: Geometry, axis_dim: str, view: DenseView) -> str:
 
 
 def measure(bound: BoundLayout, view: DenseView) -> Geometry:
-    """Widths, lengths, mask and ``length`` violations of a batch.
+    """Widths, lengths and ``mask`` violations of a batch (`check_max` adds the ``length`` ones).
 
     Raises:
         GeometryError: a mask is missing, not ``(B, T)``, or on the ``meta`` device.
@@ -373,11 +394,7 @@ def measure(bound: BoundLayout, view: DenseView) -> Geometry:
     if missing:
         msg = f"the layout gives no mask for the per-row sizes of {missing}"
         raise GeometryError([Violation(None, f"<{missing[0]}>", "mask", "a sizes: mask", "none", msg)])
-    check_max(geo, view)
-    if geo.broken:  # a broken row's counts are not its lengths: give it none, so every region fits
-        rows = torch.tensor(sorted(geo.broken), dtype=torch.int64, device=geo.device)
-        for dim, length in geo.lengths.items():
-            geo.lengths[dim] = length.index_fill(0, rows, 0)
+    geo.discard(set(geo.broken))  # a broken row's counts are not its lengths
     return geo
 
 
