@@ -25,6 +25,7 @@ FLOORS: list[set[str]] = [
     {"check", "files"},
     {"padding", "export", "evolution"},
     {"dense"},
+    {"packed"},
     {"schema"},
     {"load"},
     {"contract", "runtime", "dropin"},

@@ -25,6 +25,8 @@ from trajschema.core import (
     FixedDim,
     FreeDim,
     Layout,
+    PackedBatch,
+    PackedLayout,
     PadRule,
     Sample,
     SchemaDefinitionError,
@@ -549,7 +551,7 @@ class Schema:
         tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
-        layout: Layout | str | None = None,
+        layout: Layout | PackedLayout | str | None = None,
     ) -> None:
         """Check every sample of a batch; report all violations with their sample index.
 
@@ -594,7 +596,7 @@ class Schema:
         tags: Sequence[TagDict] | None = None,
         dims: Mapping[str, int] | None = None,
         depth: Depth = "values",
-        layout: Layout | str | None = None,
+        layout: Layout | PackedLayout | str | None = None,
     ) -> list[Violation]:
         """Like [`validate_batch`][trajschema.Schema.validate_batch], but return the violations instead of raising.
 
@@ -608,9 +610,16 @@ class Schema:
     def _dense_check(
         self, batch: Any, layout: Any, **kw: Any
     ) -> tuple[list[Violation], dict[int | None, dict[str, int]]]:
-        from trajschema.dense import check_dense
+        found: Any
+        chosen = _files.as_any_layout(layout)
+        if isinstance(chosen, PackedLayout):
+            from trajschema.packed import check_packed
 
-        found = check_dense(self.plan, batch, _files.as_layout(layout), **kw)
+            found = check_packed(self.plan, batch, chosen, **kw)
+        else:
+            from trajschema.dense import check_dense
+
+            found = check_dense(self.plan, batch, chosen, **kw)
         return found.violations, found.bindings
 
     # -- dense padded batches: the dense room, which never imports this one ----------------
@@ -702,6 +711,112 @@ class Schema:
             pad_token_id=pad_token_id,
             dims=dims,
             check=check,
+        )
+
+    # -- packed batches (THD): the packed room, which never imports this one ---------------
+
+    def to_packed(
+        self,
+        samples: Any,
+        *,
+        layout: PackedLayout | str,
+        pad_token_id: int | None = None,
+        tags: Sequence[TagDict] | None = None,
+    ) -> PackedBatch:
+        """Pack samples into one flat run of tokens in ``layout`` (``"thd"``; see the guide "Packed batches").
+
+        Every sequence is its own segment, padded to the layout's alignment
+        ([`PackedLayout.with_alignment`][trajschema.PackedLayout.with_alignment]); the
+        offsets are int32. ``tags`` (one dict per sample) go where the layout's ``tags:``
+        say (``is_padding`` as a bool ``(B,)`` tensor).
+
+        Raises:
+            SchemaError: the samples break the schema.
+            ValueError: no samples; no pad id for a layout that pads with it; a field whose
+                samples differ in dtype; a meta tensor; a layout over a dense one
+                (``verl_nopad``: use [`pack_dense`][trajschema.Schema.pack_dense]).
+        """
+        from trajschema.packed import to_packed
+
+        return to_packed(
+            self.plan, samples, layout=_files.as_packed_layout(layout), pad_token_id=pad_token_id, tags=tags
+        )
+
+    def from_packed(
+        self,
+        batch: Any,
+        *,
+        layout: PackedLayout | str,
+        tags: Sequence[TagDict] | None = None,
+        depth: Depth = "values",
+        as_tensordict: bool = False,
+    ) -> Any:
+        """The samples of a packed batch: a list of sample dicts, or with ``as_tensordict=True``
+        a jagged TensorDict laid out as TransferQueue returns one.
+
+        The batch is checked first (as [`validate_batch`][trajschema.Schema.validate_batch]
+        with ``layout=``).
+
+        Raises:
+            SchemaError: with every violation of the batch; nothing is converted.
+        """
+        from trajschema.packed import from_packed
+
+        return from_packed(
+            self.plan,
+            batch,
+            layout=_files.as_packed_layout(layout),
+            tags=tags,
+            depth=depth,
+            as_tensordict=as_tensordict,
+        )
+
+    def pack_dense(self, batch: Any, *, layout: PackedLayout | str = "verl_nopad") -> Any:
+        """A dense batch as the packed layout over it describes (``verl_nopad``: what verl's
+        ``left_right_2_no_padding`` returns, field for field).
+
+        The dense batch is checked first and left unchanged. A TensorDict gives a
+        TensorDict (metadata as ``NonTensorData``), anything else a `PackedBatch`.
+
+        Raises:
+            SchemaError: the dense batch breaks the schema or its dense layout.
+            ValueError: ``layout`` has no ``dense:`` layout.
+        """
+        from trajschema.packed import pack_dense
+
+        return pack_dense(self.plan, batch, layout=_files.as_packed_layout(layout))
+
+    def packed_padding(
+        self,
+        count: int,
+        *,
+        layout: PackedLayout | str,
+        like: Any,
+        eos_token_id: int,
+        pad_token_id: int | None = None,
+        dims: Mapping[str, int] | None = None,
+    ) -> PackedBatch:
+        """``like`` with ``count`` padding sequences appended, each its own segment.
+
+        Each is a padding sample of [`padding`][trajschema.Schema.padding] (EOS tokens, zero
+        loss and response masks, spread routes, a fresh uid, tagged ``is_padding``) of the
+        fewest tokens that meet the layout's alignment (at least a prompt and a response
+        token), never merged into a real sequence. ``like`` is checked first.
+
+        Raises:
+            SchemaError: ``like`` breaks the schema or the layout.
+            ValueError: as for [`padding`][trajschema.Schema.padding], or a layout over a dense one.
+        """
+        from trajschema.packed import packed_padding
+
+        return packed_padding(
+            self.plan,
+            count,
+            layout=_files.as_packed_layout(layout),
+            like=like,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            dims=dims,
         )
 
     # -- exports: each lives in a module of its own, which never imports this one --------

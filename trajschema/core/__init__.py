@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         Layout,
         PadValue,
     )
+    from trajschema.core.packing import NESTED, PACKED_HELD, PackedBatch, PackedEntry, PackedLayout
     from trajschema.core.scalars import is_int, is_real
     from trajschema.core.types import DEPTHS, MAX_SIZE, Batch, Depth, Sample, TagDict, ViolationCode
     from trajschema.core.validation import check_bool, check_int, check_real, positive_int
@@ -122,6 +123,8 @@ __all__ = [
     "LEFT",
     "MAX",
     "MAX_SIZE",
+    "NESTED",
+    "PACKED_HELD",
     "PAD_RULES",
     "PAD_TOKEN",
     "REPR",
@@ -146,6 +149,9 @@ __all__ = [
     "FreeDim",
     "Layout",
     "LayoutDefinitionError",
+    "PackedBatch",
+    "PackedEntry",
+    "PackedLayout",
     "PadRule",
     "PadValue",
     "Poly",
@@ -288,6 +294,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "Layout",
         "PadValue",
     ),
+    "trajschema.core.packing": ("NESTED", "PACKED_HELD", "PackedBatch", "PackedEntry", "PackedLayout"),
     "trajschema.core.types": (
         "DEPTHS",
         "MAX_SIZE",

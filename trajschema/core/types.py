@@ -37,6 +37,10 @@ ViolationCode = Literal[
     "mask",
     "padded",
     "length",
+    "offsets",
+    "alignment",
+    "positions",
+    "boundary",
 ]
 """The stable machine-readable reason of a `Violation` (see its `code`)."""
 

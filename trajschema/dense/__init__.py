@@ -8,14 +8,16 @@ read by ``load``. The public names are re-exported by `trajschema` and the `Sche
 """
 
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout, per_row_metadata, sliced_layout
-from trajschema.dense.check import DenseCheck, check_dense
+from trajschema.dense.check import DenseCheck, check_dense, relaxed_plan
 from trajschema.dense.convert import from_dense, to_dense
+from trajschema.dense.geometry import Geometry
 from trajschema.dense.padding import dense_padding
 from trajschema.dense.view import one_row, read_dense
 
 __all__ = [
     "BoundLayout",
     "DenseCheck",
+    "Geometry",
     "Placed",
     "bind_layout",
     "check_dense",
@@ -24,6 +26,7 @@ __all__ = [
     "one_row",
     "per_row_metadata",
     "read_dense",
+    "relaxed_plan",
     "sliced_layout",
     "to_dense",
 ]

@@ -57,12 +57,16 @@ class DenseCheck:
         jagged: the real regions as a jagged TensorDict of schema field names (only when
             asked with ``extract=True``; ``None`` when the layout itself is broken), or
             with ``rows=True`` as a list of per-row samples.
+        geometry: what the masks say (``None`` when the layout itself is unreadable).
+        tags: the tag dicts the check used (given, or read where the layout's ``tags:`` say).
     """
 
     violations: list[Violation]
     bindings: dict[int | None, dict[str, int]]
     lengths: dict[str, torch.Tensor]
     jagged: TensorDict | list[dict[str, Any]] | None = None
+    geometry: Geometry | None = None
+    tags: Any = None
 
 
 def _dt(dtype: torch.dtype) -> str:
@@ -435,6 +439,7 @@ def check_dense(
     depth: str = "values",
     extract: bool = False,
     rows: bool = False,
+    engine: bool = True,
 ) -> DenseCheck:
     """Every violation of a dense padded ``batch`` of ``schema`` laid out as ``layout``.
 
@@ -448,6 +453,10 @@ def check_dense(
         rows: cut and check the real regions as a list of per-row samples, not a jagged
             TensorDict (the same violations; cheaper for a batch of a few rows, such as
             the one row padding is shaped on); ``extract`` then returns that list.
+        engine: run the jagged engine on the real regions. ``False`` checks the layout
+            alone and, with ``extract``, returns the real regions even when some rows are
+            broken (`DenseCheck.geometry` says which): for a caller that adds columns of
+            its own before running the engine once (a packed layout over this one).
 
     Raises:
         TypeError: ``batch`` is not a mapping, a TensorDict or a ``DataProto``.
@@ -469,11 +478,14 @@ def check_dense(
     gathered = set() if values else {n for n, p in bound.placed.items() if p.held == "gather" and _gathers(p, view)}
     cut = dense_to_rows if rows else dense_to_jagged if extract else dense_to_view
     td = cut(bound, view, geo, skip=skip | gathered, values=values)
+    if not engine:
+        cut_out = td if extract and not isinstance(td, BatchView) else None
+        return DenseCheck(found, {}, dict(geo.lengths), cut_out, geo, tags)
     optional = frozenset(skip | gathered | {n for n, p in bound.placed.items() if p.held == "absent"})
-    engine, bindings = check_batch(relaxed_plan(plan, optional), td, tags=tags, dims=dims, depth=depth)
+    seen, bindings = check_batch(relaxed_plan(plan, optional), td, tags=tags, dims=dims, depth=depth)
     casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []
     told = {(v.sample, v.field) for v in casts}  # the engine saw the cast's value, not the batch's
-    found += [v for v in _translate(bound, engine, geo.broken) if (v.sample, v.field) not in told] + casts
+    found += [v for v in _translate(bound, seen, geo.broken) if (v.sample, v.field) not in told] + casts
     bindings = {k: v for k, v in bindings.items() if k not in geo.broken}
     jagged = td if extract and layout_ok and not isinstance(td, BatchView) else None
-    return DenseCheck(found, bindings, dict(geo.lengths), jagged)
+    return DenseCheck(found, bindings, dict(geo.lengths), jagged, geo, tags)

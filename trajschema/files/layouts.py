@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from trajschema.core import (
     ABSENT,
@@ -23,19 +23,25 @@ from trajschema.core import (
     FieldEntry,
     Layout,
     LayoutDefinitionError,
+    PackedLayout,
     SchemaDefinitionError,
     SchemaNotFoundError,
     did_you_mean,
     torch_dtype,
 )
 from trajschema.files.filetext import DIM_NAME, shown
+from trajschema.files.layoutkeys import dim_list, known_keys, mapping, refuse, section, string
+from trajschema.files.packed import packed_from_dict
 from trajschema.files.paths import Found, readable, search_path_files, shown_name
-from trajschema.files.problems import place, reporting
+from trajschema.files.problems import reporting
 from trajschema.files.reader import NOTHING, check_tree, file_problem, read_yaml
 
 __all__ = [
     "LAYOUT_ENV_VAR",
+    "AnyLayout",
+    "as_any_layout",
     "as_layout",
+    "as_packed_layout",
     "layout_from_dict",
     "layout_names",
     "layout_search_path",
@@ -45,16 +51,12 @@ __all__ = [
 #: Environment variable: extra layout directories (``os.pathsep``-separated), searched first.
 LAYOUT_ENV_VAR = "TRAJSCHEMA_LAYOUT_PATH"
 
-_TOP_KEYS = ("name", "description", "axes", "sizes", "fields", "overrides", "tags")
+#: A dense or a packed layout, as `load_layout` returns one.
+AnyLayout = Layout | PackedLayout
+
+_TOP_KEYS = ("name", "kind", "description", "axes", "sizes", "fields", "overrides", "tags")
 _FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather")
 _BLOCK_KEYS = ("pad_side", "length", "holds")
-
-
-def refuse(source: str, path: str, problem: str, *, key: bool = False) -> NoReturn:
-    """Raise ``problem`` at ``path`` (its key, with ``key``), with its line and column when the file was read."""
-    mark = place(source, path, key=key)
-    line, column = mark if mark is not None else (None, None)
-    raise LayoutDefinitionError(source, path, problem, line=line, column=column)
 
 
 def packaged_layouts() -> Path:
@@ -79,7 +81,7 @@ def layout_names() -> list[str]:
     return sorted(search_path_files(layout_search_path(), quiet=True).files)
 
 
-def load_layout(name_or_path: str | os.PathLike[str]) -> Layout:
+def load_layout(name_or_path: str | os.PathLike[str]) -> AnyLayout:
     """Load a packaged layout by name (``verl_dataproto``, ``skyrl``), or a layout file by path.
 
     Raises:
@@ -125,10 +127,10 @@ def readable_layout(path: Path, problem: str | None) -> Path:
 
 #: path -> ((mtime_ns, size) it was read at, the layout): layouts are immutable, so a hit is
 #: shared, and a file edited since is read again.
-_LOADED: dict[Path, tuple[tuple[int, int], Layout]] = {}
+_LOADED: dict[Path, tuple[tuple[int, int], AnyLayout]] = {}
 
 
-def _from_file(path: Path) -> Layout:
+def _from_file(path: Path) -> AnyLayout:
     try:
         st = path.stat()
         stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
@@ -143,7 +145,7 @@ def _from_file(path: Path) -> Layout:
     return layout
 
 
-def _read_layout(path: Path) -> Layout:
+def _read_layout(path: Path) -> AnyLayout:
     with reporting():  # the problems of the file, with their lines and columns
         try:
             data = read_yaml(path)
@@ -154,8 +156,8 @@ def _read_layout(path: Path) -> Layout:
         return layout_from_dict(data, source=str(path))
 
 
-def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> Layout:
-    """A layout from a mapping shaped like a layout file.
+def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> AnyLayout:
+    """A layout from a mapping shaped like a layout file (``kind: packed`` gives a `PackedLayout`).
 
     Raises:
         LayoutDefinitionError: naming ``source`` and the key path.
@@ -168,30 +170,39 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
         raise
     except SchemaDefinitionError as exc:
         raise LayoutDefinitionError.of(exc.errors) from None
-    _known_keys(data, _TOP_KEYS, source, "")
-    name = _string(data.get("name"), source, "name", required=True)
-    axes = _axes(_section(data, "axes", source, required=True), source)
+    kind = data.get("kind", "dense")
+    if kind == "packed":
+        return packed_from_dict(data, source)
+    if kind != "dense":
+        refuse(
+            source,
+            "kind",
+            f"expected dense (a padded rectangle; the default) or packed (one run of tokens), found {shown(kind)}",
+        )
+    known_keys(data, _TOP_KEYS, source, "")
+    name = string(data.get("name"), source, "name", required=True)
+    axes = _axes(section(data, "axes", source, required=True), source)
     sizes = {
-        d: _string(m, source, f"sizes.{d}", required=True)
-        for d, m in _section(data, "sizes", source, required=True).items()
+        d: string(m, source, f"sizes.{d}", required=True)
+        for d, m in section(data, "sizes", source, required=True).items()
     }
     for d in sizes:
         if not any(
             d == a or d in b.holds or d in (x.dim for x in ax.blocks) for a, ax in axes.items() for b in ax.blocks
         ):
             refuse(source, f"sizes.{d}", f"no axis holds dim {d!r} (axes: {', '.join(axes)})")
-    fields = {n: _field(v, source, f"fields.{n}") for n, v in _section(data, "fields", source).items()}
+    fields = {n: _field(v, source, f"fields.{n}") for n, v in section(data, "fields", source).items()}
     overrides = {
         fam: {
             n: _field(v, source, f"overrides.{fam}.{n}")
-            for n, v in _mapping(section, source, f"overrides.{fam}").items()
+            for n, v in mapping(section, source, f"overrides.{fam}").items()
         }
-        for fam, section in _section(data, "overrides", source).items()
+        for fam, section in section(data, "overrides", source).items()
     }
-    tags = {t: _string(k, source, f"tags.{t}", required=True) for t, k in _section(data, "tags", source).items()}
+    tags = {t: string(k, source, f"tags.{t}", required=True) for t, k in section(data, "tags", source).items()}
     return Layout(
         name=name,
-        description=_string(data.get("description", ""), source, "description"),
+        description=string(data.get("description", ""), source, "description"),
         axes=axes,
         sizes=sizes,
         fields=fields,
@@ -201,48 +212,8 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> L
     )
 
 
-def _known_keys(data: Mapping[str, Any], known: tuple[str, ...], source: str, path: str) -> None:
-    for k in data:
-        if k not in known:
-            hint = did_you_mean(k, known) or f" (known: {', '.join(known)})"
-            refuse(source, f"{path}.{k}" if path else str(k), f"unknown key {k!r}{hint}", key=True)
-
-
-def _string(v: Any, source: str, path: str, *, required: bool = False) -> str:
-    if v is None and not required:
-        return ""
-    if not isinstance(v, str) or (required and not v.strip()):
-        refuse(source, path, f"expected a non-empty string, found {shown(v)}")
-    return v
-
-
-def _mapping(v: Any, source: str, path: str) -> Mapping[str, Any]:
-    if v is None:
-        return {}
-    if not isinstance(v, Mapping):
-        refuse(source, path, f"expected a mapping, found {shown(v)}")
-    return v
-
-
-def _section(data: Mapping[str, Any], key: str, source: str, *, required: bool = False) -> Mapping[str, Any]:
-    if required and not data.get(key):
-        refuse(source, key, f"missing required key {key!r}" if key not in data else f"{key}: must not be empty")
-    return _mapping(data.get(key), source, key)
-
-
-def _dim_list(v: Any, source: str, path: str) -> tuple[str, ...]:
-    if not isinstance(v, (list, tuple)) or len(v) < 2:
-        refuse(source, path, f"expected a list of at least two dim names, found {shown(v)}")
-    for i, d in enumerate(v):
-        if not isinstance(d, str) or not DIM_NAME.fullmatch(d):
-            refuse(source, f"{path}[{i}]", f"expected a dim name, found {shown(d)}")
-    if len(set(v)) != len(v):
-        refuse(source, path, f"a dim is listed twice: {list(v)}")
-    return tuple(v)
-
-
 def _block(dim: str, v: Mapping[str, Any], source: str, path: str) -> Block:
-    _known_keys(v, _BLOCK_KEYS, source, path)
+    known_keys(v, _BLOCK_KEYS, source, path)
     side, length = v.get("pad_side"), v.get("length", MAX)
     if side not in (LEFT, RIGHT):
         refuse(source, f"{path}.pad_side", f"expected left or right (where the padding goes), found {shown(side)}")
@@ -252,7 +223,7 @@ def _block(dim: str, v: Mapping[str, Any], source: str, path: str) -> Block:
             f"{path}.length",
             f"expected max (the longest sample) or fixed (a configured length), found {shown(length)}",
         )
-    holds = _dim_list(v["holds"], source, f"{path}.holds") if "holds" in v else ()
+    holds = dim_list(v["holds"], source, f"{path}.holds") if "holds" in v else ()
     return Block(dim=dim, pad_side=side, length=length, holds=holds)
 
 
@@ -263,10 +234,10 @@ def _axes(section: Mapping[str, Any], source: str) -> dict[str, Axis]:
         path = f"axes.{dim}"
         if not DIM_NAME.fullmatch(dim):
             refuse(source, path, f"dim name {dim!r} is not an identifier")
-        v = _mapping(v, source, path)
+        v = mapping(v, source, path)
         if "concat" in v:
-            _known_keys(v, ("concat",), source, path)
-            concats[dim] = _dim_list(v["concat"], source, f"{path}.concat")
+            known_keys(v, ("concat",), source, path)
+            concats[dim] = dim_list(v["concat"], source, f"{path}.concat")
         else:
             blocks[dim] = _block(dim, v, source, path)
     axes = {d: Axis(d, (b,)) for d, b in blocks.items()}
@@ -285,8 +256,8 @@ def _axes(section: Mapping[str, Any], source: str) -> dict[str, Axis]:
 def _field(v: Any, source: str, path: str) -> FieldEntry:
     if v == ABSENT:
         return FieldEntry(held="absent")
-    v = _mapping(v, source, path)
-    _known_keys(v, _FIELD_KEYS, source, path)
+    v = mapping(v, source, path)
+    known_keys(v, _FIELD_KEYS, source, path)
     forms = [k for k in ("slice_of", "same_as", "gather") if k in v]
     if len(forms) > 1 or (forms and "key" in v):
         refuse(
@@ -315,25 +286,61 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
     if forms:
         return FieldEntry(
             held="slice" if forms[0] == "slice_of" else "same_as",
-            source=_string(v[forms[0]], source, f"{path}.{forms[0]}", required=True),
+            source=string(v[forms[0]], source, f"{path}.{forms[0]}", required=True),
             pad=pad,
             dtype=dtype,
         )
-    key = _string(v["key"], source, f"{path}.key", required=True) if "key" in v else None
+    key = string(v["key"], source, f"{path}.key", required=True) if "key" in v else None
     return FieldEntry(held="column", key=key, pad=pad, dtype=dtype)
 
 
-def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
-    """A `Layout` as it is, or a layout name or path loaded with [`load_layout`][trajschema.load_layout].
+def as_any_layout(layout: Any, *, argument: str = "layout=") -> AnyLayout:
+    """A dense `Layout` or a `PackedLayout` as it is, or a layout name or path loaded with
+    [`load_layout`][trajschema.load_layout].
 
     Raises:
-        TypeError: ``layout`` is neither a Layout, a name nor a path.
+        TypeError: ``layout`` is neither a layout, a name nor a path.
         SchemaNotFoundError / LayoutDefinitionError: as ``load_layout`` raises them.
     """
-    if isinstance(layout, Layout):
+    if isinstance(layout, (Layout, PackedLayout)):
         return layout
     if isinstance(layout, (str, os.PathLike)):
         return load_layout(layout)
     raise TypeError(
-        f"{argument} must be a Layout or a layout name (verl_dataproto, skyrl), found {type(layout).__name__}"
+        f"{argument} must be a Layout, a PackedLayout or a layout name (verl_dataproto, skyrl, thd, verl_nopad), "
+        f"found {type(layout).__name__}"
     )
+
+
+def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
+    """A dense `Layout` as it is, or a dense layout's name or path loaded with [`load_layout`][trajschema.load_layout].
+
+    Raises:
+        TypeError: ``layout`` is neither a Layout, a name nor a path.
+        ValueError: it names a packed layout (the dense functions cannot lay a batch out in it).
+        SchemaNotFoundError / LayoutDefinitionError: as ``load_layout`` raises them.
+    """
+    found = as_any_layout(layout, argument=argument)
+    if isinstance(found, PackedLayout):
+        raise ValueError(
+            f"{argument} layout {found.name!r} is packed (one run of tokens), not a dense padded batch: "
+            "use to_packed / from_packed / packed_padding with it"
+        )
+    return found
+
+
+def as_packed_layout(layout: Any, *, argument: str = "layout=") -> PackedLayout:
+    """A `PackedLayout` as it is, or a packed layout's name or path.
+
+    Raises:
+        TypeError: ``layout`` is neither a PackedLayout, a name nor a path.
+        ValueError: it names a dense layout.
+        SchemaNotFoundError / LayoutDefinitionError: as ``load_layout`` raises them.
+    """
+    found = as_any_layout(layout, argument=argument)
+    if not isinstance(found, PackedLayout):
+        raise ValueError(
+            f"{argument} layout {found.name!r} is dense (a padded rectangle), not packed: "
+            "use to_dense / from_dense / dense_padding with it"
+        )
+    return found
