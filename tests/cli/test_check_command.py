@@ -937,9 +937,9 @@ def test_a_layout_file_is_taken_by_path_as_the_library_takes_it(capsys, tmp_path
     ("given", "message"),
     [
         ("SkyRL", "did you mean 'skyrl'?"),
-        ("verl", "did you mean 'verl_dataproto'?"),
+        ("verl_data", "did you mean 'verl_dataproto'?"),
         ("sky_rl", "did you mean 'skyrl'?"),
-        ("zzz", "known: skyrl, verl_dataproto"),
+        ("zzz", "known: skyrl, thd, verl_dataproto, verl_nopad"),
         ("no/such/layout.yaml", "no layout file at 'no/such/layout.yaml'"),
     ],
     ids=["case", "prefix", "underscore", "nothing close", "no such file"],

@@ -3,10 +3,13 @@ the right sample and key; every schema rule applied to each sequence; nothing ra
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 import trajschema as ts
 from tests.packed.packed_builders import LENGTHS, SCHEMAS, codes, packed, rows_of, thd
@@ -242,3 +245,32 @@ def test_rows_of_every_size() -> None:
     rows = rows_of("text", [(1, 0)] * 3)
     b = ts.load_schema("text").to_packed(rows, layout=thd(2))
     assert check(b, alignment=2) == []
+
+
+@pytest.mark.parametrize("value", [None, 3, torch.tensor(1.5), ["q0"], torch.zeros(4, device="meta", dtype=torch.bool)])
+@pytest.mark.parametrize("key", ["uid", "prompts", "is_padding", "num_turns"])
+def test_a_per_sample_column_without_one_entry_per_sample(key: str, value) -> None:
+    """None is absence (a required field is missing); a value without one entry per sample is a batch violation."""
+    b = packed()
+    b[key] = value
+    found = check(b)
+    if value is None:  # missing in every sample, as in a jagged batch; an absent tag column is no tag
+        want = [] if key == "is_padding" else [(i, key, "missing") for i in range(len(LENGTHS))]
+        assert codes(found) == want
+    else:
+        assert codes(found) == [(None, key, "batch")]
+
+
+def offsets_ok(o: list[int], n: int, total: int) -> bool:
+    """The reference: offsets of n non-empty segments covering a run of total tokens."""
+    return len(o) == n + 1 and o[0] == 0 and o[-1] == total and all(b > a for a, b in itertools.pairwise(o))
+
+
+@given(st.lists(st.integers(-2, 24), min_size=1, max_size=7))
+def test_offsets_violations_agree_with_a_reference(offsets: list[int]) -> None:
+    b = packed(alignment=1)  # 4 sequences of 5, 1, 9, 5 tokens: a run of 20
+    t = torch.tensor(offsets, dtype=torch.int32)
+    b["cu_seqlens"], b["cu_seqlens_padded"] = t, t.clone()
+    found = check(b, alignment=1)
+    broken = {v.code for v in found} & {"offsets"}
+    assert bool(broken) == (not offsets_ok(offsets, len(LENGTHS), 20))

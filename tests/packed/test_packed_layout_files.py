@@ -12,7 +12,13 @@ import trajschema as ts
 from trajschema.files import layout_from_dict
 from trajschema.packed import bind_packed
 
-THD: dict[str, Any] = {"name": "mine", "kind": "packed", "tokens": "seq", "parts": ["prompt", "response"], "offsets": "cu"}
+THD: dict[str, Any] = {
+    "name": "mine",
+    "kind": "packed",
+    "tokens": "seq",
+    "parts": ["prompt", "response"],
+    "offsets": "cu",
+}
 
 
 def _refused(data: dict, path: str, words: str) -> None:

@@ -604,15 +604,15 @@ def from_dense(
     assert jagged is not None and not isinstance(jagged, list)  # a clean check extracts a TensorDict
     if as_tensordict:
         return jagged
-    return [{k: _own(v) for k, v in row.items()} for row in batch_of(jagged).rows()]
+    return [{k: own(v) for k, v in row.items()} for row in batch_of(jagged).rows()]
 
 
-def _own(value: Any) -> Any:
+def own(value: Any) -> Any:
     """A value no other sample shares: tensors copied contiguous, mappings and lists rebuilt."""
     if isinstance(value, torch.Tensor):
         return value.clone(memory_format=torch.contiguous_format)
     if isinstance(value, Mapping):
-        return {k: _own(v) for k, v in value.items()}
+        return {k: own(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_own(v) for v in value]
+        return [own(v) for v in value]
     return value

@@ -75,8 +75,8 @@ def layout_names() -> list[str]:
     """Names of all layouts on the layout search path, sorted.
 
     Examples:
-        >>> ts.layout_names()[:2]
-        ['skyrl', 'verl_dataproto']
+        >>> ts.layout_names()
+        ['skyrl', 'thd', 'verl_dataproto', 'verl_nopad']
     """
     return sorted(search_path_files(layout_search_path(), quiet=True).files)
 
@@ -323,7 +323,7 @@ def as_layout(layout: Any, *, argument: str = "layout=") -> Layout:
     found = as_any_layout(layout, argument=argument)
     if isinstance(found, PackedLayout):
         raise ValueError(
-            f"{argument} layout {found.name!r} is packed (one run of tokens), not a dense padded batch: "
+            f"{argument} {found.name!r} is a packed layout (one run of tokens), not a dense padded batch: "
             "use to_packed / from_packed / packed_padding with it"
         )
     return found
@@ -340,7 +340,7 @@ def as_packed_layout(layout: Any, *, argument: str = "layout=") -> PackedLayout:
     found = as_any_layout(layout, argument=argument)
     if not isinstance(found, PackedLayout):
         raise ValueError(
-            f"{argument} layout {found.name!r} is dense (a padded rectangle), not packed: "
+            f"{argument} {found.name!r} is a dense layout (a padded rectangle), not a packed one: "
             "use to_dense / from_dense / dense_padding with it"
         )
     return found

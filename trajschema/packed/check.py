@@ -47,24 +47,37 @@ __all__ = ["PackedCheck", "check_packed", "sample_count"]
 
 def sample_count(
     bound: BoundPacked, cols: Mapping[str, Any], tag_keys: Sequence[str]
-) -> tuple[int | None, list[Violation]]:
-    """The samples the per-sample columns hold, and a ``batch`` violation per column that disagrees."""
-    counts = {}
-    for p in bound.held("jagged", "column", "nested"):
-        if p.key in cols and rows_of(cols[p.key]) is not None:
-            counts[p.key] = rows_of(cols[p.key])
-    for key in tag_keys:
-        if key in cols and rows_of(cols[key]) is not None:
+) -> tuple[int | None, list[Violation], set[str]]:
+    """The samples the per-sample columns hold, a ``batch`` violation per column that
+    disagrees or holds no rows, and those columns' keys (left out of every other check)."""
+    counts: dict[str, int | None] = {}
+    for key in [p.key for p in bound.held("jagged", "column", "nested")] + list(tag_keys):
+        if key in cols:
             counts[key] = rows_of(cols[key])
-    if not counts:
-        return None, []
-    n = max(set(counts.values()), key=list(counts.values()).count)
-    found = [
-        Violation(None, k, "batch", f"{n} rows", f"{c} rows", f"{k} has {c} rows, the other per-sample columns {n}")
-        for k, c in counts.items()
-        if c != n
-    ]
-    return n, found
+    known = [c for c in counts.values() if c is not None]
+    if not known:
+        n = None
+    else:
+        n = max(set(known), key=known.count)
+    found, bad = [], set()
+    for k, c in counts.items():
+        if isinstance(cols[k], torch.Tensor) and cols[k].device.type == "meta":
+            msg = f"{k} is a meta tensor: it holds no value per sample"
+            found.append(Violation(None, k, "batch", "values per sample", "a meta tensor", msg))
+            bad.add(k)
+        elif c is None or (n is not None and c != n):
+            found.append(
+                Violation(
+                    None,
+                    k,
+                    "batch",
+                    f"{n} rows",
+                    "no rows" if c is None else f"{c} rows",
+                    f"{k} must hold one entry per sample ({n}), found {'one value' if c is None else f'{c} rows'}",
+                )
+            )
+            bad.add(k)
+    return n, found, bad
 
 
 def _layout_tags(bound: BoundPacked, cols: Mapping[str, Any], n: int) -> list[dict[str, Any]] | None:
@@ -154,12 +167,14 @@ def _translate(bound: BoundPacked, found: list[Violation], broken: set[int]) -> 
 
 def _check_run(plan: Plan, bound: BoundPacked, cols: dict[str, Any], tags: Any, kw: dict[str, Any]) -> PackedCheck:
     lay = bound.layout
-    n, found = sample_count(bound, cols, list(lay.tags.values()))
+    n, found, bad = sample_count(bound, cols, list(lay.tags.values()))
+    cols = {k: v for k, v in cols.items() if k not in bad}
     try:
         real, padded, more = _offsets(bound, cols)
         outer = real if padded is None else padded
         total, skip, problems = run_length(bound, cols, real.device, int(outer[-1]) if outer.numel() else 0)
         found += more + problems
+        skip |= {p.name for p in bound.placed.values() if p.key in bad}
         seg = segments_of(
             real, padded, keys=(lay.offsets, lay.padded_offsets), total=total, alignment=lay.alignment, n=n
         )

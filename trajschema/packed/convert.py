@@ -17,6 +17,7 @@ import torch
 
 from trajschema.check import batch_of, check_batch
 from trajschema.core import ANY, MAX_SIZE, PAD_TOKEN, PackedBatch, SchemaError
+from trajschema.dense import own
 from trajschema.packed.bind import bind_packed
 from trajschema.packed.check import check_packed
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from trajschema.core import PackedLayout
     from trajschema.packed.bind import BoundPacked, PackedPlaced
 
-__all__ = ["from_packed", "own", "to_packed"]
+__all__ = ["from_packed", "to_packed"]
 
 
 def _checked(plan: Plan, bound: BoundPacked, samples: Any, tags: Sequence[Any] | None) -> BatchView:
@@ -196,14 +197,3 @@ def from_packed(
     if as_tensordict:
         return found.jagged
     return [{k: own(v) for k, v in row.items()} for row in batch_of(found.jagged).rows()]
-
-
-def own(value: Any) -> Any:
-    """A value no other sample shares: tensors copied contiguous, mappings and lists rebuilt."""
-    if isinstance(value, torch.Tensor):
-        return value.clone(memory_format=torch.contiguous_format)
-    if isinstance(value, Mapping):
-        return {k: own(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [own(v) for v in value]
-    return value

@@ -32,19 +32,20 @@ def read_packed(batch: Any) -> tuple[dict[str, Any], list[Violation]]:
         TypeError: ``batch`` is neither a mapping nor a TensorDict.
     """
     if is_tensordict(batch):
-        return {k: _plain(batch.get(k)) for k in batch.keys()}, []
+        return {k: v for k in batch.keys() if (v := _plain(batch.get(k))) is not None}, []
     if not isinstance(batch, Mapping):
         raise TypeError(
             f"a packed batch is a mapping of batch key to value or a TensorDict, found {type(batch).__name__}"
         )
-    out = {k: _plain(v) for k, v in batch.items() if isinstance(k, str)}
+    out = {k: _plain(v) for k, v in batch.items() if isinstance(k, str) and v is not None}  # None: absent
     bad = [k for k in batch if not isinstance(k, str)]
     found = [
         Violation(None, repr(k), "key", "a str batch key", type(k).__name__, f"batch key {k!r} is not a str")
         for k in bad
     ]
     for k, v in getattr(batch, "metadata", {}).items():
-        out.setdefault(k, _plain(v))
+        if v is not None:
+            out.setdefault(k, _plain(v))
     return out, found
 
 
