@@ -105,8 +105,11 @@ def test_refusals_are_typed_and_named() -> None:
     rows = rows_of("text")
     with pytest.raises(ValueError, match="at least one sample"):
         s.to_packed([], layout=thd())
-    with pytest.raises(ValueError, match="pad_token_id"):
-        s.to_packed(rows, layout="thd")
+    unpinned = ts.load_layout("thd")
+    assert isinstance(unpinned, ts.PackedLayout)
+    with pytest.raises(ValueError, match="pad_token_id"):  # alignment padding of input_ids needs the pad id
+        s.to_packed(rows, layout=unpinned.with_alignment(4))
+    assert s.batch_violations(s.to_packed(rows, layout="thd"), layout="thd") == []  # no padding, no pad id needed
     bad = [dict(r) for r in rows]
     bad[1]["input_ids"] = bad[1]["input_ids"][:-1]
     with pytest.raises(ts.SchemaError):
@@ -140,3 +143,19 @@ def test_the_layout_pins_are_checked() -> None:
     with pytest.raises(ValueError):
         lay.with_pad_token(2**64)
     assert lay.with_alignment(8).alignment == 8 and hash(lay.with_alignment(8)) != hash(lay.with_alignment(4))
+
+
+@given(st.sampled_from(SCHEMAS), LENGTHS, st.integers(0, 3))
+def test_samples_to_verl_nopad_to_samples_is_bit_exact(schema: str, lengths: list[tuple[int, int]], extra: int) -> None:
+    """to_dense (verl_dataproto, padded past the longest row), then pack_dense, then from_packed."""
+    s = ts.load_schema(schema)
+    rows = rows_of(schema, lengths)
+    sizes = {"prompt": max(p for p, _ in lengths) + extra, "response": max(r for _, r in lengths) + extra}
+    dense = s.to_dense(rows, layout="verl_dataproto", pad_token_id=0, lengths=sizes)
+    before = {k: v.clone() if isinstance(v, torch.Tensor) else list(v) for k, v in dense.items()}
+    nopad = s.pack_dense(dense, layout="verl_nopad")
+    assert isinstance(nopad, ts.PackedBatch) and nopad["loss_mask"] is nopad["response_mask"]
+    assert nopad.metadata["max_seq_len"] == sizes["prompt"] + sizes["response"]
+    assert s.batch_violations(nopad, layout="verl_nopad") == []
+    assert same(s.from_packed(nopad, layout="verl_nopad"), rows)
+    assert same(dict(dense), before)  # the dense batch is left as it was

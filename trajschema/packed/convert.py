@@ -69,20 +69,32 @@ def _fill_value(rule: Any, pad_token_id: int | None, p: PackedPlaced, what: str)
 def _run(
     bound: BoundPacked, p: PackedPlaced, values: list[torch.Tensor], lay: dict[str, Any], pad_id: int | None
 ) -> torch.Tensor:
+    """The field's run: one ``torch.cat`` of each sequence's parts (its fill, its values, its
+    alignment padding; the constant parts expanded views of one element, no copy before the cat)."""
     dtype = _one_dtype(p, values)
     moved = [v.movedim(p.at, 0) for v in values]
     rest = moved[0].shape[1:]
-    out = torch.empty((lay["total"], *rest), dtype=dtype, device=values[0].device)
-    out.fill_(_fill_value(p.entry.pad, pad_id, p, "padded"))
+    device = values[0].device
+
+    def const(rule: Any, what: str) -> torch.Tensor:
+        return torch.full((1, *rest), _fill_value(rule, pad_id, p, what), dtype=dtype, device=device)
+
+    seg = lay["seg"]
+    extra = (seg.padded - seg.lengths).tolist()
+    pad = const(p.entry.pad, "padded") if any(extra) else None
+    before = [0] * len(moved)
+    fill = None
     if p.entry.span:
-        fill = _fill_value(p.entry.fill, pad_id, p, "filled")
-        out.index_fill_(0, lay["real"], fill)
-        count = torch.tensor([m.shape[0] for m in moved], dtype=torch.int64)
-        index = lay["seg"].index(skip=lay["seg"].lengths - count, count=count)
-    else:
-        index = lay["real"]
-    out.index_copy_(0, index, torch.cat(moved))
-    return out.movedim(0, p.at)
+        before = [int(n) - m.shape[0] for n, m in zip(seg.lengths.tolist(), moved, strict=True)]
+        fill = const(p.entry.fill, "filled") if any(before) else None
+    parts: list[torch.Tensor] = []
+    for m, b, e in zip(moved, before, extra, strict=True):
+        if b:
+            parts.append(fill.expand(b, *rest))  # type: ignore[union-attr]
+        parts.append(m)
+        if e:
+            parts.append(pad.expand(e, *rest))  # type: ignore[union-attr]
+    return torch.cat(parts).movedim(0, p.at)
 
 
 def _segments_for(lengths: torch.Tensor, alignment: int) -> Any:
@@ -148,7 +160,7 @@ def to_packed(
         raise ValueError(f"layout {layout.name!r} lays fields of {layout.tokens!r} on the run; the samples have none")
     lengths = torch.tensor([v.shape[first.axis] for v in view.values_of(first.name)], dtype=torch.int64)
     seg = _segments_for(lengths, layout.alignment)
-    lay = {"seg": seg, "total": seg.total, "real": seg.index()}
+    lay = {"seg": seg}
     out = PackedBatch({layout.offsets: _offsets(lengths)})
     if layout.padded_offsets:
         out[layout.padded_offsets] = _offsets(seg.padded)

@@ -126,7 +126,7 @@ def as_jagged(col: Any) -> Any:
     return col
 
 
-def _pad_of(p: PackedPlaced, rule: Any, pad_token_id: int | None, col: torch.Tensor) -> Any:
+def _pad_of(rule: Any, pad_token_id: int | None) -> Any:
     if rule == ANY:
         return None
     if rule == PAD_TOKEN:
@@ -145,39 +145,58 @@ def _first_hits(hit: torch.Tensor, seq: torch.Tensor, where: torch.Tensor) -> li
     return [(int(s), int(w)) for s, w in zip(rows[first].tolist(), where[at[first]].tolist(), strict=True)]
 
 
+def _stretch(seg: Segments, skip: torch.Tensor, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run positions of ``count`` tokens from ``skip`` into each segment, with each one's sequence and place."""
+    index = seg.index(skip=skip, count=count)
+    seq = torch.repeat_interleave(torch.arange(seg.n, device=count.device), count, output_size=index.shape[0])
+    return index, seq, index - seg.starts[seq]
+
+
+def _first_off(run: torch.Tensor, stretch: tuple[torch.Tensor, ...], value: Any) -> list[tuple[int, int, Any]]:
+    """``(sequence, place, found)`` of the first position of each sequence in ``stretch`` not holding ``value``."""
+    index, seq, place = stretch
+    if not index.numel():
+        return []
+    part = run.index_select(0, index)
+    hit = (part != value).reshape(part.shape[0], -1).any(1) if part.dim() > 1 else part != value
+    at = torch.nonzero(hit).flatten()
+    if not at.numel():
+        return []
+    rows = seq[at]
+    first = torch.ones_like(rows, dtype=torch.bool)
+    first[1:] = rows[1:] != rows[:-1]
+    found = part[at[first]].reshape(int(first.sum()), -1)[:, 0].tolist()
+    return list(zip(rows[first].tolist(), place[at[first]].tolist(), found, strict=True))
+
+
 def fill_violations(
     bound: BoundPacked, cols: Mapping[str, Any], seg: Segments, spans: Mapping[str, torch.Tensor], skip: set[str]
 ) -> list[Violation]:
-    """``padded`` (alignment padding) and ``boundary`` (fill at a span field's other tokens) per sequence."""
+    """``padded`` (alignment padding) and ``boundary`` (fill at a span field's other tokens) per sequence.
+
+    Only those positions are read (one gather each), not the whole run.
+    """
     found: list[Violation] = []
-    seq, place = seg.labels()
-    real = place < seg.lengths[seq]
+    padding = _stretch(seg, seg.lengths, seg.padded - seg.lengths)
+    others = {d: _stretch(seg, torch.zeros_like(n), seg.lengths - n) for d, n in spans.items()}
     for p in bound.held("tokens"):
         col = cols.get(p.key)
         if col is None or p.name in skip:
             continue
-        moved = col.movedim(p.axis, 0)
-        run = moved.flatten(1) if moved.dim() > 1 else moved.unsqueeze(1)
-        pad = _pad_of(p, p.entry.pad, bound.layout.pad_token_id, col)
-        if pad is not None and not seg.unpadded:
-            hit = (run != pad).any(1) & ~real
-            for s, w in _first_hits(hit, seq, place):
-                value = run[int(seg.starts[s]) + w].flatten()[0].item()
-                msg = f"{p.key}: {value} at token {w} of sequence {s}'s alignment padding; the layout pads with {pad}"
-                found.append(Violation(s, p.key, "padded", str(pad), f"{value} at {w}", msg))
-        fill = _pad_of(p, p.entry.fill, bound.layout.pad_token_id, col)
-        if p.entry.span and fill is not None and p.entry.span in spans:
-            other = real & (place < (seg.lengths - spans[p.entry.span])[seq])
-            hit = (run != fill).any(1) & other
-            for s, w in _first_hits(hit, seq, place):
-                value = run[int(seg.starts[s]) + w].flatten()[0].item()
-                msg = (
-                    f"{p.key}: {value} at token {w} of sequence {s}, outside its {p.entry.span} (which holds "
-                    f"{fill} there): a value rolled across a sequence boundary?"
-                )
-                found.append(
-                    Violation(s, p.key, "boundary", f"{fill} outside the {p.entry.span}", f"{value} at {w}", msg)
-                )
+        run = col.movedim(p.at, 0)
+        pad = _pad_of(p.entry.pad, bound.layout.pad_token_id)
+        for s, w, value in _first_off(run, padding, pad) if pad is not None else ():
+            msg = f"{p.key}: {value} at token {w} of sequence {s}'s alignment padding; the layout pads with {pad}"
+            found.append(Violation(s, p.key, "padded", str(pad), f"{value} at {w}", msg))
+        fill = _pad_of(p.entry.fill, bound.layout.pad_token_id)
+        if not p.entry.span or fill is None or p.entry.span not in others:
+            continue
+        for s, w, value in _first_off(run, others[p.entry.span], fill):
+            msg = (
+                f"{p.key}: {value} at token {w} of sequence {s}, outside its {p.entry.span} (which holds "
+                f"{fill} there): a value rolled across a sequence boundary?"
+            )
+            found.append(Violation(s, p.key, "boundary", f"{fill} outside the {p.entry.span}", f"{value} at {w}", msg))
     return found
 
 
