@@ -10,6 +10,7 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py --only 6    # only part 6 (what @ts.checked adds to a call)
     python benchmarks/bench_core.py --only 7    # only part 7 (a dense SkyRL batch: check, convert)
     python benchmarks/bench_core.py --only 8    # only part 8 (SkyRL's pad_training_input_batch vs ours)
+    python benchmarks/bench_core.py --only 9    # only part 9 (packed batches: check, convert, verl's packing)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -68,9 +69,9 @@ from workload import (
 )
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
-PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8")
+PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8", "9")
 #: Names accepted by --only for parts.
-PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8"}
+PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8", "packed": "9"}
 
 
 def _parts(text: str) -> set[str]:
@@ -78,7 +79,7 @@ def _parts(text: str) -> set[str]:
     unknown = parts - set(PARTS)
     if not parts or unknown:
         raise argparse.ArgumentTypeError(
-            f"expected parts of {', '.join(PARTS)}, verl, checked, dense or skyrl, found {text!r}"
+            f"expected parts of {', '.join(PARTS)}, verl, checked, dense, skyrl or packed, found {text!r}"
         )
     return parts
 
@@ -133,7 +134,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         metavar="PARTS",
         help=f"run only these parts, comma-separated, of {', '.join(PARTS)} "
-        "('verl' = 5, 'checked' = 6, 'dense' = 7, 'skyrl' = 8)",
+        "('verl' = 5, 'checked' = 6, 'dense' = 7, 'skyrl' = 8, 'packed' = 9)",
     )
     args = ap.parse_args(argv)
     args.parts = set(PARTS) if args.only is None else args.only
@@ -266,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     if "1" in parts:
         verify_single(schema, sample)
-        say(f"[1/8] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        say(f"[1/9] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
         t = measure(
             {
                 "shapes": lambda: schema.validate(sample, depth="shapes"),
@@ -301,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     op = f"validate_batch(td of {n})"
     td = None
     if "2" in parts:
-        say(f"[2/8] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        say(f"[2/9] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
         samples = [
             make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
             for i, (p, r) in enumerate(zip(ps, rs))
@@ -348,11 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tq_pack_function()
         except ImportError as e:
             why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-            say(f"[2b/8] skipped: {why}")
+            say(f"[2b/9] skipped: {why}")
             label = f'{op}, depth="shapes", packed by TransferQueue'
             rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
         else:
-            say(f"[2b/8] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            say(f"[2b/9] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
             vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
             real_td = tq_pack(vsamples)
             assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
@@ -386,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Padding ------------------------------------------------------------------
     if "3" in parts:
-        say(f"[3/8] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        say(f"[3/9] padding {args.pad_counts} rows like the P={P} R={R} sample...")
         for count in args.pad_counts:
             verify_padding(schema, sample, count)
             t = measure(
@@ -407,12 +408,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tq_parts:
         if "4" in parts:
             say(
-                f"[4/8] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                f"[4/9] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
                 "on a local TransferQueue (starts Ray, ~15 s)..."
             )
         if "5" in parts:
             say(
-                f"[5/8] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"[5/9] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
                 "TransferQueue, then the verl step audit's cost..."
             )
@@ -431,20 +432,44 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 6. What @ts.checked adds to a call ---------------------------------------------------
     if "6" in parts:
-        say(f"[6/8] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
+        say(f"[6/9] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
         rows += checked_rows(schema, sample, timing=timing, seed=args.seed, say=say)
 
     # 7. A dense padded SkyRL batch -------------------------------------------------------
     if "7" in parts:
-        say(f"[7/8] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
+        say(f"[7/9] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
         rows += dense_rows(timing=timing, n=n, seed=args.seed, say=say)
 
     # 8. SkyRL's pad_training_input_batch, ours against its own ------------------------------
     memory = []
     if "8" in parts:
-        say(f"[8/8] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
+        say(f"[8/9] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
         part8, memory = skyrl_rows(timing=timing, n=n, seed=args.seed, say=say)
         rows += part8
+
+    # 9. Packed batches: verl's packing, ours, the thd round trip, the checks against a read pass ----
+    packed_profiles: list[str] = []
+    if "9" in parts:
+        # Imported here: pyproject.toml's isort list of the benchmark modules (known-local-folder) predates it.
+        from bench_packed import packed_rows
+
+        say(
+            f"[9/9] packed batches of {n} samples (moe_routed, text): pack_dense vs verl's left_right_2_no_padding, "
+            "to_packed/from_packed, the checks vs a read pass..."
+        )
+        part9, packed_profiles = packed_rows(
+            timing=timing,
+            n=n,
+            prompts=ps,
+            responses=rs,
+            prompt_range=args.batch_prompt,
+            response_range=args.batch_response,
+            layers=args.layers,
+            topk=args.topk,
+            say=say,
+            profile=profile_call if args.profile else None,
+        )
+        rows += part9
 
     load_after = os.getloadavg()
     lines = machine_info()
@@ -467,6 +492,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(f"part 7: {dense_sizes(n)}")
     if "8" in parts:
         lines.append(f"part 8: {skyrl_sizes(n)}")
+    if "9" in parts:
+        from bench_packed import packed_sizes
+
+        lines.append(
+            f"part 9: {packed_sizes(n, args.batch_prompt, args.batch_response, args.layers, args.topk)} "
+            "(the lengths of parts 2 and 2b)"
+        )
     if "5" in parts:
         lines.append(
             f"part 5: {max(UPSAMPLE_REAL)} verl_sample samples (layers={args.layers}, topk={args.topk}, GRPO groups "
@@ -487,8 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
         "except in the put, pad_to_multiple, upsample_batch_to_divisible_size and spread-routes rows and the dense "
-        "rows against SkyRL's build, where it is trajschema / baseline (an overhead, lower is better), and in the "
-        "@checked rows, where it is the time the decorator adds per call (decorated - baseline)."
+        "rows against SkyRL's build, and the packed rows of part 9, where it is trajschema / baseline (an overhead, "
+        "lower is better), and in the @checked rows, where it is the time the decorator adds per call "
+        "(decorated - baseline)."
     )
     if memory:
         print()
@@ -542,6 +575,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             print(nontensor_share(schema, real_td, timing))
+        for text in packed_profiles:
+            print(text)
         c0 = 255 if 255 in args.pad_counts else args.pad_counts[0]
         print(
             profile_call(

@@ -572,7 +572,11 @@ class Schema:
                 to ``(B, ...)`` tensor or per-sample list (a dict, a TensorDict, SkyRL's
                 ``TrainingInputBatch``, verl's ``DataProto``), the per-sample sizes are read
                 from its masks, and the layout itself is checked too (codes ``mask``,
-                ``padded``, ``length``; see the guide "Dense batches and layouts").
+                ``padded``, ``length``; see the guide "Dense batches and layouts"). Or a
+                [`PackedLayout`][trajschema.PackedLayout] (``"thd"``, ``"verl_nopad"``):
+                ``batch`` is a packed batch, its sizes read from its offsets, and the
+                packing is checked too (codes ``offsets``, ``alignment``, ``positions``,
+                ``boundary``, ``padded``; see the guide "Packed batches (THD)").
 
         A TensorDict without exactly one batch dim is a ``batch`` violation.
 

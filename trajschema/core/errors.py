@@ -48,7 +48,12 @@ class Violation:
             contiguous run, padded on the wrong side, disagreeing with another mask, or a
             0/1 field with ones outside its region), ``padded`` (a value other than the
             layout's pad value in a padded region) or ``length`` (a padded length other
-            than the layout's, e.g. not the batch maximum).
+            than the layout's, e.g. not the batch maximum); in a packed batch, ``offsets``
+            (``cu_seqlens`` missing a sample, decreasing, not ending at the run, an empty
+            segment, padded and real offsets confused), ``alignment`` (a padded segment not a
+            multiple of the layout's alignment), ``positions`` (positions not restarting at
+            a sequence) or ``boundary`` (a response-level value on a prompt token, rolled
+            across a sequence boundary), and ``padded`` for its alignment padding.
         expected: what the schema asks for, as text.
         actual: what was found, as text (shapes and dtypes, never tensor contents).
         message: one line naming where, what was expected and what was found.

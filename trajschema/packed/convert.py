@@ -205,7 +205,7 @@ def from_packed(
     if found.violations:
         raise SchemaError(found.violations, schema_name=plan.name, bindings=found.bindings)
     if found.jagged is None:
-        return found.jagged if as_tensordict else []
+        return None if as_tensordict else []
     if as_tensordict:
-        return found.jagged
-    return [{k: own(v) for k, v in row.items()} for row in batch_of(found.jagged).rows()]
+        return found.tensordict()
+    return [{k: own(v) for k, v in row.items()} for row in found.jagged.rows()]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.check import check_batch
+from trajschema.check import BatchView, check_batch, nontensor_column
 from trajschema.core import Violation
 from trajschema.packed.tokens import tagged_padding
 
@@ -29,34 +29,50 @@ class PackedCheck:
     Attributes:
         violations: every violation, with the sample index, the batch key and a code.
         bindings: the dims each sample with a violation bound.
-        jagged: the real tokens as a jagged TensorDict of schema field names (only when
-            asked with ``extract=True`` and the layout itself holds; else ``None``).
+        jagged: the real tokens by schema field name, as the engine read them: tensor
+            columns in a TensorDict, per-sample lists beside it (``None`` when the offsets
+            could not be read); `tensordict` makes one jagged TensorDict of them.
         lengths: real tokens per sequence, int64 ``(B,)`` (``None`` when unreadable).
     """
 
     violations: list[Violation]
     bindings: dict[int | None, dict[str, int]]
-    jagged: TensorDict | None = None
+    jagged: BatchView | None = None
     lengths: torch.Tensor | None = None
+
+    def tensordict(self) -> TensorDict | None:
+        """The real tokens as one jagged TensorDict, list columns as ``NonTensorStack`` (built once)."""
+        view = self.jagged
+        if view is None:
+            return None
+        for k, v in view.lists.items():
+            view.td[k] = nontensor_column(v)
+        view.lists.clear()
+        return view.td
 
 
 def engine_check(
     plan: Plan, columns: Mapping[str, Any], n: int, optional: frozenset[str], **kw: Any
-) -> tuple[list[Violation], dict[int | None, dict[str, int]], TensorDict | None]:
-    """The jagged engine on ``columns`` (schema field -> jagged column), ``optional`` fields not required."""
+) -> tuple[list[Violation], dict[int | None, dict[str, int]], BatchView | None]:
+    """The jagged engine on ``columns`` (schema field -> jagged column), ``optional`` fields not required.
+
+    Per-sample lists stay plain lists beside the TensorDict of tensor columns: a
+    ``NonTensorStack`` of 4096 values costs more to build than the check that reads it.
+    """
     from tensordict import TensorDict
 
     from trajschema.dense import relaxed_plan
 
     if n == 0:
         return [], {}, None
-    tensors = {k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}
-    td = TensorDict(tensors, batch_size=[n])
+    td = TensorDict({k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}, batch_size=[n])
+    lists = {k: v for k, v in columns.items() if type(v) is list and len(v) == n}
     for k, v in columns.items():
-        if k not in tensors:
+        if k not in lists and k not in td.keys():
             td[k] = v
-    found, bindings = check_batch(relaxed_plan(plan, optional), td, **kw)
-    return found, bindings, td
+    view = BatchView(td=td, lists=lists)
+    found, bindings = check_batch(relaxed_plan(plan, optional), view, **kw)
+    return found, bindings, view
 
 
 def padding_masks(bound: BoundPacked, jagged: Mapping[str, Any], tags: Sequence[Any] | None) -> list[Violation]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trajschema.check import BatchView
 from trajschema.core import DenseBatch, PackedBatch, SchemaError, Violation
 from trajschema.dense import bind_layout, check_dense
 from trajschema.packed.bind import bind_packed
@@ -237,11 +238,11 @@ def check_nopad(
     d = check_dense(plan, dense_part, bound.dense, tags=tags, dims=dims, depth=depth, extract=True, engine=False)
     found = list(d.violations)
     geo = d.geometry
-    if geo is None or d.jagged is None or isinstance(d.jagged, list):
+    if geo is None or not isinstance(d.jagged, BatchView):
         return PackedCheck(found, {})
     region = geo.region(bound.layout.tokens)
     want = region.sum(-1).to(torch.int64)
-    columns: dict[str, Any] = {str(k): d.jagged.get(k) for k in d.jagged.keys()}
+    columns: dict[str, Any] = {str(k): d.jagged.column(str(k)) for k in d.jagged.keys()}
     broken = set(geo.broken)
     for p in bound.held("nested", "jagged"):
         col = cols.get(p.key)

@@ -3,8 +3,9 @@
 Each sequence is one segment of the flat run: its real tokens start the segment, the
 alignment padding (if any) ends it. The invariants, each with the bug it stops:
 
-- ``offsets``: the real offsets start at 0, never decrease, end at the run's real tokens,
-  hold one entry per sample plus one, and no segment is empty (a zero-length segment
+- ``offsets``: the real offsets start at 0, never decrease, hold one entry per sample plus
+  one, and no segment is empty; the outer offsets (the padded ones when the layout has
+  them, else the real ones) end at the run's length (a zero-length segment
   appended, AReaL #1103; ``cu_seqlens`` dropped or miscounted, NeMo-RL #2105);
 - ``offsets``: the padded offsets are as many as the real ones, each padded segment at
   least its real length, ending at the run's length (padded and real offsets confused,

@@ -6,9 +6,10 @@ Invariants checked here, each with the bug it stops:
 - ``padded``: the alignment padding after each sequence holds the layout's pad value, so no
   real value sits in it (padding merged into a real sequence, prime-rl ``pad_micro_batch``);
 - ``boundary``: a response-level field laid on the run (``span: response``) holds its fill
-  value at every prompt token: a loss mask or label rolled across a sequence boundary puts
-  the next sequence's first response value on this one's last prompt token (verl #6564,
-  #6475, #5797);
+  value at every prompt token: a loss mask or label rolled by one across a sequence
+  boundary puts a response value on a prompt token (rolled back, the sequence's own first
+  response value lands on its last prompt token; rolled forward, the previous sequence's
+  last value lands on this one's first token) (verl #6564, #6475, #5797);
 - ``positions``: the positions field restarts at every sequence: one row is exactly
   ``0..len-1``, every row of a multi-row (mrope) field is 0 at the first token (a
   one-token sequence merged into its neighbour, ms-swift #9904).
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.check import nontensor_column, without_fx_note
+from trajschema.check import without_fx_note
 from trajschema.core import ANY, PAD_TOKEN, Violation
 
 if TYPE_CHECKING:
@@ -117,12 +118,12 @@ def jagged_lengths(col: Any, axis: int) -> torch.Tensor | None:
 
 
 def as_jagged(col: Any) -> Any:
-    """A per-sample list as a jagged nested tensor when it can be one, else a non-tensor column."""
+    """A per-sample list as a jagged nested tensor when it can be one, else a plain list."""
     if isinstance(col, (list, tuple)):
         tensors = col and all(isinstance(t, torch.Tensor) and t.dim() for t in col)
         if tensors and len({(t.shape[1:], t.dtype, t.device) for t in col}) == 1:
             return torch.nested.as_nested_tensor(list(col), layout=torch.jagged)
-        return nontensor_column(list(col))
+        return list(col)
     return col
 
 
