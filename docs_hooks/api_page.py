@@ -14,7 +14,14 @@ import re
 from pathlib import Path
 
 #: The modules whose ``__all__`` make up the public API.
-PUBLIC_MODULES = ("trajschema", "trajschema.verl", "trajschema.skyrl", "trajschema.testing")
+PUBLIC_MODULES = (
+    "trajschema",
+    "trajschema.verl",
+    "trajschema.skyrl",
+    "trajschema.trl",
+    "trajschema.openrlhf",
+    "trajschema.testing",
+)
 
 #: The folder of ``docs/`` that holds the API pages.
 API_DIR = "api"

@@ -36,6 +36,7 @@ LENGTHS = ((3, 4), (4, 1), (2, 2))
 DRAWN = {
     "verl_dataproto": ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask"),
     "skyrl": ("input_ids", "attention_mask", "response_mask", "loss_mask"),
+    "trl_grpo": ("prompts", "prompt_mask", "responses", "response_mask"),
 }
 
 _CELL = 30
@@ -61,6 +62,8 @@ def dense_example(layout_name: str, schema: ts.Schema | None = None) -> DenseExa
     schema = schema if schema is not None else ts.load_schema(packaged_dir() / "text.yaml")
     layout = ts.load_layout(layout_name)
     samples = [verl_sample(schema, p, r, uid=f"q{i // 2}", vocab=1000, seed=i) for i, (p, r) in enumerate(LENGTHS)]
+    for sample, (p, r) in zip(samples, LENGTHS):
+        sample.update(_added(layout, {"prompt": p, "response": r, "seq": p + r}))
     batch = schema.to_dense(samples, layout=layout, pad_token_id=PAD_TOKEN_ID)
     # The picture must show a batch that passes its own check, or it teaches the wrong thing.
     schema.validate_batch(batch, layout=layout.with_pad_token(PAD_TOKEN_ID))
@@ -68,9 +71,21 @@ def dense_example(layout_name: str, schema: ts.Schema | None = None) -> DenseExa
     return DenseExample(layout, schema, samples, batch, call)
 
 
+def _added(layout: ts.Layout, sizes: dict[str, int]) -> dict[str, torch.Tensor]:
+    """The fields the layout adds that a sample must carry (TRL's ``prompt_mask``, ``advantages``):
+    a 0/1 mask all ones over its real region, anything else its pad value."""
+    out = {}
+    for name, f in layout.adds.items():
+        if f.required:
+            shape = [e.evaluate(sizes) for e in f.shape or ()]
+            fill = 1 if f.values is not None and set(f.values) <= {0, 1} else f.pad.value
+            out[name] = torch.full(shape, fill, dtype=f.dtypes[0])
+    return out
+
+
 def _block_widths(example: DenseExample) -> dict[str, int]:
     """The padded width of every one-block axis, read from the batch."""
-    bound = bind_layout(example.layout, example.schema)
+    bound = bind_layout(example.layout, example.schema.plan)
     widths: dict[str, int] = {}
     for p in bound.columns():
         value = example.batch.get(p.key) if p.key else None
@@ -83,7 +98,7 @@ def _block_widths(example: DenseExample) -> dict[str, int]:
 
 def region_rows(example: DenseExample, field: str) -> list[list[str]]:
     """For each sample, what each position of ``field``'s padded axis is: a dim name, or ``"pad"``."""
-    bound = bind_layout(example.layout, example.schema)
+    bound = bind_layout(example.layout, example.schema.plan)
     dim = bound.placed[field].dim
     assert dim is not None, f"{field} has no padded axis in {example.layout.name}"
     widths = _block_widths(example)
@@ -130,7 +145,7 @@ def _cell_class(region: str, value: Any, is_mask: bool) -> str:
 
 def _panel(example: DenseExample, field: str, y0: int) -> tuple[str, int]:
     """One batch key: a title, then one row of cells per sample; returns the SVG and its height."""
-    placed = bind_layout(example.layout, example.schema).placed[field]
+    placed = bind_layout(example.layout, example.schema.plan).placed[field]
     tensor = example.batch[placed.key]
     values = tensor.tolist() if tensor.dim() == 2 else tensor[:, 0].tolist()  # mrope: its text row
     is_mask = placed.field.values is not None and set(placed.field.values) <= {0, 1}

@@ -348,11 +348,12 @@ def test_api_pages_document_every_public_name_once() -> None:
 
 def test_api_reference_is_split_by_room() -> None:
     pages = api_page.api_pages()
-    rooms = {"schemas", "validation", "padding", "dense", "transferqueue", "verl", "skyrl", "testing"}
+    rooms = {"schemas", "validation", "padding", "dense", "transferqueue", "testing"}
+    rooms |= {"verl", "skyrl", "trl", "openrlhf"}
     assert {f"{api_page.API_DIR}/{r}.md" for r in rooms} | {f"{api_page.API_DIR}/index.md"} == set(pages)
     assert {Path(p).stem for p, text in pages.items() if api_page.documented_names(text)} == rooms
     # Each module's names stay on its own page.
-    for module in ("verl", "skyrl", "testing"):
+    for module in ("verl", "skyrl", "trl", "openrlhf", "testing"):
         names = api_page.documented_names(pages[f"{api_page.API_DIR}/{module}.md"])
         assert names and all(n.startswith(f"trajschema.{module}.") for n in names)
     assert "::: trajschema.load_schema" in pages[f"{api_page.API_DIR}/schemas.md"]

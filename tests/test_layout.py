@@ -31,7 +31,7 @@ FLOORS: list[set[str]] = [
     {"contract", "runtime", "dropin"},
     {"tq"},
     {"testing"},
-    {"verl", "skyrl"},
+    {"verl", "skyrl", "trl", "openrlhf"},
     {"cli"},
     {"__init__", "__main__"},
 ]

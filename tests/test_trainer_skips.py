@@ -31,21 +31,29 @@ from types import ModuleType
 import pytest
 
 import tests.skyrl_support as skyrl_support
+import tests.trl_support as trl_support
 import tests.verl_support as verl_support
 from tests.trainer_import import TESTS, import_installed
 
 ROOT = TESTS.parent
 
 #: The test files that need a trainer (tests/integration, which starts Ray, left out).
-TRAINER_TESTS = ["tests/verl", "tests/skyrl", "tests/dense/test_oracle_verl.py", "tests/dense/test_oracle_skyrl.py"]
+TRAINER_TESTS = [
+    "tests/verl",
+    "tests/skyrl",
+    "tests/trl",
+    "tests/openrlhf",
+    "tests/dense/test_oracle_verl.py",
+    "tests/dense/test_oracle_skyrl.py",
+]
 
-#: A pytest plugin hiding the installed verl and SkyRL; a top-level ``verl`` or ``skyrl`` is
-#: still found on the other ``sys.path`` entries, as on a machine where neither is installed.
+#: A pytest plugin hiding the installed verl, SkyRL and TRL; a top-level ``verl``, ``skyrl`` or ``trl`` is
+#: still found on the other ``sys.path`` entries, as on a machine where none is installed.
 HIDER = """\
 import importlib.machinery
 import sys
 
-HIDDEN = ("verl", "skyrl")
+HIDDEN = ("verl", "skyrl", "trl", "openrlhf")
 
 
 class HideInstalledTrainers:
@@ -81,7 +89,8 @@ def hider(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_hidden(hider: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """``python -m pytest -q -rs`` in ``cwd`` with the trainers hidden and not required."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TRAJSCHEMA_REQUIRE_VERL", "TRAJSCHEMA_REQUIRE_SKYRL")}
+    required = ("TRAJSCHEMA_REQUIRE_VERL", "TRAJSCHEMA_REQUIRE_SKYRL", "TRAJSCHEMA_REQUIRE_OPENRLHF")
+    env = {k: v for k, v in os.environ.items() if k not in required}
     env["PYTHONPATH"] = os.pathsep.join([str(hider), *filter(None, [os.environ.get("PYTHONPATH")])])
     # What is pinned is which tests skip, not how thoroughly the others search: the quick profile.
     env["TRAJSCHEMA_HYPOTHESIS_PROFILE"] = "dev"
@@ -153,8 +162,9 @@ def test_import_installed_imports_an_installed_module_and_names_a_missing_one() 
     [
         ("verl", verl_support.verl_module, "verl.trainer", "verl 0.9.1 is not importable"),
         ("skyrl", skyrl_support.import_skyrl, skyrl_support.TRAINING_BATCH, "SkyRL 0.3.0 is not importable"),
+        ("trl", trl_support.import_trl, "trl", "TRL 1.16.0 is not importable"),
     ],
-    ids=["verl_module", "import_skyrl"],
+    ids=["verl_module", "import_skyrl", "import_trl"],
 )
 def test_a_trainer_resolving_to_a_test_folder_skips_saying_where(
     monkeypatch: pytest.MonkeyPatch, top, helper, name, says, required, outcome
@@ -182,7 +192,9 @@ def test_without_trainers_their_tests_skip_and_none_fails(hider: Path) -> None:
     # Not found at all: no folder of tests/ stood in for them (then the reason would say "resolves to").
     verl = [s for s in skipped if "verl 0.9.1 is not importable (No module named 'verl')" in s]
     skyrl = [s for s in skipped if "SkyRL 0.3.0 is not importable (No module named 'skyrl')" in s]
-    assert verl and skyrl, "\n".join(skipped)
+    trl = [s for s in skipped if "TRL 1.16.0 is not importable (No module named 'trl')" in s]
+    openrlhf = [s for s in skipped if "OpenRLHF 0.11.2 is not importable (No module named 'openrlhf')" in s]
+    assert verl and skyrl and trl and openrlhf, "\n".join(skipped)
     assert [s for s in skipped if "resolves to" in s] == []
     # Every test marked verl skipped (tests/conftest.py counts them).
     assert re.search(r"verl-oracle tests \(marked verl\): 0 ran, [1-9]\d* skipped", out), out[-3000:]

@@ -939,7 +939,7 @@ def test_a_layout_file_is_taken_by_path_as_the_library_takes_it(capsys, tmp_path
         ("SkyRL", "did you mean 'skyrl'?"),
         ("verl_data", "did you mean 'verl_dataproto'?"),
         ("sky_rl", "did you mean 'skyrl'?"),
-        ("zzz", "known: skyrl, thd, verl_dataproto, verl_nopad"),
+        ("zzz", "known: skyrl, thd, trl_grpo, verl_dataproto, verl_nopad"),
         ("no/such/layout.yaml", "no layout file at 'no/such/layout.yaml'"),
     ],
     ids=["case", "prefix", "underscore", "nothing close", "no such file"],

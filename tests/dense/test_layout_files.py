@@ -134,6 +134,16 @@ def test_malformed_yaml_is_refused_with_the_file(tmp_path: Path) -> None:
         ({"fields": {"x": "missing"}}, "fields.x", "expected a mapping"),
         ({"fields": {"x": {"keys": "a"}}}, "fields.x.keys", "did you mean 'key'"),
         ({"overrides": {"vlm": {"x": {"pad": "eos"}}}}, "overrides.vlm.x.pad", "pad_token"),
+        ({"fields": {"x": {"broadcast": "yes"}}}, "fields.x.broadcast", "true or false"),
+        ({"shared": "pixel_values"}, "shared", "list of batch keys"),
+        ({"adds": {"m": {"shape": "prompt", "dtype": "int64"}}}, "adds.m.shape", "list of dim names"),
+        ({"adds": {"m": {"shape": ["a b"], "dtype": "int64"}}}, "adds.m.shape", "list of dim names"),
+        ({"adds": {"m": {"shape": [], "dtype": "int"}}}, "adds.m.dtype", "dtype name"),
+        ({"adds": {"m": {"shape": [], "dtype": "int64", "values": [0, "1"]}}}, "adds.m.values", "list of numbers"),
+        ({"adds": {"m": {"shape": [], "dtype": "int64", "max": "0"}}}, "adds.m.max", "a number"),
+        ({"adds": {"m": {"shape": [], "dtype": "int64", "finite": 1}}}, "adds.m.finite", "true or false"),
+        ({"adds": {"m": {"shape": [], "dtype": "int64", "pad": 0}}}, "adds.m.pad", "unknown key"),
+        ({"adds": {"m n": {"shape": [], "dtype": "int64"}}}, "adds.m n", "not an identifier"),
         ({"colour": 1}, "colour", "unknown key"),
         ({"name": ""}, "name", "non-empty string"),
     ],
@@ -222,3 +232,19 @@ def test_a_dense_batch_copy_keeps_its_metadata_and_shares_no_key_table() -> None
         e.metadata["uids"] = []
         e["b"] = 1
         assert d.metadata == {"uids": ["x", "y"]} and list(d) == ["a"]
+
+
+def test_binding_refuses_added_fields_the_schema_cannot_take(tmp_path: Path) -> None:
+    clash = {**HOLDS, "adds": {"response_mask": {"shape": ["response"], "dtype": "int64"}}}
+    _bind_refused(BASE, clash, "adds.response_mask", "declares a field 'response_mask' already", tmp_path)
+    stray = {**HOLDS, "adds": {"logps": {"shape": ["respons"], "dtype": "float32"}}}
+    _bind_refused(BASE, stray, "adds.logps.shape", "did you mean 'response'", tmp_path)
+
+
+def test_added_fields_join_the_bound_plan_once() -> None:
+    layout = ts.load_layout("trl_grpo")
+    plan = ts.load_schema("text").plan
+    bound = bind_layout(layout, plan)
+    assert set(layout.adds) <= set(bound.plan.fields) and not set(layout.adds) & set(plan.fields)
+    assert bind_layout(layout, bound.plan).plan is bound.plan  # a bound plan is not extended twice
+    assert list(bound.plan.fields)[: len(plan.fields)] == list(plan.fields)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
+    from trajschema.core.decl import Field
+
 __all__ = [
     "ABSENT",
     "ANY",
@@ -97,6 +99,9 @@ class FieldEntry:
             keeps ``loss_mask`` as float32); values convert exactly both ways.
         source: the field it is a slice of (``slice``) or that stands for it (``same_as``).
         gather: the per-sample list columns a mapping field is gathered from (``gather``).
+        broadcast: the trainer may hold the field with size 1 along its padded axis, one
+            value per row broadcast over the axis (TRL's sequence-level importance ratio
+            ``(B, 1)`` beside its per-token ``(B, C)``); that form has no padded region.
     """
 
     held: Held = "column"
@@ -105,6 +110,7 @@ class FieldEntry:
     dtype: torch.dtype | None = None
     source: str | None = None
     gather: tuple[str, ...] = ()
+    broadcast: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,6 +131,12 @@ class Layout:
         tags: where the batch keeps a tag per sample, e.g. ``is_padding``.
         pad_token_id: the tokenizer's pad id (``pad_token`` fields), once pinned with
             [`with_pad_token`][trajschema.Layout.with_pad_token].
+        adds: fields the trainer keeps for every schema, which no schema declares (TRL's
+            ``prompt_mask``, ``advantages``, ``ref_per_token_logps``): checked with the
+            schema's fields wherever the layout is used, over the schema's dims.
+        shared: batch keys held once for the whole batch rather than one entry per row
+            (TRL's ``pixel_values``, flattened over every image of the batch): their
+            length is not the batch size, and nothing per row is read from them.
     """
 
     name: str
@@ -136,9 +148,11 @@ class Layout:
     tags: Mapping[str, str]
     source: str
     pad_token_id: int | None = None
+    adds: Mapping[str, Field] = dataclasses.field(default_factory=dict)
+    shared: tuple[str, ...] = ()
 
     def __hash__(self) -> int:
-        return hash((self.name, self.source, self.pad_token_id, tuple(self.fields.items())))
+        return hash((self.name, self.source, self.pad_token_id, tuple(self.fields.items()), tuple(self.adds)))
 
     def with_pad_token(self, pad_token_id: int) -> Layout:
         """This layout with the tokenizer's pad id pinned: ``pad_token`` regions must hold it.

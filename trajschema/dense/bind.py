@@ -14,7 +14,16 @@ import functools
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, NoReturn
 
-from trajschema.core import PAD_TOKEN, Axis, Field, FieldEntry, Layout, LayoutDefinitionError, fits_dtype
+from trajschema.core import (
+    PAD_TOKEN,
+    Axis,
+    Field,
+    FieldEntry,
+    Layout,
+    LayoutDefinitionError,
+    did_you_mean,
+    fits_dtype,
+)
 from trajschema.dense.view import METADATA
 
 if TYPE_CHECKING:
@@ -56,8 +65,9 @@ class BoundLayout:
     """A layout fitted to a schema (see `bind_layout`).
 
     Attributes:
-        layout, schema: the two.
-        placed: every schema field, in the schema's order.
+        layout: the layout.
+        plan: the schema's plan, with the fields the layout ``adds`` after the schema's own.
+        placed: every field of ``plan``, in its order.
         parts: every per-sample dim (an axis's, a block's, or one a block ``holds``) by name.
         sizes: the mask field that counts each dim that ``sizes:`` names.
     """
@@ -189,14 +199,41 @@ def _check_sizes(bound: Mapping[str, Placed], layout: Layout, plan: Plan, needed
     return sizes
 
 
+def with_added(layout: Layout, plan: Plan) -> Plan:
+    """``plan`` with the fields ``layout`` adds (``adds:``) after its own; ``plan`` itself when it adds none
+    or ``plan`` holds them already (a plan a bound layout made).
+
+    Raises:
+        LayoutDefinitionError: an added field the schema declares otherwise, or one over a dim the schema lacks.
+    """
+    if all(plan.fields.get(n) == f for n, f in layout.adds.items()):
+        return plan
+    from trajschema.check import build_plan
+
+    for name, f in layout.adds.items():
+        if name in plan.fields:
+            _fail(
+                layout,
+                plan,
+                f"adds.{name}",
+                f"the schema declares a field {name!r} already ({plan.fields[name].describe()})",
+            )
+        for d in (n for e in f.shape or () for n in e.names()):
+            if d not in plan.dims:
+                hint = did_you_mean(d, list(plan.dims))
+                _fail(layout, plan, f"adds.{name}.shape", f"dim {d!r} is not a dim of the schema{hint}")
+    return build_plan(**{**plan.declarations, "fields": {**plan.fields, **layout.adds}})
+
+
 @functools.lru_cache(maxsize=256)
 def bind_layout(layout: Layout, plan: Plan) -> BoundLayout:
-    """Fit ``layout`` to ``schema`` (cached per pair).
+    """Fit ``layout`` to ``schema`` (cached per pair); the bound plan holds the fields the layout ``adds``.
 
     Raises:
         LayoutDefinitionError: the layout cannot hold a field of the schema as it says,
             naming the layout file, the key and the schema.
     """
+    plan = with_added(layout, plan)
     parts = _per_sample_dims(layout)
     placed = {n: _place(layout, plan, f, parts) for n, f in plan.fields.items()}
     for p in placed.values():

@@ -56,7 +56,8 @@ class DenseCheck:
         lengths: the per-sample length of every per-sample dim (int64 ``(B,)`` tensors).
         jagged: the real regions as a jagged TensorDict of schema field names (only when
             asked with ``extract=True``; ``None`` when the layout itself is broken), or
-            with ``rows=True`` as a list of per-row samples.
+            with ``rows=True`` as a list of per-row samples, or with ``engine=False`` as
+            the `BatchView` the engine would read (list columns as plain lists).
         geometry: what the masks say (``None`` when the layout itself is unreadable).
         tags: the tag dicts the check used (given, or read where the layout's ``tags:`` say).
     """
@@ -64,7 +65,7 @@ class DenseCheck:
     violations: list[Violation]
     bindings: dict[int | None, dict[str, int]]
     lengths: dict[str, torch.Tensor]
-    jagged: TensorDict | list[dict[str, Any]] | None = None
+    jagged: TensorDict | BatchView | list[dict[str, Any]] | None = None
     geometry: Geometry | None = None
     tags: Any = None
 
@@ -392,6 +393,26 @@ def _inexact_casts(bound: BoundLayout, view: DenseView, geo: Geometry, skip: set
     return found
 
 
+def _broadcast(bound: BoundLayout, view: DenseView, widths: Mapping[str, int]) -> set[str]:
+    """Expand, in ``view``, every ``broadcast:`` column held with size 1 along its padded axis
+    to the axis's width (a view, no copy), so its rows are read as any other's; the fields
+    expanded, whose padded region holds the row's value rather than the pad."""
+    found = set()
+    for p in bound.columns():
+        key = p.key or p.name
+        col = view.get(key)
+        if not p.entry.broadcast or p.dim is None or p.axis is None or not isinstance(col, torch.Tensor):
+            continue
+        width = widths.get(p.dim)
+        if width is None or width == 1 or col.dim() <= p.axis or col.shape[p.axis] != 1 or col.is_nested:
+            continue
+        shape = list(col.shape)
+        shape[p.axis] = width
+        view.columns[key] = col.expand(shape)
+        found.add(p.name)
+    return found
+
+
 def _fixed_sizes(plan: Plan, dims: Mapping[str, int] | None) -> dict[str, int]:
     fixed = {n: d.size for n, d in plan.dims.items() if isinstance(d, FixedDim)}
     fixed.update(dims or {})
@@ -406,6 +427,7 @@ def _layout_checks(
     if device is not None:
         return [device], set(), None, tags
     widths, problems = axis_widths(bound, view)
+    spread = _broadcast(bound, view, widths)
     found, skip = _field_violations(bound, view, widths, _fixed_sizes(plan, dims))
     skip |= bound.derived(skip)  # a slice or copy of a column left out goes with it (its problem is said once)
     if problems:
@@ -414,7 +436,7 @@ def _layout_checks(
         geo = measure(bound, view)
     except GeometryError as exc:
         return found + exc.violations, skip, None, tags
-    pads = _pad_violations(bound, view, geo, skip)
+    pads = _pad_violations(bound, view, geo, skip | spread)
     check_max(geo, view)  # once the pad pass has found every broken row
     found += geo.violations + pads
     if tags is None:
@@ -465,7 +487,8 @@ def check_dense(
     """
     dims = check_args(plan, dims, depth)
     bound = bind_layout(layout, plan)
-    view, found = read_dense(batch)
+    plan = bound.plan  # with the fields the layout adds
+    view, found = read_dense(batch, shared=layout.shared)
     if found:
         return DenseCheck(found, {}, {})
     found, skip, geo, tags = _layout_checks(bound, view, plan, dims, tags)
@@ -476,11 +499,10 @@ def check_dense(
     # A gathered mapping's kind is all a shapes check reads, and gathering builds a dict per
     # row: a present one is left out (a whole batch of images costs ~0.1 ms a row), an absent one stays missing.
     gathered = set() if values else {n for n, p in bound.placed.items() if p.held == "gather" and _gathers(p, view)}
-    cut = dense_to_rows if rows else dense_to_jagged if extract else dense_to_view
+    cut = dense_to_rows if rows else dense_to_jagged if extract and engine else dense_to_view
     td = cut(bound, view, geo, skip=skip | gathered, values=values)
     if not engine:
-        cut_out = td if extract and not isinstance(td, BatchView) else None
-        return DenseCheck(found, {}, dict(geo.lengths), cut_out, geo, tags)
+        return DenseCheck(found, {}, dict(geo.lengths), td if extract else None, geo, tags)
     optional = frozenset(skip | gathered | {n for n, p in bound.placed.items() if p.held == "absent"})
     seen, bindings = check_batch(relaxed_plan(plan, optional), td, tags=tags, dims=dims, depth=depth)
     casts = _inexact_casts(bound, view, geo, skip) if extract or depth == "values" else []

@@ -136,6 +136,8 @@ def axis_widths(bound: BoundLayout, view: DenseView) -> tuple[dict[str, int], li
         col = view.get(p.key or "")
         if p.dim is None or p.axis is None or not isinstance(col, torch.Tensor) or col.dim() <= p.axis:
             continue
+        if p.entry.broadcast and col.shape[p.axis] == 1:  # one value a row, spread over the axis
+            continue
         widths.setdefault(p.dim, col.shape[p.axis])
     problems = []
     for axis in bound.layout.axes.values():

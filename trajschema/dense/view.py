@@ -33,7 +33,7 @@ class DenseView:
     """
 
     def __init__(self, columns: Mapping[str, Any], metadata: Mapping[str, Any], n: int) -> None:
-        self.columns = columns
+        self.columns: dict[str, Any] = dict(columns)  # its own: a check may swap a column for a view of it
         self.metadata = metadata
         self.n = n
 
@@ -130,9 +130,10 @@ def _parts(batch: Any) -> tuple[dict[str, Any], Mapping[str, Any], Any]:
     )
 
 
-def read_dense(batch: Any) -> tuple[DenseView, list[Violation]]:
+def read_dense(batch: Any, *, shared: Collection[str] = ()) -> tuple[DenseView, list[Violation]]:
     """The `DenseView` of ``batch``, and a ``batch`` violation (sample ``None``) per column
-    whose row count is not the batch size.
+    whose row count is not the batch size; the keys in ``shared`` (a layout's ``shared:``,
+    held once for the batch) are not counted.
 
     Raises:
         TypeError: ``batch`` is not a mapping, a TensorDict or a ``DataProto``.
@@ -141,8 +142,8 @@ def read_dense(batch: Any) -> tuple[DenseView, list[Violation]]:
     if size is not None and len(size) > 1:
         msg = f"a dense batch has one batch dim, found batch_size {list(size)}"
         return DenseView({}, meta, 0), [Violation(None, "<batch>", "batch", "batch_size [B]", str(list(size)), msg)]
-    counts = {k: rows_of(v) for k, v in columns.items()}
-    first = next((k for k, v in columns.items() if isinstance(v, torch.Tensor) and v.dim()), None)
+    counts = {k: rows_of(v) for k, v in columns.items() if k not in shared}
+    first = next((k for k, v in columns.items() if k in counts and isinstance(v, torch.Tensor) and v.dim()), None)
     if first is None:
         first = next((k for k, c in counts.items() if c is not None), None)
     n = int(size[0]) if size is not None and len(size) else (counts[first] or 0) if first is not None else 0

@@ -10,6 +10,7 @@ trainer that changed is refused whole and nothing is patched.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,14 @@ def parameters(fn: Any) -> str:
     sig = inspect.signature(fn)
     plain = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
     return str(sig.replace(parameters=plain, return_annotation=inspect.Signature.empty))
+
+
+def _distribution_version(package: str) -> str:
+    """The installed distribution's version, for a package without ``__version__`` (OpenRLHF 0.11.2)."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,7 @@ class DropIn:
                 f"{self.room}.install() needs {self.trainer} {supported} installed "
                 f"(pip install {self.package}=={self.versions[-1]})"
             ) from exc
-        found = getattr(package, "__version__", "unknown")
+        found = getattr(package, "__version__", None) or _distribution_version(self.package)
         if found not in self.versions:
             raise RuntimeError(
                 f"{self.room}.install() supports {self.trainer} {supported}; this is {self.trainer} "

@@ -20,13 +20,16 @@ from trajschema.core import (
     RIGHT,
     Axis,
     Block,
+    Field,
     FieldEntry,
     Layout,
     LayoutDefinitionError,
     PackedLayout,
+    PadRule,
     SchemaDefinitionError,
     SchemaNotFoundError,
     did_you_mean,
+    parse_expr,
     torch_dtype,
 )
 from trajschema.files.filetext import DIM_NAME, shown
@@ -54,8 +57,9 @@ LAYOUT_ENV_VAR = "TRAJSCHEMA_LAYOUT_PATH"
 #: A dense or a packed layout, as `load_layout` returns one.
 AnyLayout = Layout | PackedLayout
 
-_TOP_KEYS = ("name", "kind", "description", "axes", "sizes", "fields", "overrides", "tags")
-_FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather")
+_TOP_KEYS = ("name", "kind", "description", "axes", "sizes", "fields", "overrides", "tags", "adds", "shared")
+_FIELD_KEYS = ("key", "pad", "dtype", "slice_of", "same_as", "gather", "broadcast")
+_ADDED_KEYS = ("shape", "dtype", "values", "min", "max", "finite", "required", "description")
 _BLOCK_KEYS = ("pad_side", "length", "holds")
 
 
@@ -76,7 +80,7 @@ def layout_names() -> list[str]:
 
     Examples:
         >>> ts.layout_names()
-        ['skyrl', 'thd', 'verl_dataproto', 'verl_nopad']
+        ['skyrl', 'thd', 'trl_grpo', 'verl_dataproto', 'verl_nopad']
     """
     return sorted(search_path_files(layout_search_path(), quiet=True).files)
 
@@ -200,6 +204,7 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> A
         for fam, section in section(data, "overrides", source).items()
     }
     tags = {t: string(k, source, f"tags.{t}", required=True) for t, k in section(data, "tags", source).items()}
+    adds = {n: _added(n, v, source, f"adds.{n}") for n, v in section(data, "adds", source).items()}
     return Layout(
         name=name,
         description=string(data.get("description", ""), source, "description"),
@@ -209,7 +214,70 @@ def layout_from_dict(data: Mapping[str, Any], *, source: str = "<mapping>") -> A
         overrides=overrides,
         tags=tags,
         source=source,
+        adds=adds,
+        shared=_shared(data.get("shared", []), source),
     )
+
+
+def _shared(v: Any, source: str) -> tuple[str, ...]:
+    if not isinstance(v, (list, tuple)) or not all(isinstance(k, str) and k for k in v):
+        refuse(source, "shared", f"expected a list of batch keys, found {shown(v)}")
+    return tuple(v)
+
+
+def _added(name: str, v: Any, source: str, path: str) -> Field:
+    """A field the trainer adds (``adds.<name>``): a tensor over the schema's dims, declared
+    with the keys of a schema file's tensor field (its dims are checked when the layout
+    meets a schema: `trajschema.dense.bind_layout`)."""
+    if not DIM_NAME.fullmatch(name):
+        refuse(source, path, f"field name {name!r} is not an identifier", key=True)
+    v = mapping(v, source, path)
+    known_keys(v, _ADDED_KEYS, source, path)
+    shape = v.get("shape")
+    if not isinstance(shape, (list, tuple)) or not all(
+        (isinstance(d, str) and DIM_NAME.fullmatch(d)) or (isinstance(d, int) and not isinstance(d, bool) and d >= 0)
+        for d in shape
+    ):
+        refuse(
+            source,
+            f"{path}.shape",
+            f"expected a list of dim names or sizes ([] for one value a row), found {shown(shape)}",
+        )
+    raw = v.get("dtype")
+    names = [raw] if isinstance(raw, str) else raw
+    if not isinstance(names, (list, tuple)) or not names or not all(n in DTYPE_NAMES for n in names):
+        refuse(
+            source,
+            f"{path}.dtype",
+            f"expected a dtype name or a list of them (float32, int64, ...), found {shown(raw)}",
+        )
+    values = v.get("values")
+    if values is not None and (not isinstance(values, list) or not all(_number(x) for x in values)):
+        refuse(source, f"{path}.values", f"expected a list of numbers, found {shown(values)}")
+    for key in ("min", "max"):
+        if key in v and not _number(v[key]):
+            refuse(source, f"{path}.{key}", f"expected a number, found {shown(v[key])}")
+    for key in ("finite", "required"):
+        if key in v and not isinstance(v[key], bool):
+            refuse(source, f"{path}.{key}", f"expected true or false, found {shown(v[key])}")
+    floating = any(n.startswith(("float", "bfloat")) for n in names)
+    return Field(
+        name=name,
+        kind="tensor",
+        shape=tuple(parse_expr(d) for d in shape),
+        dtypes=tuple(names),
+        required=v.get("required", True),
+        pad=PadRule("fill", 0.0 if floating else 0),
+        values=tuple(values) if values is not None else None,
+        min=v.get("min"),
+        max=v.get("max"),
+        finite=v.get("finite", False),
+        description=string(v.get("description", ""), source, f"{path}.description"),
+    )
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _block(dim: str, v: Mapping[str, Any], source: str, path: str) -> Block:
@@ -267,6 +335,9 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
             f"not {' and '.join(forms + ['key'] * ('key' in v))}",
         )
     pad = v.get("pad", ANY)
+    broadcast = v.get("broadcast", False)
+    if not isinstance(broadcast, bool):
+        refuse(source, f"{path}.broadcast", f"expected true or false, found {shown(broadcast)}")
     if (
         isinstance(pad, bool)
         or not isinstance(pad, (int, float, str))
@@ -291,7 +362,7 @@ def _field(v: Any, source: str, path: str) -> FieldEntry:
             dtype=dtype,
         )
     key = string(v["key"], source, f"{path}.key", required=True) if "key" in v else None
-    return FieldEntry(held="column", key=key, pad=pad, dtype=dtype)
+    return FieldEntry(held="column", key=key, pad=pad, dtype=dtype, broadcast=broadcast)
 
 
 def as_any_layout(layout: Any, *, argument: str = "layout=") -> AnyLayout:

@@ -1,0 +1,108 @@
+"""`trajschema.openrlhf.pad`: padding experiences of OpenRLHF's own ``Experience`` class, the
+multiple, and the refusals (typed, naming what was expected, changing nothing)."""
+
+from __future__ import annotations
+
+import pickle
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import trajschema.openrlhf as to
+from tests.openrlhf_support import EOS, args_for, rollout
+
+
+@pytest.fixture
+def samples(openrlhf):
+    return rollout(openrlhf, [(3, 2), (2, 4), (4, 1)], [1.0, 0.0, 0.5])
+
+
+def test_padding_experiences_batch_with_openrlhfs_own_functions(openrlhf, samples) -> None:
+    padded = to.pad_rollout_samples(samples, 4)
+    assert len(padded) == 4 and padded[:3] == samples
+    [pad] = padded[3:]
+    assert pad.sequences.tolist() == [[EOS] * 5] and pad.attention_mask.tolist() == [[1] * 5]
+    assert not pad.action_mask.any() and float(pad.rewards) == 0 and float(pad.total_length) == 5
+    batch = openrlhf.experience.Experience.concat_experiences(padded, 0)  # split_rollout_samples' merge
+    assert batch.info["is_padding"].tolist() == [False, False, False, True]
+    items = openrlhf.experience.split_experience_batch(batch)
+    again = openrlhf.experience.make_experience_batch(items)  # the replay buffer's collate
+    assert to.padding_flags(again) == [False, False, False, True]
+    assert pickle.loads(pickle.dumps(pad)).sequences.tolist() == pad.sequences.tolist()
+
+
+def test_no_padding_needed_adds_only_the_tags(samples) -> None:
+    assert to.pad_rollout_samples(samples, 3) == samples
+    assert [s.info["is_padding"].tolist() for s in samples] == [[False]] * 3
+
+
+@pytest.mark.parametrize(
+    ("kw", "multiple"),
+    [
+        ({}, 4),
+        ({"rollout_mbs": 2}, 8),
+        ({"rollout_mbs": 2, "train_mbs": 3}, 24),
+        ({"rollout_mbs": 2, "dynamic": True}, 4),
+        ({"actors": 2, "critic": True}, 2),
+    ],
+    ids=["actors", "rollout-micro", "both-micro", "dynamic", "critic"],
+)
+def test_pad_multiple(kw, multiple) -> None:
+    args = args_for(**kw)
+    groups = ("actor", "critic") if kw.get("critic") else ("actor",)
+    assert to.pad_multiple(args, groups=groups) == multiple
+
+
+def test_a_critic_of_another_size_joins_the_multiple() -> None:
+    args = args_for(actors=4)
+    args.critic = SimpleNamespace(num_nodes=1, num_gpus_per_node=3)
+    assert to.pad_multiple(args, groups=("actor", "critic")) == 12
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda s: to.pad_rollout_samples([], 4), ValueError, "no rollout samples"),
+        (lambda s: to.pad_rollout_samples(s, 0), ValueError, "multiple must be a positive int, found 0"),
+        (lambda s: to.pad_rollout_samples("abc", 2), TypeError, "samples must be a list of OpenRLHF Experiences"),
+        (lambda s: to.pad_rollout_samples([*s, object()], 2), TypeError, "expected an OpenRLHF Experience"),
+        (lambda s: to.padding_experiences(s[0], -1), ValueError, "count must be an int"),
+        (lambda s: to.pad_rollout_samples(s, 4, eos_token_id=-2), ValueError, "eos_token_id must be an int"),
+    ],
+    ids=["empty", "zero-multiple", "a-string", "not-an-experience", "negative-count", "negative-eos"],
+)
+def test_misuse_is_refused_and_changes_nothing(samples, call, error, match) -> None:
+    with pytest.raises(error, match=match):
+        call(samples)
+    assert all("is_padding" not in s.info for s in samples)
+
+
+def test_bad_is_padding_tags_are_refused(samples) -> None:
+    samples[0].info["is_padding"] = torch.tensor([[True, False]])
+    with pytest.raises(ValueError, match=r"one bool per row \(1\), found bool\[1, 2\]"):
+        to.padding_flags(samples[0])
+    samples[0].info["is_padding"] = torch.ones(1, dtype=torch.bool)
+    with pytest.raises(ValueError, match="the first sample must be a real one"):
+        to.pad_rollout_samples(samples, 4)
+
+
+def test_a_sample_without_a_real_token_is_refused(samples) -> None:
+    samples[0].attention_mask = torch.zeros_like(samples[0].attention_mask)
+    with pytest.raises(ValueError, match="row 0 has no real token"):
+        to.pad_rollout_samples(samples, 4)
+    assert all("is_padding" not in s.info for s in samples)
+
+
+def test_the_audit_flags_padding_rows_that_are_not_inert(openrlhf, samples) -> None:
+    padded = to.pad_rollout_samples(samples, 4)
+    batch = openrlhf.experience.Experience.concat_experiences(padded, 0)
+    batch.advantages = torch.zeros(batch.action_mask.shape)
+    assert to.audit_experiences([batch]).faults == ()
+    batch.action_mask[3, 0] = 1
+    batch.advantages[3, 1] = 0.5
+    found = to.audit_experiences([batch])
+    assert found.figures["trajschema/padding_loss_tokens"] == 1.0
+    assert found.figures["trajschema/padding_advantage_rows"] == 1.0
+    with pytest.raises(Exception, match="padding_loss_tokens = 1"):
+        found.raise_if_broken()

@@ -1,0 +1,270 @@
+"""OpenRLHF 0.11.2 for the oracle tests: its modules, loaded from the installed source, and
+a ``BasePPOTrainer.train_step`` driven on CPU in the order OpenRLHF's own step runs.
+
+Only OpenRLHF's batch layer imports on CPU: the experience maker and the trainer import
+``openrlhf.models`` (flash-attn, deepspeed), the launcher and the sample generator import
+vLLM. So the modules under test (``experience_maker``, ``ppo_trainer``, ``launcher``,
+``samples_generator``) are imported unchanged from the installed OpenRLHF with
+**stand-ins for those imports only** (`STAND_INS`): ``deepspeed`` (an empty module:
+``models/utils.py`` uses it only inside a function no test calls), ``openrlhf.models``
+(the package without its ``__init__``, so ``models/utils.py`` loads from its file; its
+``Actor`` and ``get_llm_for_sequence_regression`` are never called),
+``openrlhf.utils.deepspeed`` (``DeepspeedStrategy``, an annotation), ``openrlhf.datasets``
+(``PromptDataset``, ``blending_datasets``: the dataset preparation no test runs), vLLM's
+``SamplingParams`` and ``openrlhf.trainer.ray.vllm_engine`` (its engine calls). In
+`TrainStep`, Ray's ``put``/``get`` are the identity (each model actor runs in this process)
+and the model actors' ``forward`` is a deterministic function of each row's own tokens; the
+split over actors is OpenRLHF's own ``RayActorGroup.async_run_method_batch`` and
+``BaseModelActor.execute_batch``, and each actor's ``append`` is OpenRLHF's own
+``NaiveReplayBuffer.append``.
+
+A missing OpenRLHF skips the test that needs it, naming why; ``TRAJSCHEMA_REQUIRE_OPENRLHF=1``
+makes it fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from tests.trainer_import import import_installed
+
+__all__ = ["REQUIRED", "TrainStep", "args_for", "load", "rollout"]
+
+REQUIRED = os.environ.get("TRAJSCHEMA_REQUIRE_OPENRLHF") == "1"
+EXPERIENCE = "openrlhf.trainer.ppo_utils.experience"
+#: The modules loaded from the installed source under the stand-ins.
+UNDER_TEST = (
+    "openrlhf.trainer.ray.launcher",
+    "openrlhf.trainer.ppo_utils.experience_maker",
+    "openrlhf.trainer.ppo_utils.samples_generator",
+    "openrlhf.trainer.ppo_trainer",
+)
+
+
+def _module(name: str, path: Path | None = None, **attrs: Any) -> ModuleType:
+    module = types.ModuleType(name)
+    if path is not None:
+        module.__path__ = [str(path)]
+    for k, v in attrs.items():
+        setattr(module, k, v)
+    return module
+
+
+class _Unused:
+    """A name the modules under test import but no test calls."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a stand-in of the OpenRLHF oracle tests was called")
+
+
+def stand_ins(root: Path) -> dict[str, ModuleType]:
+    """The stand-in modules (see the module docstring), by name."""
+    return {
+        "deepspeed": _module("deepspeed"),
+        "vllm": _module("vllm", SamplingParams=_Unused),
+        "openrlhf.models": _module(
+            "openrlhf.models", root / "models", Actor=_Unused, get_llm_for_sequence_regression=_Unused
+        ),
+        "openrlhf.utils.deepspeed": _module("openrlhf.utils.deepspeed", DeepspeedStrategy=_Unused),
+        "openrlhf.datasets": _module("openrlhf.datasets", root / "datasets", PromptDataset=_Unused),
+        "openrlhf.datasets.utils": _module("openrlhf.datasets.utils", blending_datasets=_Unused),
+        "openrlhf.trainer.ray": _module("openrlhf.trainer.ray", root / "trainer" / "ray"),
+        "openrlhf.trainer.ray.vllm_engine": _module("openrlhf.trainer.ray.vllm_engine", batch_vllm_engine_call=_Unused),
+    }
+
+
+_LOADED: dict[str, ModuleType] = {}
+
+
+def load() -> SimpleNamespace:
+    """OpenRLHF's modules under test (each loaded once per session), or skip / fail naming why."""
+    try:
+        experience = import_installed(EXPERIENCE)
+    except ImportError as exc:
+        why = (
+            f"OpenRLHF 0.11.2 is not importable ({exc}); "
+            "install it with pip install --no-deps -r .ci/openrlhf-requirements.txt"
+        )
+        if REQUIRED:
+            pytest.fail(f"TRAJSCHEMA_REQUIRE_OPENRLHF=1 but {why}")
+        pytest.skip(why)
+    if not _LOADED:
+        root = Path(sys.modules["openrlhf"].__file__).parent
+        added = [name for name, module in stand_ins(root).items() if sys.modules.setdefault(name, module) is module]
+        try:
+            for name in UNDER_TEST:
+                _LOADED[name.rpartition(".")[2]] = import_installed(name)
+        finally:
+            # The modules under test hold the stand-ins they imported; other libraries must not
+            # see a stand-in ``vllm`` or ``deepspeed`` (TRL's import checks read their specs).
+            for name in added:
+                if not name.startswith("openrlhf"):
+                    del sys.modules[name]
+    return SimpleNamespace(
+        experience=experience,
+        replay_buffer=import_installed("openrlhf.trainer.ppo_utils.replay_buffer"),
+        kl_controller=import_installed("openrlhf.trainer.ppo_utils.kl_controller"),
+        **_LOADED,
+    )
+
+
+# -- OpenRLHF's args, rollout and train step -----------------------------------------------
+
+
+def args_for(
+    *,
+    actors: int = 4,
+    estimator: str = "reinforce_baseline",
+    n_samples: int = 1,
+    rollout_mbs: int = 1,
+    train_mbs: int = 1,
+    dynamic: bool = False,
+    critic: bool = False,
+) -> SimpleNamespace:
+    """The parts of OpenRLHF's ``args`` (``cli/train_ppo_ray.py``'s names) the step reads."""
+    group = SimpleNamespace(num_nodes=1, num_gpus_per_node=actors)
+    return SimpleNamespace(
+        actor=group,
+        critic=group if critic else SimpleNamespace(num_nodes=1, num_gpus_per_node=8),
+        ref=SimpleNamespace(num_nodes=1, num_gpus_per_node=8),
+        ds=SimpleNamespace(ring_attn_size=1, tensor_parallel_size=1),
+        rollout=SimpleNamespace(micro_batch_size=rollout_mbs, n_samples_per_prompt=n_samples, max_tokens_per_gpu=64),
+        train=SimpleNamespace(
+            micro_batch_size=train_mbs,
+            dynamic_batch_enable=dynamic,
+            colocate_all=False,
+            colocate_actor_ref=False,
+            colocate_critic_reward=False,
+        ),
+        algo=SimpleNamespace(
+            advantage=SimpleNamespace(estimator=estimator, gamma=1.0, lambd=0.95, no_std_norm=False),
+            kl=SimpleNamespace(use_loss=False, estimator="k1", init_coef=0.01),
+        ),
+        reward=SimpleNamespace(clip_range=(-10.0, 10.0), num_nodes=1, num_gpus_per_node=8),
+        overlong_buffer_len=None,
+        stop_properly_penalty_coef=None,
+    )
+
+
+def rollout(mods: SimpleNamespace, lengths: Sequence[tuple[int, int]], rewards: Sequence[float]) -> list[Any]:
+    """One ``Experience`` per ``(prompt, response)`` length, made by OpenRLHF's own
+    ``SamplesGenerator._process_response_into_experience`` from a vLLM-like response."""
+    made = []
+    for i, ((p, r), reward) in enumerate(zip(lengths, rewards, strict=True)):
+        tokens = [3 + (i * 7 + j) % 50 for j in range(p + r - 1)] + [EOS]
+        response = {
+            "observation_tokens": tokens,
+            "action_ranges": [(p, p + r)],
+            "reward": reward,
+            "scores": reward,
+            "rollout_log_probs": None,
+            "prompt": f"prompt {i}",
+            "label": f"label {i}",
+        }
+        made.append(mods.samples_generator.SamplesGenerator._process_response_into_experience(None, response))
+    return made
+
+
+EOS = 2
+PAD = 0
+
+
+class _Tokenizer:
+    eos_token_id, pad_token_id = EOS, PAD
+
+    def decode(self, ids: torch.Tensor, skip_special_tokens: bool = True) -> list[str]:
+        return [" ".join(str(int(t)) for t in ids.flatten())]
+
+
+class _ModelActor:
+    """One model actor: OpenRLHF's ``execute_batch`` calls its ``forward`` / ``append``."""
+
+    def __init__(self, mods: SimpleNamespace, offset: float) -> None:
+        self.strategy = SimpleNamespace(is_rank_0=lambda: False)
+        self.offset = offset
+        buffer = object.__new__(mods.replay_buffer.NaiveReplayBuffer)
+        buffer.__dict__.update(cpu_offload=False, items=[], limit=0, packing_samples=False, dynamic_batch=False)
+        self.buffer = buffer
+
+    def forward(self, sequences: torch.Tensor, action_mask: torch.Tensor, attention_mask: torch.Tensor, **_: Any):
+        # A function of each row's own tokens: the same for a row in any batch it lands in.
+        tokens = sequences[:, 1:].float()
+        return -((tokens * 0.37 + self.offset) % 1.0) * action_mask.shape[1] / action_mask.shape[1]
+
+    def append(self, experience: Any) -> None:
+        self.buffer.append(experience)
+
+
+class _Handle:
+    def __init__(self, actor: _ModelActor, launcher: ModuleType) -> None:
+        run = launcher.BaseModelActor.execute_batch
+        self.execute_batch = SimpleNamespace(remote=lambda *a: run(actor, *a))
+
+
+def group(mods: SimpleNamespace, count: int, offset: float) -> Any:
+    """OpenRLHF's ``RayActorGroup`` over ``count`` in-process model actors."""
+    made = object.__new__(mods.launcher.RayActorGroup)
+    made.actors = [_ModelActor(mods, offset) for _ in range(count)]
+    made._actor_handlers = [_Handle(a, mods.launcher) for a in made.actors]
+    made.duplicate_actors = 1
+    return made
+
+
+_RAY = SimpleNamespace(put=lambda value: value, get=lambda refs: refs)
+
+
+class TrainStep:
+    """``BasePPOTrainer.train_step`` on CPU (see the module docstring): OpenRLHF's own code from
+    the rollout to each actor's replay buffer; ``ppo_train`` (the actors' GPU fit) returns ``{}``."""
+
+    def __init__(self, mods: SimpleNamespace, args: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in ("launcher", "experience_maker", "ppo_trainer"):
+            monkeypatch.setattr(getattr(mods, name), "ray", _RAY)
+        strategy = SimpleNamespace(args=args)
+        self.actors = group(mods, args.actor.num_gpus_per_node, 0.0)
+        critic = group(mods, args.critic.num_gpus_per_node, 0.5) if args.algo.advantage.estimator == "gae" else None
+        trainer = object.__new__(mods.ppo_trainer.BasePPOTrainer)
+        trainer.__dict__.update(
+            strategy=strategy,
+            args=args,
+            actor_model_group=self.actors,
+            critic_model_group=critic,
+            vllm_engines=None,
+            tokenizer=_Tokenizer(),
+            kl_ctl=mods.kl_controller.FixedKLController(0.01),
+        )
+        trainer.experience_maker = mods.experience_maker.RemoteExperienceMaker(
+            self.actors, critic, None, None, trainer.kl_ctl, strategy, trainer.tokenizer
+        )
+        trainer.ppo_train = lambda step: {}
+        self.trainer, self.critic = trainer, critic
+        self.made: list[Any] = []
+        maker = trainer.experience_maker
+        own = maker.make_experience_batch
+        maker.make_experience_batch = lambda samples: self.made.extend(own(samples)) or self.made
+
+    def run(self, samples: list[Any]) -> dict[str, Any]:
+        status, _ = self.trainer.train_step(samples, 0)
+        return status
+
+    def stored(self) -> list[list[Any]]:
+        """Each actor's replay buffer items (one unpadded ``Experience`` per sample)."""
+        return [a.buffer.items for a in self.actors.actors]
+
+    def trained(self, mods: SimpleNamespace, micro: int) -> list[list[Any]]:
+        """Each actor's micro-batches as ``ActorPPOTrainer.ppo_train``'s DataLoader makes them
+        (``drop_last=True``, OpenRLHF's ``collate_fn``; not shuffled, to be read back)."""
+        loader = torch.utils.data.DataLoader
+        return [
+            list(loader(a.buffer, batch_size=micro, shuffle=False, drop_last=True, collate_fn=a.buffer.collate_fn))
+            for a in self.actors.actors
+        ]

@@ -1,0 +1,189 @@
+"""`trajschema.trl.install()` against TRL 1.16.0: its own step runs with the check in, and its
+own ``train()`` and ``log`` carry the figures.
+
+A mistake inside TRL's step is made by wrapping TRL's own ``pad`` as the grpo trainer module
+binds it (``trl.trainer.grpo_trainer.pad``) so that it pads ``completion_mask`` on the left,
+the way a user's processor padding the wrong side would; everything else is TRL's.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import torch
+
+import trajschema as ts
+import trajschema.trl as tt
+from tests.trl.conftest import PROMPTS
+from tests.trl_support import grpo_batch, import_trl, make_trainer
+from trajschema.dropin import parameters
+
+GRPO = "trl.trainer.grpo_trainer"
+
+
+@pytest.fixture
+def trainer(folders: Any) -> Any:
+    made = make_trainer(folders[False], max_steps=2)
+    made.model.train()  # as inside train(): TRL files the step's metrics under "train"
+    return made
+
+
+@pytest.fixture
+def installed() -> Any:
+    yield tt
+    tt.uninstall()
+
+
+def wrong_side(original: Any) -> Any:
+    """TRL's ``pad``, padding the completion mask (``padding_value=0``, right, int64) on the left."""
+
+    def pad(tensors: Any, padding_value: Any = 0, padding_side: str = "right", pad_to_multiple_of: Any = None) -> Any:
+        mask = padding_value == 0 and padding_side == "right" and tensors[0].dtype == torch.long
+        return original(tensors, padding_value, "left" if mask else padding_side, pad_to_multiple_of)
+
+    return pad
+
+
+@pytest.fixture
+def left_padded_completion_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    grpo = import_trl(GRPO)
+    monkeypatch.setattr(grpo, "pad", wrong_side(grpo.pad))
+
+
+def checks_recorded(trainer: Any, mode: str = "train") -> list[float]:
+    return list(trainer._metrics[mode]["trajschema/violations"])
+
+
+def test_install_replaces_the_step_and_uninstall_puts_it_back(installed):
+    grpo = import_trl(GRPO)
+    own = grpo.GRPOTrainer.__dict__["_generate_and_score_completions"]
+    installed.install()
+    assert installed.installed()
+    assert grpo.GRPOTrainer.__dict__["_generate_and_score_completions"] is not own
+    installed.install(mode="once")  # re-installing wraps TRL's own, not the wrapper
+    assert grpo.GRPOTrainer.__dict__["_generate_and_score_completions"].__wrapped__ is own
+    assert installed.uninstall() is True
+    assert grpo.GRPOTrainer.__dict__["_generate_and_score_completions"] is own
+    assert not installed.installed() and installed.uninstall() is False
+
+
+def test_train_logs_the_figures_of_every_batch(trainer, installed):
+    installed.install()
+    trainer.train()
+    logged = [h for h in trainer.state.log_history if "trajschema/violations" in h]
+    assert logged, "no logged step carries the check's figures"
+    assert all(h["trajschema/violations"] == 0.0 and h["trajschema/bad_samples"] == 0.0 for h in logged)
+    assert all(h["trajschema/check_ms"] > 0 for h in logged)
+
+
+def test_a_broken_batch_is_reported_not_raised(trainer, installed, left_padded_completion_mask, caplog):
+    installed.install()
+    with caplog.at_level(logging.WARNING, logger="trajschema.trl"):
+        batch = grpo_batch(trainer, PROMPTS)
+    short = int((batch["completion_mask"].sum(1) < batch["completion_mask"].shape[1]).sum())
+    assert short > 0
+    assert trainer._metrics["train"]["trajschema/bad_samples"] == [float(short)]
+    assert trainer._metrics["train"]["trajschema/violations/mask"] == [float(short)]
+    assert "completion_mask row" in caplog.text
+
+
+def test_strict_raises_after_recording(trainer, installed, left_padded_completion_mask):
+    installed.install(strict=True)
+    with pytest.raises(ts.SchemaError) as caught:
+        grpo_batch(trainer, PROMPTS)
+    assert {v.field for v in caught.value.violations} == {"completion_mask"}
+    assert "trajschema.trl" in "".join(getattr(caught.value, "__notes__", []))
+    assert checks_recorded(trainer) == [float(len(caught.value.violations))]
+
+
+@pytest.mark.parametrize(("mode", "calls"), [("always", 2), ("once", 1), ("never", 0)])
+def test_modes(trainer, installed, mode, calls):
+    installed.install(mode=mode)
+    for _ in range(2):
+        grpo_batch(trainer, PROMPTS)
+    assert len(checks_recorded(trainer)) == calls
+
+
+def test_once_checks_again_after_a_failure(trainer, installed, monkeypatch):
+    installed.install(mode="once")
+    grpo = import_trl(GRPO)
+    original = grpo.pad
+    monkeypatch.setattr(grpo, "pad", wrong_side(original))
+    grpo_batch(trainer, PROMPTS)  # fails: checked
+    monkeypatch.setattr(grpo, "pad", original)
+    grpo_batch(trainer, PROMPTS)  # passes: checked
+    grpo_batch(trainer, PROMPTS)  # not checked
+    assert [v > 0 for v in checks_recorded(trainer)] == [True, False]
+
+
+def test_the_check_mode_in_force_applies_without_a_mode(trainer, installed):
+    installed.install()
+    with ts.checks("never"):
+        grpo_batch(trainer, PROMPTS)
+    grpo_batch(trainer, PROMPTS)
+    assert len(checks_recorded(trainer)) == 1
+
+
+def test_eval_batches_go_to_the_eval_metrics(trainer, installed):
+    installed.install()
+    trainer.model.eval()
+    grpo_batch(trainer, PROMPTS)
+    assert checks_recorded(trainer, "eval") == [0.0] and checks_recorded(trainer, "train") == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"mode": "sometimes"}, ValueError),
+        ({"strict": "yes"}, TypeError),
+        ({"depth": "deep"}, ValueError),
+        ({"schema": 3}, TypeError),
+    ],
+    ids=["mode", "strict", "depth", "schema"],
+)
+def test_bad_arguments_patch_nothing(installed, kwargs, error):
+    with pytest.raises(error):
+        installed.install(**kwargs)
+    assert not installed.installed()
+
+
+def test_another_trl_version_is_refused(installed, monkeypatch):
+    monkeypatch.setattr(import_trl(), "__version__", "1.15.0")
+    with pytest.raises(RuntimeError, match=r"supports TRL 1\.16\.0; this is TRL 1\.15\.0"):
+        installed.install()
+    assert not installed.installed()
+
+
+def test_another_signature_is_refused(installed, monkeypatch):
+    grpo = import_trl(GRPO)
+
+    def _generate_and_score_completions(self, inputs, extra=None):  # a TRL that changed
+        return {}
+
+    monkeypatch.setattr(grpo.GRPOTrainer, "_generate_and_score_completions", _generate_and_score_completions)
+    with pytest.raises(RuntimeError, match=r"signature \(self, inputs, extra=None\), not the \(self, inputs\)"):
+        installed.install()
+    assert not installed.installed()
+    assert grpo.GRPOTrainer._generate_and_score_completions is _generate_and_score_completions
+
+
+def test_the_pin_matches_this_trl():
+    for label, want in tt.TRL_SIGNATURES.items():
+        module, _, qual = label.partition(":")
+        owner, name = qual.split(".")
+        assert parameters(vars(getattr(import_trl(module), owner))[name]) == want
+
+
+def test_importable_without_trl():
+    code = (
+        "import sys; sys.modules['trl'] = None\n"
+        "import trajschema.trl as tt\n"
+        "assert tt.grpo_layout().name == 'trl_grpo'\n"
+        "try:\n    tt.install()\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "trajschema.trl.install() needs TRL 1.16.0 installed (pip install trl==1.16.0)" in out

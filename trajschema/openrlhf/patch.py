@@ -1,0 +1,125 @@
+"""Switching a running OpenRLHF 0.11.2 to trajschema's padding, advantages and metrics.
+
+[`install`][trajschema.openrlhf.install] replaces ``RemoteExperienceMaker.split_rollout_samples``
+and ``compute_advantages_and_returns``, ``BasePPOTrainer._compute_rollout_stats``, and
+``balance_experiences`` where it is defined and where ``ppo_trainer`` binds it by name
+(`trajschema.openrlhf.trainer`); [`uninstall`][trajschema.openrlhf.uninstall] puts the very
+same objects back. OpenRLHF is imported only by [`install`][trajschema.openrlhf.install].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trajschema.core import check_int
+from trajschema.dropin import DropIn, Target
+from trajschema.openrlhf.pad import settings
+from trajschema.openrlhf.trainer import advantages_for, balance_for, rollout_stats_for, split_for
+from trajschema.runtime import audit_mode
+from trajschema.schema import Schema
+
+__all__ = ["OPENRLHF_SIGNATURES", "SUPPORTED_OPENRLHF_VERSIONS", "install", "installed", "uninstall"]
+
+SUPPORTED_OPENRLHF_VERSIONS = ("0.11.2",)
+
+_EXPERIENCE = "openrlhf.trainer.ppo_utils.experience"
+_MAKER = "openrlhf.trainer.ppo_utils.experience_maker"
+_TRAINER = "openrlhf.trainer.ppo_trainer"
+
+#: What install() replaces (``module:attribute``), with the parameters (annotations aside) it was written against.
+OPENRLHF_SIGNATURES: dict[str, str] = {
+    f"{_EXPERIENCE}:balance_experiences": "(experiences, args)",
+    f"{_MAKER}:RemoteExperienceMaker.split_rollout_samples": "(self, rollout_samples)",
+    f"{_MAKER}:RemoteExperienceMaker.compute_advantages_and_returns": "(self, experiences)",
+    # Ray's @ray.remote on PPOTrainer gives the methods of its bases a tracing keyword at import.
+    f"{_TRAINER}:BasePPOTrainer._compute_rollout_stats": "(self, experiences, *, _ray_trace_ctx=None)",
+}
+
+_OPENRLHF = DropIn(
+    "trajschema.openrlhf",
+    "OpenRLHF",
+    "openrlhf",
+    SUPPORTED_OPENRLHF_VERSIONS,
+    OPENRLHF_SIGNATURES,
+    bindings={f"{_EXPERIENCE}:balance_experiences": (_TRAINER,)},
+)
+
+#: How each replaced attribute (by its qualified name) is made from OpenRLHF's own.
+_REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
+    "balance_experiences": balance_for,
+    "RemoteExperienceMaker.split_rollout_samples": split_for,
+    "RemoteExperienceMaker.compute_advantages_and_returns": advantages_for,
+    "BasePPOTrainer._compute_rollout_stats": rollout_stats_for,
+}
+
+
+def install(*, schema: Schema | None = None, eos_token_id: int | None = None, audit: bool | str = True) -> None:
+    """Switch OpenRLHF 0.11.2 to trajschema: padding experiences, advantages and metrics on the real rows.
+
+    Call it in the process that runs the PPO trainer (the ``PPOTrainer`` Ray actor: e.g. at
+    the top of your launch script's trainer module, or through Ray's
+    ``runtime_env={"worker_process_setup_hook": ...}``), before ``fit``. It replaces:
+
+    - ``RemoteExperienceMaker.split_rollout_samples``: the rollout padded with padding
+      experiences ([`pad_rollout_samples`][trajschema.openrlhf.pad_rollout_samples]) to the
+      multiple ([`pad_multiple`][trajschema.openrlhf.pad_multiple]) that gives every actor,
+      critic, reference and reward model the same number of whole micro-batches, then
+      OpenRLHF's own split;
+    - ``RemoteExperienceMaker.compute_advantages_and_returns``: OpenRLHF's own on the real
+      rows, exact zeros on the padding rows;
+    - ``BasePPOTrainer._compute_rollout_stats``: OpenRLHF's own on the real rows, with
+      ``padding/samples``, ``padding/tokens``, ``padding/share`` and the step audit's
+      ``trajschema/*`` figures added;
+    - ``balance_experiences`` (``train.dynamic_batch_enable``), where it is defined and where
+      ``ppo_trainer`` binds it: OpenRLHF's own, after padding an unpadded rollout to a
+      multiple of the actors.
+
+    Calling it again re-installs with the new arguments.
+
+    Args:
+        schema: the schema the padding samples come from (default ``text``).
+        eos_token_id: the EOS id of the padding tokens (default: the trainer's tokenizer,
+            else the last token of the first real sample).
+        audit: ``True`` (default): the ``trajschema/*`` figures in each step's status;
+            ``"strict"``: a step whose padding was not inert raises
+            [`PaddingAuditError`][trajschema.PaddingAuditError]; ``False``: no audit.
+
+    Raises:
+        TypeError / ValueError: a bad argument.
+        ImportError: OpenRLHF is not installed.
+        RuntimeError: this OpenRLHF is not 0.11.2, a function to replace has another
+            signature, or ``ppo_trainer``'s binding was replaced by something else; nothing
+            is patched then.
+    """
+    if schema is not None and not isinstance(schema, Schema):
+        raise TypeError(f"schema must be a trajschema.Schema or None, found {type(schema).__name__}")
+    given = {
+        "schema": schema,
+        "eos_token_id": None if eos_token_id is None else check_int("eos_token_id", eos_token_id),
+        "audit": audit_mode(audit),
+    }
+    _OPENRLHF.install(_replacement, then=lambda: _settle(given))
+
+
+def _settle(given: dict[str, Any]) -> None:
+    settings.clear()
+    settings.update(given)
+
+
+def _replacement(target: Target) -> Any:
+    qual = target.label.partition(":")[2]
+    return _REPLACEMENTS[qual](target.original)
+
+
+def uninstall() -> bool:
+    """Put back every attribute [`install`][trajschema.openrlhf.install] replaced (the very same objects).
+
+    ``False`` if none was.
+    """
+    return _OPENRLHF.uninstall(then=settings.clear)
+
+
+def installed() -> bool:
+    """Whether [`install`][trajschema.openrlhf.install] is in effect."""
+    return _OPENRLHF.installed()

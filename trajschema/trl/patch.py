@@ -1,0 +1,162 @@
+"""Checking every batch a running TRL 1.16.0 GRPO trainer builds.
+
+[`install`][trajschema.trl.install] wraps ``GRPOTrainer._generate_and_score_completions``
+(the step that generates, scores and pads one generation batch into the dict the loss
+reads): TRL's own runs, then its dict is checked against a schema in the
+[`grpo_layout`][trajschema.trl.grpo_layout] of that trainer, and the figures of
+[`check_metrics`][trajschema.trl.check_metrics] go into the trainer's ``_metrics``, which
+``GRPOTrainer.log`` averages into every logged step. Only ``strict=True`` raises.
+[`uninstall`][trajschema.trl.uninstall] puts TRL's own function back. TRL is imported only
+by [`install`][trajschema.trl.install].
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Any, Literal
+
+from trajschema.core import DEPTHS, SchemaError, check_bool
+from trajschema.dropin import DropIn, Target
+from trajschema.load import resolve_schema
+from trajschema.runtime import check_mode, checks
+from trajschema.schema import Schema
+from trajschema.trl.check import check_metrics, grpo_layout
+
+__all__ = ["SUPPORTED_TRL_VERSIONS", "TRL_SIGNATURES", "install", "installed", "uninstall"]
+
+SUPPORTED_TRL_VERSIONS = ("1.16.0",)
+
+_GRPO = "trl.trainer.grpo_trainer"
+
+#: What install() replaces (``module:attribute``), with the parameters (annotations aside) it was written against.
+TRL_SIGNATURES: dict[str, str] = {
+    f"{_GRPO}:GRPOTrainer._generate_and_score_completions": "(self, inputs)",
+}
+
+_TRL = DropIn("trajschema.trl", "TRL", "trl", SUPPORTED_TRL_VERSIONS, TRL_SIGNATURES)
+
+#: What the installed check reads: the schema, the fixed mode (``None``: the check mode in
+#: force at each call), strictness, depth, and whether a check made in ``"once"`` mode passed.
+settings: dict[str, Any] = {}
+
+_LOG = logging.getLogger("trajschema.trl")
+
+
+def install(
+    schema: Schema | str = "text",
+    *,
+    mode: Literal["always", "once", "never"] | None = None,
+    strict: bool = False,
+    depth: str = "shapes",
+) -> None:
+    """Check every batch TRL 1.16.0's ``GRPOTrainer`` builds, reporting through TRL's metrics.
+
+    Call it before ``trainer.train()`` (any ``GRPOTrainer`` subclass that inherits the
+    step is covered). Each call of ``_generate_and_score_completions`` then runs TRL's own
+    and checks its dict with ``schema.batch_violations(batch, layout=grpo_layout(...))``,
+    fitted to the trainer's pad id and ``mask_truncated_completions``. The figures of
+    [`check_metrics`][trajschema.trl.check_metrics] are appended to
+    ``trainer._metrics["train" | "eval"]``, so each logged step shows their mean; a batch
+    with violations is logged (logger ``trajschema.trl``, a warning naming them), and with
+    ``strict=True`` raises [`SchemaError`][trajschema.SchemaError] after its figures are
+    recorded. Calling it again re-installs with the new arguments.
+
+    Args:
+        schema: the schema of the samples (default ``text``), or its name.
+        mode: ``"always"``, ``"once"`` (until one check made in that mode passes) or
+            ``"never"``; ``None`` (default): the check mode in force at each call
+            ([`checks`][trajschema.checks], [`set_check_mode`][trajschema.set_check_mode],
+            ``TRAJSCHEMA_CHECKS``), as for [`checked`][trajschema.checked].
+        strict: raise on a batch with violations instead of only reporting it.
+        depth: ``"shapes"`` (default: masks, padding, shapes and dtypes) or ``"values"``
+            (also the value rules: finite advantages, log-probs at most 0, ...).
+
+    Raises:
+        TypeError / ValueError: a bad argument.
+        ImportError: TRL is not installed.
+        RuntimeError: this TRL is not 1.16.0, or ``_generate_and_score_completions`` has
+            another signature; nothing is patched then.
+    """
+    given = {
+        "schema": resolve_schema(schema),
+        "mode": None if mode is None else checks(mode).mode,  # validated where check modes are
+        "strict": check_bool("strict", strict),
+        "depth": depth,
+        "passed": False,
+    }
+    if depth not in DEPTHS:
+        raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
+    _TRL.install(_replacement, then=lambda: _settle(given))
+
+
+def _settle(given: dict[str, Any]) -> None:
+    settings.clear()
+    settings.update(given)
+
+
+def uninstall() -> bool:
+    """Put back what [`install`][trajschema.trl.install] replaced (the very same function); ``False`` if nothing was."""
+    return _TRL.uninstall(then=settings.clear)
+
+
+def installed() -> bool:
+    """Whether [`install`][trajschema.trl.install] is in effect."""
+    return _TRL.installed()
+
+
+def _replacement(target: Target) -> Any:
+    original = target.original
+
+    @functools.wraps(original)
+    def _generate_and_score_completions(self: Any, inputs: Any) -> Any:
+        batch = original(self, inputs)
+        _check(self, batch)
+        return batch
+
+    return _generate_and_score_completions
+
+
+def _due() -> str | None:
+    """The mode this call checks in (the installed one, else the one in force), or ``None``
+    when it does not check (``"never"``; ``"once"`` after a check made in that mode passed)."""
+    mode = settings.get("mode") or check_mode()
+    if mode == "always" or (mode == "once" and not settings.get("passed", False)):
+        return mode
+    return None
+
+
+def _check(trainer: Any, batch: Any) -> None:
+    mode = _due() if settings else None
+    if mode is None:
+        return
+    schema: Schema = settings["schema"]
+    tokenizer = getattr(trainer, "_tokenizer", None) or getattr(trainer, "processing_class", None)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    layout = grpo_layout(
+        pad_token_id=pad if isinstance(pad, int) else None,
+        mask_truncated_completions=bool(getattr(trainer, "mask_truncated_completions", False)),
+    )
+    start = time.perf_counter()
+    found = schema.batch_violations(batch, layout=layout, depth=settings["depth"])
+    _record(trainer, check_metrics(found, time.perf_counter() - start))
+    if not found:
+        settings["passed"] = settings["passed"] or mode == "once"
+        return
+    error = SchemaError(found, schema_name=schema.name)
+    if settings["strict"]:
+        error.add_note("trajschema.trl: GRPOTrainer._generate_and_score_completions built this batch")
+        raise error
+    _LOG.warning("trajschema.trl: the batch TRL built breaks schema %r:\n%s", schema.name, error)
+
+
+def _record(trainer: Any, figures: dict[str, float]) -> None:
+    """Append ``figures`` to the trainer's metrics of its current mode, which ``GRPOTrainer.log`` averages."""
+    metrics = getattr(trainer, "_metrics", None)
+    model = getattr(trainer, "model", None)
+    mode = "train" if getattr(model, "training", True) else "eval"
+    if not isinstance(metrics, dict) or mode not in metrics:
+        return
+    for name, value in figures.items():
+        metrics[mode][name].append(value)
