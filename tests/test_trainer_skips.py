@@ -89,7 +89,12 @@ def hider(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_hidden(hider: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     """``python -m pytest -q -rs`` in ``cwd`` with the trainers hidden and not required."""
-    required = ("TRAJSCHEMA_REQUIRE_VERL", "TRAJSCHEMA_REQUIRE_SKYRL", "TRAJSCHEMA_REQUIRE_OPENRLHF")
+    required = (
+        "TRAJSCHEMA_REQUIRE_VERL",
+        "TRAJSCHEMA_REQUIRE_SKYRL",
+        "TRAJSCHEMA_REQUIRE_OPENRLHF",
+        "TRAJSCHEMA_REQUIRE_TRL",
+    )
     env = {k: v for k, v in os.environ.items() if k not in required}
     env["PYTHONPATH"] = os.pathsep.join([str(hider), *filter(None, [os.environ.get("PYTHONPATH")])])
     # What is pinned is which tests skip, not how thoroughly the others search: the quick profile.
