@@ -378,6 +378,20 @@ class BatchView:
         self.lists: dict[str, list[Any]] = dict(lists or {})
         self.n: int = td.batch_size[0] if td is not None else len(samples or ())
 
+    @classmethod
+    def of_columns(cls, columns: Mapping[str, Any], n: int) -> BatchView:
+        """A table of ``n`` rows from ``columns`` (name -> column): the tensors in a TensorDict,
+        the per-row lists of ``n`` values as plain lists beside it, anything else set on the
+        TensorDict as it comes."""
+        from tensordict import TensorDict
+
+        td = TensorDict({k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}, batch_size=[n])
+        lists = {k: v for k, v in columns.items() if type(v) is list and len(v) == n}
+        for k, v in columns.items():
+            if k not in lists and k not in td.keys():
+                td[k] = v
+        return cls(td=td, lists=lists)
+
     @property
     def is_table(self) -> bool:
         """Whether the batch is a TensorDict (columns) rather than a list of samples (rows)."""

@@ -59,18 +59,11 @@ def engine_check(
     Per-sample lists stay plain lists beside the TensorDict of tensor columns: a
     ``NonTensorStack`` of 4096 values costs more to build than the check that reads it.
     """
-    from tensordict import TensorDict
-
     from trajschema.dense import relaxed_plan
 
     if n == 0:
         return [], {}, None
-    td = TensorDict({k: v for k, v in columns.items() if isinstance(v, torch.Tensor)}, batch_size=[n])
-    lists = {k: v for k, v in columns.items() if type(v) is list and len(v) == n}
-    for k, v in columns.items():
-        if k not in lists and k not in td.keys():
-            td[k] = v
-    view = BatchView(td=td, lists=lists)
+    view = BatchView.of_columns(columns, n)
     found, bindings = check_batch(relaxed_plan(plan, optional), view, **kw)
     return found, bindings, view
 
