@@ -106,3 +106,19 @@ def test_the_audit_flags_padding_rows_that_are_not_inert(openrlhf, samples) -> N
     assert found.figures["trajschema/padding_advantage_rows"] == 1.0
     with pytest.raises(Exception, match="padding_loss_tokens = 1"):
         found.raise_if_broken()
+
+
+def test_the_split_pads_with_installs_eos_even_when_it_is_0(samples) -> None:
+    """``install(eos_token_id=0)`` wins over the tokenizer's EOS (0 is an id, not "not given")."""
+    from trajschema.openrlhf.pad import settings
+    from trajschema.openrlhf.trainer import split_for
+
+    split = split_for(lambda self, rollout: rollout)
+    maker = SimpleNamespace(args=args_for(), tokenizer=SimpleNamespace(eos_token_id=EOS), actor_model_group=object())
+    settings.update(eos_token_id=0)
+    try:
+        padded = split(maker, samples)
+    finally:
+        settings.clear()
+    assert padded[3].sequences.tolist() == [[0] * 5]
+    assert split(maker, samples)[3].sequences.tolist() == [[EOS] * 5]  # not installed: the tokenizer's

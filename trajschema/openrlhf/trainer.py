@@ -39,10 +39,13 @@ def split_for(original: Callable[..., Any]) -> Callable[..., Any]:
     def split_rollout_samples(self: Any, rollout_samples: Any) -> Any:
         groups = [name for name, attr in _GROUPS if getattr(self, attr, None) is not None]
         multiple = pad_multiple(self.args, groups=groups or ("actor",))
-        eos = getattr(getattr(self, "tokenizer", None), "eos_token_id", None)
-        padded = pad_rollout_samples(
-            rollout_samples, multiple, eos_token_id=settings.get("eos_token_id") or _int_or_none(eos)
+        given = settings.get("eos_token_id")  # install()'s, which may be 0; else the tokenizer's
+        eos = (
+            given
+            if given is not None
+            else _int_or_none(getattr(getattr(self, "tokenizer", None), "eos_token_id", None))
         )
+        padded = pad_rollout_samples(rollout_samples, multiple, eos_token_id=eos)
         return original(self, padded)
 
     return split_rollout_samples
