@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+import trajschema as ts
 import trajschema.openrlhf as to
 from trajschema.dropin import parameters
 
@@ -77,11 +78,15 @@ def test_another_version_is_refused(openrlhf, monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"schema": "text"}, TypeError, "schema must be a trajschema.Schema or None, found str"),
+        ({"schema": 3}, TypeError, "schema must be a trajschema.Schema or a schema name, found int"),
+        ({"schema": "nope"}, ts.SchemaNotFoundError, "no schema 'nope'"),
         ({"eos_token_id": -1}, ValueError, "eos_token_id must be an int"),
         ({"audit": "loud"}, ValueError, "audit must be True, False or 'strict'"),
+        ({"mode": "sometimes"}, ValueError, "expected one of 'always', 'once', 'never'"),
+        ({"strict": "yes"}, TypeError, "strict must be a bool"),
+        ({"depth": "deep"}, ValueError, "depth must be one of 'shapes', 'values'"),
     ],
-    ids=["schema-name", "negative-eos", "audit-word"],
+    ids=["schema-int", "schema-unknown", "negative-eos", "audit-word", "mode-word", "strict-str", "depth-word"],
 )
 def test_bad_arguments_are_refused_before_anything_is_patched(openrlhf, kwargs, error, match) -> None:
     with pytest.raises(error, match=match):

@@ -1,4 +1,4 @@
-"""The trainer base: what every drop-in (``trajschema.verl``, ``trajschema.skyrl``) stands on.
+"""The trainer base: what every drop-in (``trajschema.verl``, ``.skyrl``, ``.openrlhf``, ``.trl``) stands on.
 
 `DropIn` holds a trainer's version gate, the signature of each attribute a drop-in
 replaces, the modules that bind a replaced function by name, and install / uninstall /

@@ -17,6 +17,7 @@ from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
     from trajschema.openrlhf.audit import audit_experiences
+    from trajschema.openrlhf.layout import experience_samples, experience_violations
     from trajschema.openrlhf.pad import (
         pad_multiple,
         pad_rollout_samples,
@@ -35,6 +36,8 @@ __all__ = [
     "OPENRLHF_SIGNATURES",
     "SUPPORTED_OPENRLHF_VERSIONS",
     "audit_experiences",
+    "experience_samples",
+    "experience_violations",
     "install",
     "installed",
     "pad_multiple",
@@ -47,6 +50,7 @@ __all__ = [
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.openrlhf.audit": ("audit_experiences",),
+    "trajschema.openrlhf.layout": ("experience_samples", "experience_violations"),
     "trajschema.openrlhf.pad": ("pad_multiple", "pad_rollout_samples", "padding_experiences", "padding_flags"),
     "trajschema.openrlhf.patch": (
         "OPENRLHF_SIGNATURES",

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trajschema.core import Violation
 from trajschema.openrlhf.pad import padding_flags
 from trajschema.runtime import StepAudit, audit_step, combine_audits
 
@@ -27,15 +28,16 @@ MASKS = ("action_mask",)
 OUTPUTS = ("advantages", "returns")
 
 
-def audit_experiences(experiences: Sequence[Any]) -> StepAudit:
+def audit_experiences(experiences: Sequence[Any], *, violations: Sequence[Violation] | None = None) -> StepAudit:
     """The figures of `trajschema.audit_step` over a step's experiences (their padding rows),
-    combined (`trajschema.runtime.combine_audits`) into the step's.
+    combined (`trajschema.runtime.combine_audits`) into the step's; ``violations``, what the
+    step's rollout check found (``install(mode=)``), count in ``trajschema/violations``.
 
     Raises:
         TypeError, ValueError: an experience is no ``Experience``, or its
             ``info["is_padding"]`` is not one bool per row (`padding_flags`).
     """
-    parts = []
+    parts = [audit_step([], violations=violations)] if violations else []
     for exp in experiences:
         flags = padding_flags(exp)
         parts.append(

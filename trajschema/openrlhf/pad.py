@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -57,6 +57,8 @@ STEP_FIELDS = (
 EPISODE_FIELDS = ("rewards", "scores", "response_length", "truncated", "total_length")
 #: The per-sample list fields, and what a padding sample holds in each.
 _LIST_FIELDS = {"prompts": "", "labels": "", "images": None, "mm_train_inputs": None}
+#: The step fields a padding experience takes from the schema's padding sample (by its field).
+_FROM_SAMPLE = {"action_mask": "response_mask", "rollout_log_probs": "rollout_log_probs"}
 #: The info key every experience carries under ``install()``.
 IS_PADDING = "is_padding"
 
@@ -72,7 +74,7 @@ def padding_flags(experience: Any) -> list[bool]:
         >>> padding_flags(experience)  # doctest: +SKIP
         [False, False, True]
     """
-    rows = _rows(experience)
+    rows = experience_rows(experience)
     flags = experience.info.get(IS_PADDING)
     if flags is None:
         return [False] * rows
@@ -83,25 +85,31 @@ def padding_flags(experience: Any) -> list[bool]:
     else:
         values = None
     if values is None or len(values) != rows or not all(isinstance(v, bool) for v in values):
-        raise ValueError(f"experience.info['is_padding'] must hold one bool per row ({rows}), found {_shown(flags)}")
+        raise ValueError(f"experience.info['is_padding'] must hold one bool per row ({rows}), found {shown(flags)}")
     return values
 
 
-def _rows(experience: Any) -> int:
+def experience_rows(experience: Any) -> int:
+    """The rows of an ``Experience`` (its ``(B, S)`` ``sequences``), refusing anything else with a ``TypeError``."""
     seqs = getattr(experience, "sequences", None)
     if not dataclasses.is_dataclass(experience) or not isinstance(seqs, torch.Tensor) or seqs.dim() != 2:
         raise TypeError(
             "expected an OpenRLHF Experience with a (B, S) sequences tensor, found "
-            f"{type(experience).__name__} with sequences {_shown(seqs)}"
+            f"{type(experience).__name__} with sequences {shown(seqs)}"
         )
+    if seqs.is_nested or seqs.is_meta:
+        raise TypeError(f"experience.sequences must hold its values (a strided tensor), found {shown(seqs)}")
     if not isinstance(getattr(experience, "info", None), dict):
-        raise TypeError(f"experience.info must be a dict, found {_shown(getattr(experience, 'info', None))}")
+        raise TypeError(f"experience.info must be a dict, found {shown(getattr(experience, 'info', None))}")
     return int(seqs.shape[0])
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """A value as a message shows it: a tensor's dtype and shape (``nested``/``meta`` said), else its type."""
     if isinstance(value, torch.Tensor):
-        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+        kind = " nested" if value.is_nested else " meta" if value.is_meta else ""
+        shape = "" if value.is_nested else str(list(value.shape))
+        return f"{str(value.dtype).removeprefix('torch.')}{shape}{kind}"
     return type(value).__name__ if not isinstance(value, (bool, int, float, str)) else repr(value)
 
 
@@ -113,7 +121,7 @@ def mark_real(experiences: Iterable[Any]) -> None:
     """
     for exp in experiences:
         if IS_PADDING not in exp.info:
-            exp.info[IS_PADDING] = torch.zeros(_rows(exp), dtype=torch.bool)
+            exp.info[IS_PADDING] = torch.zeros(experience_rows(exp), dtype=torch.bool)
 
 
 def pad_multiple(args: Any, *, groups: Sequence[str] = ("actor",)) -> int:
@@ -182,9 +190,9 @@ def padding_experiences(
         ValueError: ``count`` < 0; ``like``'s row 0 has no real token.
     """
     count = check_int("count", count)
-    rows = _rows(like)
+    rows = experience_rows(like)
     _check_fields(like, rows)
-    chosen = _schema(schema)
+    chosen = schema_of(schema)
     mask = like.attention_mask
     length = int(mask[0].sum()) if isinstance(mask, torch.Tensor) else int(like.sequences.shape[1])
     if length < 1:
@@ -192,10 +200,11 @@ def padding_experiences(
     eos = _eos(like, length, eos_token_id)
     dims = {"prompt": max(1, length - 1), "response": 1}
     made = chosen.padding(count, eos_token_id=eos, dims=dims).samples if count else []
-    return [_experience(like, sample["input_ids"]) for sample in made]
+    return [_experience(like, sample) for sample in made]
 
 
-def _schema(schema: Schema | None) -> Schema:
+def schema_of(schema: Schema | None) -> Schema:
+    """``schema``, else ``install(schema=)``'s, else ``text``."""
     chosen = schema if schema is not None else settings.get("schema")
     chosen = chosen if chosen is not None else load_schema("text")
     if not isinstance(chosen, Schema):
@@ -219,22 +228,32 @@ def _check_fields(like: Any, rows: int) -> None:
         if not isinstance(value, torch.Tensor) or value.dim() < ndim or value.shape[0] != rows:
             raise TypeError(
                 f"experience.{name} must be a tensor of {ndim}+ dims with one row per sample ({rows}), "
-                f"found {_shown(value)}"
+                f"found {shown(value)}"
             )
 
 
-def _experience(like: Any, ids: torch.Tensor) -> Any:
-    """One padding sample of ``like``'s class around the token ids ``ids``."""
-    seq = ids.numel()
+def _experience(like: Any, sample: Mapping[str, Any]) -> Any:
+    """The schema's padding ``sample`` as one experience of ``like``'s class, laid out as
+    `trajschema.openrlhf.layout` reads one (the inverse of its table): ``sequences`` the
+    prompt then the response; ``attention_mask`` the sample's (ones when the schema has
+    none); ``action_mask`` and ``rollout_log_probs`` the sample's ``response_mask`` and
+    ``rollout_log_probs`` on the next-token positions of the response, 0 before; every
+    other per-action field 0."""
+    ids = torch.cat([sample["prompts"], sample["responses"]])
+    seq, first = ids.numel(), sample["prompts"].numel() - 1
     out: dict[str, Any] = {}
     for f in dataclasses.fields(like):
         value = getattr(like, f.name)
         if f.name == "sequences":
             out[f.name] = ids.to(value.dtype).reshape(1, seq)
         elif f.name == "attention_mask" and isinstance(value, torch.Tensor):
-            out[f.name] = value.new_ones((1, seq))
+            mask = sample.get("attention_mask")
+            out[f.name] = value.new_ones((1, seq)) if mask is None else mask.to(value.dtype).reshape(1, seq)
         elif f.name in STEP_FIELDS and isinstance(value, torch.Tensor):
             out[f.name] = value.new_zeros((1, seq - 1, *value.shape[2:]))
+            held = sample.get(_FROM_SAMPLE.get(f.name, ""))
+            if isinstance(held, torch.Tensor) and value.dim() == 2:
+                out[f.name][0, first:] = held.to(value.dtype)
         elif f.name == "total_length" and isinstance(value, torch.Tensor):
             out[f.name] = value.new_full((1, *value.shape[1:]), seq)
         elif f.name in EPISODE_FIELDS and isinstance(value, torch.Tensor):
@@ -256,7 +275,7 @@ def _padding_info(info: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, list):
             out[key] = [None]
         else:
-            raise TypeError(f"experience.info[{key!r}] must be a (B, ...) tensor or a list, found {_shown(value)}")
+            raise TypeError(f"experience.info[{key!r}] must be a (B, ...) tensor or a list, found {shown(value)}")
     out[IS_PADDING] = torch.ones(1, dtype=torch.bool)
     return out
 
@@ -295,7 +314,7 @@ def pad_rollout_samples(
         raise TypeError(f"samples must be a list of OpenRLHF Experiences, found {type(samples).__name__}")
     if not samples:
         raise ValueError("no rollout samples: there is nothing to pad or to shape padding on")
-    rows = [_rows(s) for s in samples]
+    rows = [experience_rows(s) for s in samples]
     kinds = {type(s) for s in samples}
     if len(kinds) > 1:
         raise TypeError(f"samples must be Experiences of one class, found {sorted(k.__name__ for k in kinds)}")

@@ -10,13 +10,14 @@ same objects back. OpenRLHF is imported only by [`install`][trajschema.openrlhf.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from trajschema.core import check_int
+from trajschema.core import DEPTHS, check_bool, check_int
 from trajschema.dropin import DropIn, Target
+from trajschema.load import resolve_schema
 from trajschema.openrlhf.pad import settings
 from trajschema.openrlhf.trainer import advantages_for, balance_for, rollout_stats_for, split_for
-from trajschema.runtime import audit_mode
+from trajschema.runtime import audit_mode, checks
 from trajschema.schema import Schema
 
 __all__ = ["OPENRLHF_SIGNATURES", "SUPPORTED_OPENRLHF_VERSIONS", "install", "installed", "uninstall"]
@@ -54,14 +55,24 @@ _REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def install(*, schema: Schema | None = None, eos_token_id: int | None = None, audit: bool | str = True) -> None:
+def install(
+    *,
+    schema: Schema | str | None = None,
+    eos_token_id: int | None = None,
+    audit: bool | str = True,
+    mode: Literal["always", "once", "never"] | None = None,
+    strict: bool = False,
+    depth: str = "shapes",
+) -> None:
     """Switch OpenRLHF 0.11.2 to trajschema: padding experiences, advantages and metrics on the real rows.
 
     Call it in the process that runs the PPO trainer (the ``PPOTrainer`` Ray actor: e.g. at
     the top of your launch script's trainer module, or through Ray's
     ``runtime_env={"worker_process_setup_hook": ...}``), before ``fit``. It replaces:
 
-    - ``RemoteExperienceMaker.split_rollout_samples``: the rollout padded with padding
+    - ``RemoteExperienceMaker.split_rollout_samples``: the rollout checked against the schema
+      in OpenRLHF's layout ([`experience_violations`][trajschema.openrlhf.experience_violations])
+      when ``mode`` makes a check due, then padded with padding
       experiences ([`pad_rollout_samples`][trajschema.openrlhf.pad_rollout_samples]) to the
       multiple ([`pad_multiple`][trajschema.openrlhf.pad_multiple]) that gives every actor,
       critic, reference and reward model the same number of whole micro-batches, then
@@ -78,12 +89,23 @@ def install(*, schema: Schema | None = None, eos_token_id: int | None = None, au
     Calling it again re-installs with the new arguments.
 
     Args:
-        schema: the schema the padding samples come from (default ``text``).
+        schema: the schema (or its name) the rollout is checked against and the padding
+            samples come from (default ``text``).
         eos_token_id: the EOS id of the padding tokens (default: the trainer's tokenizer,
             else the last token of the first real sample).
         audit: ``True`` (default): the ``trajschema/*`` figures in each step's status;
             ``"strict"``: a step whose padding was not inert raises
             [`PaddingAuditError`][trajschema.PaddingAuditError]; ``False``: no audit.
+        mode: when the rollout is checked: ``"always"``, ``"once"`` (until one check made in
+            that mode passes) or ``"never"``; ``None`` (default): the check mode in force at
+            each step ([`checks`][trajschema.checks], ``TRAJSCHEMA_CHECKS``), as for
+            [`checked`][trajschema.checked]. Its figures (``trajschema/violations``,
+            ``trajschema/bad_samples``, ``trajschema/check_ms``, ``trajschema/violations/<code>``)
+            join the step's status; a rollout with violations is logged as a warning
+            (logger ``trajschema.openrlhf``).
+        strict: a rollout with violations raises [`SchemaError`][trajschema.SchemaError]
+            before anything is padded.
+        depth: ``"shapes"`` (default) or ``"values"``, as for [`Schema.violations`][trajschema.Schema.violations].
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -92,12 +114,16 @@ def install(*, schema: Schema | None = None, eos_token_id: int | None = None, au
             signature, or ``ppo_trainer``'s binding was replaced by something else; nothing
             is patched then.
     """
-    if schema is not None and not isinstance(schema, Schema):
-        raise TypeError(f"schema must be a trajschema.Schema or None, found {type(schema).__name__}")
+    if depth not in DEPTHS:
+        raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
     given = {
-        "schema": schema,
+        "schema": None if schema is None else resolve_schema(schema),
         "eos_token_id": None if eos_token_id is None else check_int("eos_token_id", eos_token_id),
         "audit": audit_mode(audit),
+        "mode": None if mode is None else checks(mode).mode,  # validated where check modes are
+        "strict": check_bool("strict", strict),
+        "depth": depth,
+        "passed": False,
     }
     _OPENRLHF.install(_replacement, then=lambda: _settle(given))
 

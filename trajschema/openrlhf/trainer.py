@@ -12,29 +12,45 @@ balanced batch when a rollout reached it unpadded.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from trajschema.core import SchemaError
 from trajschema.dropin import padding_metrics, real_and_padding, zeros_on_padding
 from trajschema.openrlhf.pad import (
     pad_multiple,
     pad_rollout_samples,
     padding_experiences,
     padding_flags,
+    schema_of,
     settings,
 )
+from trajschema.runtime import check_metrics, due_mode
 
-__all__ = ["advantages_for", "balance_for", "real_part", "rollout_stats_for", "split_for", "with_real"]
+_LOG = logging.getLogger("trajschema.openrlhf")
+
+__all__ = [
+    "advantages_for",
+    "balance_for",
+    "check_rollout",
+    "real_part",
+    "rollout_stats_for",
+    "split_for",
+    "with_real",
+]
 
 #: What ``compute_advantages_and_returns`` writes per row, put back with zeros on padding rows.
 OUTPUTS = ("advantages", "returns", "rewards")
 
 
 def split_for(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``RemoteExperienceMaker.split_rollout_samples``: the rollout padded (`pad_rollout_samples`)
-    to the multiple every model group and micro-batch needs, then OpenRLHF's own split."""
+    """``RemoteExperienceMaker.split_rollout_samples``: the rollout checked (`check_rollout`),
+    padded (`pad_rollout_samples`) to the multiple every model group and micro-batch needs,
+    then OpenRLHF's own split."""
 
     def split_rollout_samples(self: Any, rollout_samples: Any) -> Any:
         groups = [name for name, attr in _GROUPS if getattr(self, attr, None) is not None]
@@ -45,10 +61,38 @@ def split_for(original: Callable[..., Any]) -> Callable[..., Any]:
             if given is not None
             else _int_or_none(getattr(getattr(self, "tokenizer", None), "eos_token_id", None))
         )
+        check_rollout(rollout_samples)
         padded = pad_rollout_samples(rollout_samples, multiple, eos_token_id=eos)
         return original(self, padded)
 
     return split_rollout_samples
+
+
+def check_rollout(samples: Sequence[Any]) -> None:
+    """The rollout OpenRLHF generated, checked against ``install(schema=)``'s schema in
+    OpenRLHF's layout (`trajschema.openrlhf.layout`) when ``install(mode=)`` makes a check due:
+    the figures of `trajschema.runtime.check_metrics` and the violations wait in
+    ``settings["figures"]`` / ``["found"]`` for the step's statistics (and its audit, whose
+    ``trajschema/violations`` they join); a rollout with violations is logged (logger ``trajschema.openrlhf``),
+    or with ``strict=True`` raises `SchemaError` before anything is padded or tagged."""
+    mode = due_mode(settings) if settings else None
+    if mode is None:
+        return
+    from trajschema.openrlhf.layout import experience_violations  # the layout room sits above this one
+
+    schema = schema_of(None)
+    start = time.perf_counter()
+    found = experience_violations(samples, schema=schema, depth=settings.get("depth", "shapes"))
+    settings["figures"] = check_metrics(found, time.perf_counter() - start)
+    settings["found"] = found
+    if not found:
+        settings["passed"] = settings.get("passed", False) or mode == "once"
+        return
+    error = SchemaError(found, schema_name=schema.name)
+    if settings.get("strict"):
+        error.add_note("trajschema.openrlhf: the rollout reached RemoteExperienceMaker.split_rollout_samples so")
+        raise error
+    _LOG.warning("trajschema.openrlhf: the rollout breaks schema %r:\n%s", schema.name, error)
 
 
 #: The experience maker's model groups (``async_run_method_batch`` deals each the batches) and their ``args`` sections.
@@ -169,8 +213,10 @@ def rollout_stats_for(original: Callable[..., Any]) -> Callable[..., Any]:
             if isinstance(e.attention_mask, torch.Tensor)
         )
         stats.update(padding_metrics(flags, tokens))
+        stats.update(settings.pop("figures", {}))
+        checked = settings.pop("found", None)
         if settings.get("audit", "report") != "off":
-            found = audit_experiences(experiences)
+            found = audit_experiences(experiences, violations=checked)
             stats.update(found.figures)
             if settings.get("audit") == "strict":
                 found.raise_if_broken()

@@ -4,27 +4,24 @@ TRL pads with its tokenizer's pad id, and with ``mask_truncated_completions=True
 a truncated completion's tokens, tool mask and sampling log-probs under an all-zero
 ``completion_mask``:
 [`grpo_layout`][trajschema.trl.grpo_layout] pins the one and lets those two fields' padded
-regions hold anything for the other. [`check_metrics`][trajschema.trl.check_metrics] turns
-what a check found into the ``trajschema/*`` figures the drop-in adds to TRL's metrics.
+regions hold anything for the other. [`check_metrics`][trajschema.trl.check_metrics] (the
+trainer base's, shared with ``trajschema.openrlhf``) turns what a check found into the
+``trajschema/*`` figures the drop-in adds to TRL's metrics.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
-from collections.abc import Sequence
 
-from trajschema.core import ANY, Layout, Violation, check_bool, check_int
+from trajschema.core import ANY, Layout, check_bool, check_int
 from trajschema.files import as_layout
+from trajschema.runtime import CHECK_METRICS, check_metrics
 
 __all__ = ["CHECK_METRICS", "TRL_LAYOUT", "check_metrics", "grpo_layout"]
 
 #: The packaged layout of the dict ``GRPOTrainer._generate_and_score_completions`` returns.
 TRL_LAYOUT = "trl_grpo"
-
-#: The figures every check adds (``trajschema/violations/<code>`` too, for each code found).
-CHECK_METRICS = ("trajschema/violations", "trajschema/bad_samples", "trajschema/check_ms")
 
 #: The fields whose padded region a row truncated under ``mask_truncated_completions`` fills
 #: with its tokens, its sampling log-probs, or zeros (``tool_mask``): TRL masks the row, not the tensors.
@@ -66,32 +63,3 @@ def _fitted(pad_token_id: int | None, truncation: bool) -> Layout:
         kept = {n: dataclasses.replace(layout.fields[n], pad=ANY) for n in _TRUNCATION_KEEPS}
         layout = dataclasses.replace(layout, fields={**layout.fields, **kept})
     return layout if pad_token_id is None else layout.with_pad_token(pad_token_id)
-
-
-def check_metrics(violations: Sequence[Violation], seconds: float) -> dict[str, float]:
-    """The ``trajschema/*`` figures of one checked batch.
-
-    Examples:
-        >>> import trajschema.trl
-        >>> v = ts.Violation(3, "advantages", "value", "finite", "nan", "advantages row 3: nan")
-        >>> figures = trajschema.trl.check_metrics([v], 0.002)
-        >>> sorted(figures)
-        ['trajschema/bad_samples', 'trajschema/check_ms', 'trajschema/violations', 'trajschema/violations/value']
-        >>> figures["trajschema/violations"], figures["trajschema/bad_samples"], figures["trajschema/check_ms"]
-        (1.0, 1.0, 2.0)
-
-    Args:
-        violations: what the check found.
-        seconds: what it cost.
-
-    ``trajschema/bad_samples`` counts the rows named by a violation (a violation of a whole
-    column, sample ``None``, names none).
-    """
-    codes = Counter(str(v.code) for v in violations)
-    figures = {
-        "trajschema/violations": float(len(violations)),
-        "trajschema/bad_samples": float(len({v.sample for v in violations if v.sample is not None})),
-        "trajschema/check_ms": 1000.0 * seconds,
-    }
-    figures.update({f"trajschema/violations/{c}": float(n) for c, n in sorted(codes.items())})
-    return figures

@@ -20,9 +20,9 @@ from typing import Any, Literal
 from trajschema.core import DEPTHS, SchemaError, check_bool
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
-from trajschema.runtime import check_mode, checks
+from trajschema.runtime import check_metrics, checks, due_mode
 from trajschema.schema import Schema
-from trajschema.trl.check import check_metrics, grpo_layout
+from trajschema.trl.check import grpo_layout
 
 __all__ = ["SUPPORTED_TRL_VERSIONS", "TRL_SIGNATURES", "install", "installed", "uninstall"]
 
@@ -118,17 +118,8 @@ def _replacement(target: Target) -> Any:
     return _generate_and_score_completions
 
 
-def _due() -> str | None:
-    """The mode this call checks in (the installed one, else the one in force), or ``None``
-    when it does not check (``"never"``; ``"once"`` after a check made in that mode passed)."""
-    mode = settings.get("mode") or check_mode()
-    if mode == "always" or (mode == "once" and not settings.get("passed", False)):
-        return mode
-    return None
-
-
 def _check(trainer: Any, batch: Any) -> None:
-    mode = _due() if settings else None
+    mode = due_mode(settings) if settings else None
     if mode is None:
         return
     schema: Schema = settings["schema"]
