@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import trajschema as ts
 import trajschema.openrlhf as to
 from tests.openrlhf_support import EOS, args_for, rollout
 
@@ -89,7 +90,7 @@ def test_bad_is_padding_tags_are_refused(samples) -> None:
 
 def test_a_sample_without_a_real_token_is_refused(samples) -> None:
     samples[0].attention_mask = torch.zeros_like(samples[0].attention_mask)
-    with pytest.raises(ValueError, match="row 0 has no real token"):
+    with pytest.raises(ts.SchemaError, match="attention_mask row 0: has no real token"):
         to.pad_rollout_samples(samples, 4)
     assert all("is_padding" not in s.info for s in samples)
 
@@ -110,7 +111,7 @@ def test_the_audit_flags_padding_rows_that_are_not_inert(openrlhf, samples) -> N
 
 def test_the_split_pads_with_installs_eos_even_when_it_is_0(samples) -> None:
     """``install(eos_token_id=0)`` wins over the tokenizer's EOS (0 is an id, not "not given")."""
-    from trajschema.openrlhf.pad import settings
+    from trajschema.openrlhf.experience import settings
     from trajschema.openrlhf.trainer import split_for
 
     split = split_for(lambda self, rollout: rollout)
@@ -122,3 +123,94 @@ def test_the_split_pads_with_installs_eos_even_when_it_is_0(samples) -> None:
         settings.clear()
     assert padded[3].sequences.tolist() == [[0] * 5]
     assert split(maker, samples)[3].sequences.tolist() == [[EOS] * 5]  # not installed: the tokenizer's
+
+
+# -- what a hostile rollout gets: a typed error naming the field, nothing tagged ------------
+
+
+@pytest.mark.parametrize(
+    ("mask", "match"),
+    [
+        (torch.ones(1, 9, dtype=torch.long), r"attention_mask .* must be \(1, 5\), found int64\[1, 9\]"),
+        (torch.full((1, 5), 2, dtype=torch.long), "attention_mask row 0: holds values other than 0 and 1"),
+        (torch.full((1, 5), float("nan")), "attention_mask .* must be 0/1 integers, found float32"),
+        (torch.ones(1, 5, dtype=torch.long, device="meta"), r"attention_mask .* found int64\[1, 5\] meta"),
+        (torch.nested.nested_tensor([torch.ones(5, dtype=torch.long)]), "attention_mask .* found int64 nested"),
+    ],
+    ids=["wider-than-sequences", "values-2", "nan", "meta", "nested"],
+)
+def test_a_malformed_attention_mask_is_named_and_nothing_is_tagged(samples, mask, match) -> None:
+    samples[0].attention_mask = mask
+    with pytest.raises(ts.SchemaError, match=match):
+        to.pad_rollout_samples(samples, 4)
+    assert all("is_padding" not in s.info for s in samples)
+
+
+def test_a_nested_episode_field_is_named(samples) -> None:
+    samples[0].rewards = torch.nested.nested_tensor([torch.ones(1)])
+    with pytest.raises(ts.SchemaError, match=r"experience.rewards .* must be \(1, \.\.\.\), found float32 nested"):
+        to.pad_rollout_samples(samples, 4)
+
+
+@pytest.mark.parametrize(("dtype", "eos"), [(torch.int32, 2**31 + 1), (torch.uint8, 300)])
+def test_an_eos_the_sequences_dtype_cannot_hold_is_refused_not_wrapped(samples, dtype, eos) -> None:
+    samples[0].sequences = samples[0].sequences.to(dtype)
+    with pytest.raises(ValueError, match=f"eos_token_id {eos} does not fit experience.sequences' dtype"):
+        to.pad_rollout_samples(samples, 4, eos_token_id=eos)
+    assert all("is_padding" not in s.info for s in samples)
+
+
+def test_a_schema_with_only_input_ids_pads_response_less_rows(samples, tmp_path) -> None:
+    path = tmp_path / "ids.yaml"
+    path.write_text(
+        "name: ids\ndims:\n  prompt: {min: 1}\n  response: {min: 0}\n  seq: prompt + response\n"
+        "fields:\n  input_ids: {shape: [seq], dtype: int64, pad: eos}\n"
+    )
+    padded = to.pad_rollout_samples(samples, 4, schema=ts.load_schema(str(path)))
+    assert padded[3].sequences.tolist() == [[EOS] * 5] and not padded[3].action_mask.any()
+
+
+@pytest.mark.parametrize(
+    ("breakage", "match"),
+    [
+        ("ds", "args has no ds.ring_attn_size"),
+        ("train.dynamic_batch_enable", "args has no train.dynamic_batch_enable"),
+        ("actor.num_nodes", "args has no actor.num_nodes"),
+    ],
+)
+def test_pad_multiple_names_what_args_lacks(breakage, match) -> None:
+    args = args_for()
+    owner, _, name = breakage.rpartition(".")
+    delattr(args if not owner else getattr(args, owner), name)
+    with pytest.raises(TypeError, match=match):
+        to.pad_multiple(args)
+    with pytest.raises(TypeError, match="groups must be a sequence of args section names, found str"):
+        to.pad_multiple(args_for(), groups="actor")
+
+
+def test_padding_before_a_real_row_is_refused(samples) -> None:
+    samples[1].info["is_padding"] = torch.ones(1, dtype=torch.bool)
+    with pytest.raises(ValueError, match=r"samples\[2\] row 0 is real but comes after padding \(samples\[1\] row 0\)"):
+        to.pad_rollout_samples(samples, 4)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("advantages", torch.tensor(0.0), r"experience.advantages must be a \(B, \.\.\.\) tensor .* found float32\[\]"),
+        ("action_mask", torch.zeros(1, 4, device="meta"), r"experience.action_mask .* found float32\[1, 4\] meta"),
+        ("advantages", torch.nested.nested_tensor([torch.zeros(4)]), "experience.advantages .* found float32 nested"),
+    ],
+    ids=["0d-advantages", "meta-action-mask", "nested-advantages"],
+)
+def test_the_audit_names_a_column_it_cannot_read(samples, field, value, match) -> None:
+    samples[0].info["is_padding"] = torch.ones(1, dtype=torch.bool)
+    setattr(samples[0], field, value)
+    with pytest.raises(TypeError, match=match):
+        to.audit_experiences([samples[0]])
+
+
+def test_a_meta_padding_tag_is_refused(samples) -> None:
+    samples[0].info["is_padding"] = torch.zeros(1, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match=r"must hold one bool per row \(1\), found bool\[1\] meta"):
+        to.padding_flags(samples[0])

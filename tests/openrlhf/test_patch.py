@@ -4,6 +4,7 @@ the signature pins, the by-name binding in ``ppo_trainer``, refusals that patch 
 from __future__ import annotations
 
 import importlib
+import pickle
 
 import pytest
 
@@ -92,3 +93,18 @@ def test_bad_arguments_are_refused_before_anything_is_patched(openrlhf, kwargs, 
     with pytest.raises(error, match=match):
         to.install(**kwargs)
     assert not to.installed()
+
+
+def test_an_eos_no_tensor_can_hold_is_refused_at_install(openrlhf) -> None:
+    with pytest.raises(ValueError, match="eos_token_id"):
+        to.install(eos_token_id=2**64)
+    assert not to.installed()
+
+
+def test_the_replaced_methods_pickle_by_reference_as_openrlhfs_own(openrlhf) -> None:
+    maker = openrlhf.experience_maker.RemoteExperienceMaker
+    to.install()
+    assert pickle.loads(pickle.dumps(maker.split_rollout_samples)) is maker.split_rollout_samples
+    assert (
+        pickle.loads(pickle.dumps(openrlhf.experience.balance_experiences)) is openrlhf.experience.balance_experiences
+    )

@@ -139,3 +139,21 @@ def test_rollout_with_no_real_sample_is_refused(openrlhf, monkeypatch) -> None:
     with pytest.raises(ValueError, match="first sample must be a real one"):
         step.run(samples)
     assert step.stored() == [[], []]
+
+
+def test_a_padding_sample_before_a_real_one_is_refused_before_any_forward(openrlhf, monkeypatch) -> None:
+    to.install(mode="never")
+    step = TrainStep(openrlhf, args_for(actors=2), monkeypatch)
+    samples = rollout(openrlhf, LENGTHS[:3], REWARDS[:3])
+    samples[1].info["is_padding"] = torch.ones(1, dtype=torch.bool)
+    with pytest.raises(ValueError, match="comes after padding"):
+        step.run(samples)
+    assert step.made == []
+
+
+def test_balancing_skips_an_experience_with_no_row(openrlhf) -> None:
+    to.install()
+    real = rollout(openrlhf, LENGTHS[:1], REWARDS[:1])[0]
+    empty = openrlhf.experience.Experience(sequences=torch.zeros(0, 5, dtype=torch.long), info={})
+    balanced = openrlhf.experience.balance_experiences([empty, real], args_for(actors=2))
+    assert sum(int(e.sequences.shape[0]) for e in balanced) == 2  # the real row and one padding row

@@ -17,13 +17,9 @@ from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
     from trajschema.openrlhf.audit import audit_experiences
+    from trajschema.openrlhf.experience import padding_flags
     from trajschema.openrlhf.layout import experience_samples, experience_violations
-    from trajschema.openrlhf.pad import (
-        pad_multiple,
-        pad_rollout_samples,
-        padding_experiences,
-        padding_flags,
-    )
+    from trajschema.openrlhf.pad import pad_multiple, pad_rollout_samples, padding_experiences
     from trajschema.openrlhf.patch import (
         OPENRLHF_SIGNATURES,
         SUPPORTED_OPENRLHF_VERSIONS,
@@ -51,7 +47,8 @@ __all__ = [
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.openrlhf.audit": ("audit_experiences",),
     "trajschema.openrlhf.layout": ("experience_samples", "experience_violations"),
-    "trajschema.openrlhf.pad": ("pad_multiple", "pad_rollout_samples", "padding_experiences", "padding_flags"),
+    "trajschema.openrlhf.experience": ("padding_flags",),
+    "trajschema.openrlhf.pad": ("pad_multiple", "pad_rollout_samples", "padding_experiences"),
     "trajschema.openrlhf.patch": (
         "OPENRLHF_SIGNATURES",
         "SUPPORTED_OPENRLHF_VERSIONS",

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from trajschema.core import Violation
-from trajschema.openrlhf.pad import padding_flags
+from trajschema.openrlhf.experience import padding_flags, shown
 from trajschema.runtime import StepAudit, audit_step, combine_audits
 
 __all__ = ["MASKS", "OUTPUTS", "audit_experiences"]
@@ -34,12 +34,16 @@ def audit_experiences(experiences: Sequence[Any], *, violations: Sequence[Violat
     step's rollout check found (``install(mode=)``), count in ``trajschema/violations``.
 
     Raises:
-        TypeError, ValueError: an experience is no ``Experience``, or its
-            ``info["is_padding"]`` is not one bool per row (`padding_flags`).
+        TypeError: an experience is no ``Experience``, or a column the audit reads
+            (``attention_mask``, ``action_mask``, ``advantages``, ``returns``) is no ``(B, ...)``
+            tensor holding its values.
+        ValueError: its ``info["is_padding"]`` is not one bool per row (`padding_flags`).
     """
     parts = [audit_step([], violations=violations)] if violations else []
     for exp in experiences:
         flags = padding_flags(exp)
+        for name in ("attention_mask", *MASKS, *OUTPUTS):
+            _check_column(exp, name, len(flags))
         parts.append(
             audit_step(
                 flags,
@@ -49,6 +53,24 @@ def audit_experiences(experiences: Sequence[Any], *, violations: Sequence[Violat
             )
         )
     return combine_audits(parts)
+
+
+def _check_column(exp: Any, name: str, rows: int) -> None:
+    value = getattr(exp, name, None)
+    if value is None:
+        return
+    if (
+        not isinstance(value, torch.Tensor)
+        or value.is_nested
+        or value.is_meta
+        or value.layout != torch.strided
+        or value.dim() < 1
+        or value.shape[0] != rows
+    ):
+        raise TypeError(
+            f"experience.{name} must be a (B, ...) tensor holding its values with one row per sample ({rows}), "
+            f"found {shown(value)}"
+        )
 
 
 def _tensor(exp: Any, name: str) -> torch.Tensor | None:

@@ -41,7 +41,7 @@ import torch
 from trajschema.check import check_batch
 from trajschema.core import DEPTHS, Violation, ViolationCode
 from trajschema.dense import relaxed_plan
-from trajschema.openrlhf.pad import (
+from trajschema.openrlhf.experience import (
     EPISODE_FIELDS,
     IS_PADDING,
     STEP_FIELDS,
@@ -52,7 +52,7 @@ from trajschema.openrlhf.pad import (
 )
 from trajschema.schema import Schema
 
-__all__ = ["HELD", "experience_samples", "experience_violations"]
+__all__ = ["HELD", "Rows", "experience_samples", "experience_violations", "read_layout"]
 
 #: Each schema field an ``Experience`` holds, and the ``Experience`` field it is read from.
 HELD = {
@@ -69,7 +69,7 @@ ACTION_FIELDS = STEP_FIELDS[2:]
 
 
 @dataclasses.dataclass
-class _Rows:
+class Rows:
     """What the layout checks of one ``Experience`` read: per row its real tokens ``L`` and
     first action position ``f`` (``L - 1`` when it has none), and the rows too broken to read."""
 
@@ -116,7 +116,7 @@ def experience_samples(experience: Any, *, schema: Schema | None = None) -> list
     from trajschema.core import SchemaError
 
     chosen = schema_of(schema)
-    rows = _layout(experience, 0)
+    rows = read_layout(experience, 0)
     broken = [v for v in rows.found if v.code in ("mask", "shape")]
     if broken:
         raise SchemaError(broken, schema_name=chosen.name)
@@ -138,7 +138,7 @@ def _read_all(
     at: list[int] = []  # the global row of each sample
     base = 0
     for exp in items:
-        rows = _layout(exp, base)
+        rows = read_layout(exp, base)
         found += rows.found
         flags = _flags(exp, base, found)
         found += _padding_actions(exp, flags, rows.broken, base)
@@ -189,7 +189,7 @@ def _translate(seen: list[Violation], rows: list[int]) -> list[Violation]:
     return out
 
 
-def _sample(exp: Any, i: int, rows: _Rows, names: frozenset[str]) -> dict[str, Any]:
+def _sample(exp: Any, i: int, rows: Rows, names: frozenset[str]) -> dict[str, Any]:
     """Row ``i`` as the schema's fields (views of the experience's tensors; a bool mask as int64)."""
     length, first = rows.lengths[i], rows.firsts[i]
     ids = exp.sequences[i, :length]
@@ -207,7 +207,7 @@ def _ints(mask: torch.Tensor) -> torch.Tensor:
     return mask.to(torch.int64) if mask.dtype == torch.bool else mask
 
 
-def _layout(exp: Any, base: int) -> _Rows:
+def read_layout(exp: Any, base: int = 0) -> Rows:
     """The layout's rules on one experience (module docstring), and each readable row's ``L`` and ``f``."""
     experience_rows(exp)
     n, width = exp.sequences.shape
@@ -217,7 +217,7 @@ def _layout(exp: Any, base: int) -> _Rows:
     if not any(v.code == "shape" for v in found):
         found += _zeros(exp, lengths, firsts, broken, base)
         found += _episode(exp, lengths, firsts, broken, base)
-    return _Rows(lengths, firsts, broken, found)
+    return Rows(lengths, firsts, broken, found)
 
 
 def _shapes(exp: Any, n: int, width: int, base: int) -> list[Violation]:

@@ -1,11 +1,6 @@
 """OpenRLHF 0.11.2's rollout, padded: schema-derived padding ``Experience``s and the multiple they fill to.
 
-OpenRLHF hands its rollout around as a list of ``Experience`` dataclasses (one sample each
-as the sample generator makes them; batches after ``split_rollout_samples``): the step
-fields (``sequences``, ``attention_mask`` over the ``S`` tokens; ``action_mask`` and the
-per-action tensors over the ``S - 1`` positions after the first) right-padded to the
-longest sample of a batch, the episode fields one value per sample, the per-sample logs in
-``info``. A padding experience is one such sample made from the schema's padding sample
+A padding experience is one such sample made from the schema's padding sample
 ([`Schema.padding`][trajschema.Schema.padding]): EOS tokens, an attention mask of ones (a
 forward pass sees a non-empty row), a zero ``action_mask`` (no loss token), zero rewards,
 scores, advantages and returns, and ``info["is_padding"] = True``.
@@ -20,97 +15,26 @@ from typing import Any
 
 import torch
 
-from trajschema.core import check_int
-from trajschema.load import load_schema
+from trajschema.core import SchemaError, check_bool, check_int, fits_dtype
+from trajschema.openrlhf.experience import (
+    EPISODE_FIELDS,
+    IS_PADDING,
+    STEP_FIELDS,
+    experience_rows,
+    padding_flags,
+    schema_of,
+    settings,
+    shown,
+)
+from trajschema.openrlhf.layout import read_layout
 from trajschema.schema import Schema
 
-__all__ = [
-    "EPISODE_FIELDS",
-    "STEP_FIELDS",
-    "mark_real",
-    "pad_multiple",
-    "pad_rollout_samples",
-    "padding_experiences",
-    "padding_flags",
-    "real_count",
-    "settings",
-]
+__all__ = ["mark_real", "pad_multiple", "pad_rollout_samples", "padding_experiences", "real_count"]
 
-#: What ``install()`` was given (``schema``, ``eos_token_id``, ``audit``): process-wide.
-settings: dict[str, Any] = {}
-
-#: ``Experience``'s fields over the tokens (``sequences``, ``attention_mask``) or the
-#: actions, right-padded by OpenRLHF (``tensor_field("step")``).
-STEP_FIELDS = (
-    "sequences",
-    "attention_mask",
-    "action_mask",
-    "action_log_probs",
-    "base_action_log_probs",
-    "rollout_log_probs",
-    "values",
-    "returns",
-    "advantages",
-    "kl",
-)
-#: ``Experience``'s per-sample fields (``tensor_field("episode")``).
-EPISODE_FIELDS = ("rewards", "scores", "response_length", "truncated", "total_length")
 #: The per-sample list fields, and what a padding sample holds in each.
 _LIST_FIELDS = {"prompts": "", "labels": "", "images": None, "mm_train_inputs": None}
 #: The step fields a padding experience takes from the schema's padding sample (by its field).
 _FROM_SAMPLE = {"action_mask": "response_mask", "rollout_log_probs": "rollout_log_probs"}
-#: The info key every experience carries under ``install()``.
-IS_PADDING = "is_padding"
-
-
-def padding_flags(experience: Any) -> list[bool]:
-    """Each row's ``info["is_padding"]`` (all ``False`` when the experience has none).
-
-    Raises:
-        TypeError: ``experience`` is no OpenRLHF ``Experience`` (no ``sequences`` tensor, no ``info`` dict).
-        ValueError: ``info["is_padding"]`` does not hold one bool per row.
-
-    Examples:
-        >>> padding_flags(experience)  # doctest: +SKIP
-        [False, False, True]
-    """
-    rows = experience_rows(experience)
-    flags = experience.info.get(IS_PADDING)
-    if flags is None:
-        return [False] * rows
-    if isinstance(flags, torch.Tensor):
-        values = flags.reshape(-1).tolist() if flags.dim() <= 1 else None
-    elif isinstance(flags, (list, tuple)):
-        values = [bool(f) if isinstance(f, torch.Tensor) and f.numel() == 1 else f for f in flags]
-    else:
-        values = None
-    if values is None or len(values) != rows or not all(isinstance(v, bool) for v in values):
-        raise ValueError(f"experience.info['is_padding'] must hold one bool per row ({rows}), found {shown(flags)}")
-    return values
-
-
-def experience_rows(experience: Any) -> int:
-    """The rows of an ``Experience`` (its ``(B, S)`` ``sequences``), refusing anything else with a ``TypeError``."""
-    seqs = getattr(experience, "sequences", None)
-    if not dataclasses.is_dataclass(experience) or not isinstance(seqs, torch.Tensor) or seqs.dim() != 2:
-        raise TypeError(
-            "expected an OpenRLHF Experience with a (B, S) sequences tensor, found "
-            f"{type(experience).__name__} with sequences {shown(seqs)}"
-        )
-    if seqs.is_nested or seqs.is_meta:
-        raise TypeError(f"experience.sequences must hold its values (a strided tensor), found {shown(seqs)}")
-    if not isinstance(getattr(experience, "info", None), dict):
-        raise TypeError(f"experience.info must be a dict, found {shown(getattr(experience, 'info', None))}")
-    return int(seqs.shape[0])
-
-
-def shown(value: Any) -> str:
-    """A value as a message shows it: a tensor's dtype and shape (``nested``/``meta`` said), else its type."""
-    if isinstance(value, torch.Tensor):
-        kind = " nested" if value.is_nested else " meta" if value.is_meta else ""
-        shape = "" if value.is_nested else str(list(value.shape))
-        return f"{str(value.dtype).removeprefix('torch.')}{shape}{kind}"
-    return type(value).__name__ if not isinstance(value, (bool, int, float, str)) else repr(value)
 
 
 def mark_real(experiences: Iterable[Any]) -> None:
@@ -139,24 +63,34 @@ def pad_multiple(args: Any, *, groups: Sequence[str] = ("actor",)) -> int:
     Raises:
         TypeError / ValueError: a size ``args`` gives is no int >= 1.
     """
-    ds = args.ds
-    split = check_int("ds.ring_attn_size", ds.ring_attn_size, minimum=1) * check_int(
-        "ds.tensor_parallel_size", ds.tensor_parallel_size, minimum=1
-    )
+    if isinstance(groups, str) or not isinstance(groups, Sequence):
+        raise TypeError(f"groups must be a sequence of args section names, found {type(groups).__name__} {groups!r}")
+    split = _size(args, "ds.ring_attn_size") * _size(args, "ds.tensor_parallel_size")
     per_actor = 1
-    if not args.train.dynamic_batch_enable:
-        per_actor = math.lcm(
-            check_int("rollout.micro_batch_size", args.rollout.micro_batch_size, minimum=1),
-            check_int("train.micro_batch_size", args.train.micro_batch_size, minimum=1),
-        )
+    if not check_bool("train.dynamic_batch_enable", _setting(args, "train.dynamic_batch_enable")):
+        per_actor = math.lcm(_size(args, "rollout.micro_batch_size"), _size(args, "train.micro_batch_size"))
     multiple = 1
     for name in groups:
-        group = getattr(args, name)
-        gpus = check_int(f"{name}.num_nodes", group.num_nodes, minimum=1) * check_int(
-            f"{name}.num_gpus_per_node", group.num_gpus_per_node, minimum=1
-        )
+        gpus = _size(args, f"{name}.num_nodes") * _size(args, f"{name}.num_gpus_per_node")
         multiple = math.lcm(multiple, max(gpus // split, 1) * per_actor)
     return multiple
+
+
+def _setting(args: Any, path: str) -> Any:
+    """``args.<path>`` (dotted), or a ``TypeError`` naming the missing part."""
+    value = args
+    for part in path.split("."):
+        value = getattr(value, part, _MISSING)
+        if value is _MISSING:
+            raise TypeError(f"args has no {path} (OpenRLHF's args, as cli/train_ppo_ray.py builds them)")
+    return value
+
+
+def _size(args: Any, path: str) -> int:
+    return check_int(path, _setting(args, path), minimum=1)
+
+
+_MISSING = object()
 
 
 def padding_experiences(
@@ -190,46 +124,39 @@ def padding_experiences(
         ValueError: ``count`` < 0; ``like``'s row 0 has no real token.
     """
     count = check_int("count", count)
-    rows = experience_rows(like)
-    _check_fields(like, rows)
     chosen = schema_of(schema)
-    mask = like.attention_mask
-    length = int(mask[0].sum()) if isinstance(mask, torch.Tensor) else int(like.sequences.shape[1])
-    if length < 1:
-        raise ValueError("like's row 0 has no real token (its attention_mask is all 0): nothing to shape padding on")
+    length = _real_length(like, chosen)
     eos = _eos(like, length, eos_token_id)
     dims = {"prompt": max(1, length - 1), "response": 1}
     made = chosen.padding(count, eos_token_id=eos, dims=dims).samples if count else []
     return [_experience(like, sample) for sample in made]
 
 
-def schema_of(schema: Schema | None) -> Schema:
-    """``schema``, else ``install(schema=)``'s, else ``text``."""
-    chosen = schema if schema is not None else settings.get("schema")
-    chosen = chosen if chosen is not None else load_schema("text")
-    if not isinstance(chosen, Schema):
-        raise TypeError(f"schema must be a trajschema.Schema, found {type(chosen).__name__}")
-    return chosen
-
-
 def _eos(like: Any, length: int, given: int | None) -> int:
     eos = given if given is not None else settings.get("eos_token_id")
     if eos is None:
         eos = int(like.sequences[0, length - 1])
-    return check_int("eos_token_id", eos, minimum=0)
+    eos = check_int("eos_token_id", eos, minimum=0)
+    if not fits_dtype(eos, like.sequences.dtype):
+        raise ValueError(
+            f"eos_token_id {eos} does not fit experience.sequences' dtype "
+            f"({str(like.sequences.dtype).removeprefix('torch.')}): padding tokens would wrap"
+        )
+    return eos
 
 
-def _check_fields(like: Any, rows: int) -> None:
-    for name in (*STEP_FIELDS, *EPISODE_FIELDS):
-        value = getattr(like, name, None)
-        if value is None:
-            continue
-        ndim = 2 if name in STEP_FIELDS else 1
-        if not isinstance(value, torch.Tensor) or value.dim() < ndim or value.shape[0] != rows:
-            raise TypeError(
-                f"experience.{name} must be a tensor of {ndim}+ dims with one row per sample ({rows}), "
-                f"found {shown(value)}"
-            )
+def _real_length(like: Any, schema: Schema) -> int:
+    """Row 0's real tokens, once ``like``'s layout (`trajschema.openrlhf.layout.read_layout`)
+    is sound where padding is shaped on it: every field's shape, row 0's masks."""
+    rows = read_layout(like)
+    if not rows.lengths:
+        raise ValueError("like has no row: padding experiences are shaped on its row 0")
+    bad = [v for v in rows.found if v.code in ("mask", "shape") and v.sample in (None, 0)]
+    if bad:
+        error = SchemaError(bad, schema_name=schema.name)
+        error.add_note("trajschema.openrlhf: padding experiences are shaped on the first real sample (row 0)")
+        raise error
+    return rows.lengths[0]
 
 
 def _experience(like: Any, sample: Mapping[str, Any]) -> Any:
@@ -239,8 +166,8 @@ def _experience(like: Any, sample: Mapping[str, Any]) -> Any:
     none); ``action_mask`` and ``rollout_log_probs`` the sample's ``response_mask`` and
     ``rollout_log_probs`` on the next-token positions of the response, 0 before; every
     other per-action field 0."""
-    ids = torch.cat([sample["prompts"], sample["responses"]])
-    seq, first = ids.numel(), sample["prompts"].numel() - 1
+    ids, first = _ids(sample)
+    seq = ids.numel()
     out: dict[str, Any] = {}
     for f in dataclasses.fields(like):
         value = getattr(like, f.name)
@@ -265,6 +192,19 @@ def _experience(like: Any, sample: Mapping[str, Any]) -> Any:
         elif f.name != "index":
             out[f.name] = None if value is None else type(value)()
     return type(like)(**out)
+
+
+def _ids(sample: Mapping[str, Any]) -> tuple[torch.Tensor, int]:
+    """The padding sample's tokens and the position its response starts after (``prompts`` then
+    ``responses``; a schema with only ``input_ids`` gets a response-less row)."""
+    if isinstance(sample.get("prompts"), torch.Tensor) and isinstance(sample.get("responses"), torch.Tensor):
+        return torch.cat([sample["prompts"], sample["responses"]]), sample["prompts"].numel() - 1
+    if isinstance(sample.get("input_ids"), torch.Tensor):
+        return sample["input_ids"], sample["input_ids"].numel() - 1
+    raise TypeError(
+        "the schema's padding sample has no prompts and responses, nor input_ids: "
+        f"OpenRLHF's sequences cannot be made from its fields ({', '.join(sorted(sample))})"
+    )
 
 
 def _padding_info(info: dict[str, Any]) -> dict[str, Any]:
@@ -318,12 +258,24 @@ def pad_rollout_samples(
     kinds = {type(s) for s in samples}
     if len(kinds) > 1:
         raise TypeError(f"samples must be Experiences of one class, found {sorted(k.__name__ for k in kinds)}")
-    first = padding_flags(samples[0])
-    if first and first[0]:
-        raise ValueError("samples[0] row 0 is padding: the first sample must be a real one (padding comes last)")
+    _padding_last(samples)
     padding = padding_experiences(samples[0], (-sum(rows)) % multiple, schema=schema, eos_token_id=eos_token_id)
     mark_real(samples)
     return [*samples, *padding]
+
+
+def _padding_last(samples: Sequence[Any]) -> None:
+    """Refuse a rollout that leads with a padding row, or has a real row after one."""
+    rows = [(i, row, flag) for i, sample in enumerate(samples) for row, flag in enumerate(padding_flags(sample))]
+    if rows and rows[0][2]:
+        raise ValueError("samples[0] row 0 is padding: the first sample must be a real one (padding comes last)")
+    first = next(((i, row) for i, row, flag in rows if flag), None)
+    late = next(((i, row) for i, row, flag in rows if first and not flag and (i, row) > first), None)
+    if first and late:
+        raise ValueError(
+            f"samples[{late[0]}] row {late[1]} is real but comes after padding (samples[{first[0]}] row "
+            f"{first[1]}): padding comes last, after every real row"
+        )
 
 
 def real_count(experiences: Iterable[Any]) -> int:

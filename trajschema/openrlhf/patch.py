@@ -15,7 +15,7 @@ from typing import Any, Literal
 from trajschema.core import DEPTHS, check_bool, check_int
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
-from trajschema.openrlhf.pad import settings
+from trajschema.openrlhf.experience import settings
 from trajschema.openrlhf.trainer import advantages_for, balance_for, rollout_stats_for, split_for
 from trajschema.runtime import audit_mode, checks
 from trajschema.schema import Schema
@@ -118,7 +118,7 @@ def install(
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
     given = {
         "schema": None if schema is None else resolve_schema(schema),
-        "eos_token_id": None if eos_token_id is None else check_int("eos_token_id", eos_token_id),
+        "eos_token_id": None if eos_token_id is None else check_int("eos_token_id", eos_token_id, maximum=2**63 - 1),
         "audit": audit_mode(audit),
         "mode": None if mode is None else checks(mode).mode,  # validated where check modes are
         "strict": check_bool("strict", strict),

@@ -12,6 +12,7 @@ balanced batch when a rollout reached it unpadded.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -21,14 +22,9 @@ import torch
 
 from trajschema.core import SchemaError
 from trajschema.dropin import padding_metrics, real_and_padding, zeros_on_padding
-from trajschema.openrlhf.pad import (
-    pad_multiple,
-    pad_rollout_samples,
-    padding_experiences,
-    padding_flags,
-    schema_of,
-    settings,
-)
+from trajschema.openrlhf.experience import padding_flags, schema_of, settings
+from trajschema.openrlhf.layout import experience_violations
+from trajschema.openrlhf.pad import pad_multiple, pad_rollout_samples, padding_experiences
 from trajschema.runtime import check_metrics, due_mode
 
 _LOG = logging.getLogger("trajschema.openrlhf")
@@ -52,6 +48,7 @@ def split_for(original: Callable[..., Any]) -> Callable[..., Any]:
     padded (`pad_rollout_samples`) to the multiple every model group and micro-batch needs,
     then OpenRLHF's own split."""
 
+    @functools.wraps(original)
     def split_rollout_samples(self: Any, rollout_samples: Any) -> Any:
         groups = [name for name, attr in _GROUPS if getattr(self, attr, None) is not None]
         multiple = pad_multiple(self.args, groups=groups or ("actor",))
@@ -78,8 +75,6 @@ def check_rollout(samples: Sequence[Any]) -> None:
     mode = due_mode(settings) if settings else None
     if mode is None:
         return
-    from trajschema.openrlhf.layout import experience_violations  # the layout room sits above this one
-
     schema = schema_of(None)
     start = time.perf_counter()
     found = experience_violations(samples, schema=schema, depth=settings.get("depth", "shapes"))
@@ -153,6 +148,7 @@ def advantages_for(original: Callable[..., Any]) -> Callable[..., Any]:
     ``returns``, ``rewards`` and the per-row ``info`` it adds come back with exact zeros on
     the padding rows."""
 
+    @functools.wraps(original)
     def compute_advantages_and_returns(self: Any, experiences: Any) -> Any:
         if not any(any(padding_flags(e)) for e in experiences):
             return original(self, experiences)
@@ -202,6 +198,7 @@ def rollout_stats_for(original: Callable[..., Any]) -> Callable[..., Any]:
     ``padding/samples``, ``padding/tokens``, ``padding/share``, and the step audit's
     ``trajschema/*`` figures (`trajschema.openrlhf.audit`)."""
 
+    @functools.wraps(original)
     def _compute_rollout_stats(self: Any, experiences: Any, **ray: Any) -> Any:
         from trajschema.openrlhf.audit import audit_experiences  # the audit room sits above this one
 
@@ -230,13 +227,14 @@ def balance_for(original: Callable[..., Any]) -> Callable[..., Any]:
     actors it deals them to, for a rollout that reached it unpadded (one not split by
     ``split_rollout_samples``): every actor then gets the same count."""
 
+    @functools.wraps(original)
     def balance_experiences(experiences: Any, args: Any) -> Any:
         experiences = list(experiences)
         if experiences:
             rows = sum(int(e.sequences.shape[0]) for e in experiences)
             short = (-rows) % pad_multiple(_dynamic(args))
             if short:
-                first = next((e for e in experiences if not padding_flags(e)[0]), experiences[0])
+                first = next((e for e in experiences if (f := padding_flags(e)) and not f[0]), experiences[0])
                 experiences.extend(padding_experiences(first, short))
         return original(experiences, args)
 
