@@ -4,19 +4,26 @@ a ``BasePPOTrainer.train_step`` driven on CPU in the order OpenRLHF's own step r
 Only OpenRLHF's batch layer imports on CPU: the experience maker and the trainer import
 ``openrlhf.models`` (flash-attn, deepspeed), the launcher and the sample generator import
 vLLM. So the modules under test (``experience_maker``, ``ppo_trainer``, ``launcher``,
-``samples_generator``) are imported unchanged from the installed OpenRLHF with
+``samples_generator``, ``ppo_actor``) are imported unchanged from the installed OpenRLHF with
 **stand-ins for those imports only** (`STAND_INS`): ``deepspeed`` (an empty module:
 ``models/utils.py`` uses it only inside a function no test calls), ``openrlhf.models``
-(the package without its ``__init__``, so ``models/utils.py`` loads from its file; its
-``Actor`` and ``get_llm_for_sequence_regression`` are never called),
-``openrlhf.utils.deepspeed`` (``DeepspeedStrategy``, an annotation), ``openrlhf.datasets``
+(the package without its ``__init__``, so ``models/utils.py``, ``models/actor.py`` and
+``models/loss.py`` load from their files: ``Actor``, ``PolicyLoss`` and ``aggregate_loss``
+are OpenRLHF's own; ``get_llm_for_sequence_regression`` is never called),
+``openrlhf.utils.deepspeed`` (``DeepspeedStrategy``, an annotation, and its
+``deepspeed_utils`` offloading, never called), ``flash_attn`` (the ring-attention padding
+helpers ``models/ring_attn_utils.py`` imports; no test packs samples), ``openrlhf.datasets``
 (``PromptDataset``, ``blending_datasets``: the dataset preparation no test runs), vLLM's
 ``SamplingParams`` and ``openrlhf.trainer.ray.vllm_engine`` (its engine calls). In
 `TrainStep`, Ray's ``put``/``get`` are the identity (each model actor runs in this process)
 and the model actors' ``forward`` is a deterministic function of each row's own tokens; the
 split over actors is OpenRLHF's own ``RayActorGroup.async_run_method_batch`` and
 ``BaseModelActor.execute_batch``, and each actor's ``append`` is OpenRLHF's own
-``NaiveReplayBuffer.append``.
+``NaiveReplayBuffer.append``. In `ActorFit`, ``ActorPPOTrainer.ppo_train`` runs unchanged
+(its DataLoader, ``iter_grad_accum_global_norm``, ``training_step``, the metric merging) on
+a tiny randomly initialised Llama wrapped in OpenRLHF's own ``Actor``, with `Engine`
+standing in for the DeepSpeed strategy of one rank (``backward``, an ``optimizer_step``
+that records the gradient and leaves the weights, ``all_reduce`` the identity).
 
 A missing OpenRLHF skips the test that needs it, naming why; ``TRAJSCHEMA_REQUIRE_OPENRLHF=1``
 makes it fail instead.
@@ -47,7 +54,11 @@ UNDER_TEST = (
     "openrlhf.trainer.ppo_utils.experience_maker",
     "openrlhf.trainer.ppo_utils.samples_generator",
     "openrlhf.trainer.ppo_trainer",
+    "openrlhf.trainer.ray.ppo_actor",
 )
+#: The real model code ``ppo_actor`` takes from ``openrlhf.models`` (loaded from their files,
+#: under the package stand-in): the actor's forward pass, the policy loss, its aggregation.
+MODEL_CODE = {"openrlhf.models.actor": ("Actor",), "openrlhf.models.loss": ("PolicyLoss", "aggregate_loss")}
 
 
 def _module(name: str, path: Path | None = None, **attrs: Any) -> ModuleType:
@@ -74,7 +85,24 @@ def stand_ins(root: Path) -> dict[str, ModuleType]:
         "openrlhf.models": _module(
             "openrlhf.models", root / "models", Actor=_Unused, get_llm_for_sequence_regression=_Unused
         ),
-        "openrlhf.utils.deepspeed": _module("openrlhf.utils.deepspeed", DeepspeedStrategy=_Unused),
+        "openrlhf.utils.deepspeed": _module(
+            "openrlhf.utils.deepspeed", root / "utils" / "deepspeed", DeepspeedStrategy=_Unused
+        ),
+        "openrlhf.utils.deepspeed.deepspeed_utils": _module(
+            "openrlhf.utils.deepspeed.deepspeed_utils",
+            offload_deepspeed_states=_Unused,
+            reload_deepspeed_states=_Unused,
+        ),
+        "flash_attn": _module("flash_attn"),
+        "flash_attn.bert_padding": _module(
+            "flash_attn.bert_padding",
+            index_first_axis=_Unused,
+            pad_input=_Unused,
+            rearrange=_Unused,
+            unpad_input=_Unused,
+        ),
+        "flash_attn.utils": _module("flash_attn.utils"),
+        "flash_attn.utils.distributed": _module("flash_attn.utils.distributed", all_gather=_Unused),
         "openrlhf.datasets": _module("openrlhf.datasets", root / "datasets", PromptDataset=_Unused),
         "openrlhf.datasets.utils": _module("openrlhf.datasets.utils", blending_datasets=_Unused),
         "openrlhf.trainer.ray": _module("openrlhf.trainer.ray", root / "trainer" / "ray"),
@@ -99,8 +127,15 @@ def load() -> SimpleNamespace:
         pytest.skip(why)
     if not _LOADED:
         root = Path(sys.modules["openrlhf"].__file__).parent
+        import peft  # noqa: F401  (before the stand-in deepspeed: its availability check reads deepspeed's spec)
+        import transformers.integrations.deepspeed  # noqa: F401
+
         added = [name for name, module in stand_ins(root).items() if sys.modules.setdefault(name, module) is module]
         try:
+            for name, attrs in MODEL_CODE.items():
+                code = import_installed(name)
+                for attr in attrs:
+                    setattr(sys.modules["openrlhf.models"], attr, getattr(code, attr))
             for name in UNDER_TEST:
                 _LOADED[name.rpartition(".")[2]] = import_installed(name)
         finally:
@@ -268,3 +303,121 @@ class TrainStep:
             list(loader(a.buffer, batch_size=micro, shuffle=False, drop_last=True, collate_fn=a.buffer.collate_fn))
             for a in self.actors.actors
         ]
+
+
+# -- OpenRLHF's actor fit -------------------------------------------------------------------
+
+
+class Engine:
+    """The DeepSpeed strategy of one data-parallel rank, as ``ActorPPOTrainer`` uses it: the
+    loss scaled by ``1 / accumulated_gradient`` on ``backward``; ``optimizer_step`` records
+    the accumulated gradient at each window's end and zeroes it (the weights stay, so every
+    micro-batch is scored by the same model); ``all_reduce`` over a world of one."""
+
+    def __init__(self, args: SimpleNamespace, accumulated_gradient: int) -> None:
+        self.args, self.accumulated_gradient = args, accumulated_gradient
+        self.ring_attn_group, self.world_size, self.calls = None, 1, 0
+        self.gradients: list[dict[str, torch.Tensor]] = []
+
+    def is_rank_0(self) -> bool:
+        return True
+
+    def backward(self, loss: torch.Tensor, model: Any, optimizer: Any, **_: Any) -> None:
+        (loss / self.accumulated_gradient).backward()
+
+    def optimizer_step(self, optimizer: Any, model: Any, scheduler: Any, name: str = "model", **_: Any) -> None:
+        self.calls += 1
+        if self.calls % self.accumulated_gradient == 0:
+            self.gradients.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+            model.zero_grad(set_to_none=True)
+
+    def get_grad_norm(self, model: Any) -> float:
+        return 0.0
+
+    def all_reduce(self, data: Any, op: str = "mean") -> Any:
+        return data
+
+
+def actor_args(*, loss_agg_mode: str = "token-mean", kl_loss: bool = True, is_level: str = "off") -> SimpleNamespace:
+    """The parts of OpenRLHF's ``args`` the actor's ``ppo_train`` and ``training_step`` read
+    (``ds.tensor_parallel_size=2`` only turns the DataLoader's shuffling off, so the tests
+    know each micro-batch)."""
+    return SimpleNamespace(
+        train=SimpleNamespace(max_epochs=1, dynamic_batch_enable=False),
+        ds=SimpleNamespace(tensor_parallel_size=2, packing_samples=False),
+        actor=SimpleNamespace(aux_loss_coef=0.0, entropy_coef=0.01, loss_agg_mode=loss_agg_mode),
+        algo=SimpleNamespace(
+            advantage=SimpleNamespace(is_correction_level=is_level),
+            kl=SimpleNamespace(use_loss=kl_loss, init_coef=0.01, estimator="k3", unbiased_gradient=False),
+        ),
+    )
+
+
+def tiny_actor(mods: SimpleNamespace, seed: int = 0) -> Any:
+    """OpenRLHF's ``Actor`` around a 2-layer Llama of 40 tokens, initialised from ``seed``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
+    config._attn_implementation = "eager"
+    actor = sys.modules["openrlhf.models"].Actor(LlamaForCausalLM(config))
+    actor.packing_samples = False  # Actor(nn.Module) leaves it unset when given a model
+    return actor
+
+
+class ActorFit:
+    """``ActorPPOTrainer.ppo_train`` over ``experiences`` (batched, as ``train_step`` sends them to an
+    actor; OpenRLHF's own replay buffer ``append`` splits them) in micro-batches of ``micro``, in
+    that order, ``window`` micro-batches per optimizer step."""
+
+    def __init__(self, mods: SimpleNamespace, args: SimpleNamespace, micro: int, window: int) -> None:
+        self.mods, self.args, self.micro, self.window = mods, args, micro, window
+
+    def run(self, experiences: Sequence[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, float], Engine]:
+        import copy
+
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: "cpu")
+        buffer = object.__new__(self.mods.replay_buffer.NaiveReplayBuffer)
+        buffer.__dict__.update(
+            sample_batch_size=self.micro,
+            cpu_offload=False,
+            items=[],
+            limit=0,
+            packing_samples=False,
+            dynamic_batch=False,
+        )
+        for exp in copy.deepcopy(list(experiences)):
+            buffer.append(exp)
+        engine = self.engine = Engine(self.args, self.window)  # kept: a test reads it after ppo_train raised
+        trainer = object.__new__(self.mods.ppo_actor.ActorPPOTrainer)
+        level = self.args.algo.advantage.is_correction_level
+        trainer.__dict__.update(
+            strategy=engine,
+            args=self.args,
+            actor=tiny_actor(self.mods),
+            ema_model=None,
+            actor_optim=None,
+            actor_scheduler=SimpleNamespace(get_last_lr=lambda: [1e-6]),
+            micro_train_batch_size=self.micro,
+            max_epochs=1,
+            dataloader_pin_memory=False,
+            aux_loss=False,
+            replay_buffer=buffer,
+            actor_loss_fn=sys.modules["openrlhf.models"].PolicyLoss(
+                clip_eps_low=0.2,
+                clip_eps_high=0.2,
+                token_level_loss=self.args.actor.loss_agg_mode == "token-mean",
+                is_correction_level=level,
+                is_correction_mode="mask",
+                is_correction_threshold=(0.5, 5.0),
+            ),
+        )
+        return trainer.ppo_train(kl_ctl=0.01), engine

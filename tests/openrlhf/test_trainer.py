@@ -157,3 +157,14 @@ def test_balancing_skips_an_experience_with_no_row(openrlhf) -> None:
     empty = openrlhf.experience.Experience(sequences=torch.zeros(0, 5, dtype=torch.long), info={})
     balanced = openrlhf.experience.balance_experiences([empty, real], args_for(actors=2))
     assert sum(int(e.sequences.shape[0]) for e in balanced) == 2  # the real row and one padding row
+
+
+def test_a_router_loss_is_warned_about_once(openrlhf, monkeypatch, caplog) -> None:
+    to.install()
+    args = args_for(actors=2)
+    args.actor.aux_loss_coef = 0.01
+    with caplog.at_level("WARNING", logger="trajschema.openrlhf"):
+        TrainStep(openrlhf, args, monkeypatch).run(rollout(openrlhf, LENGTHS[:3], REWARDS[:3]))
+        TrainStep(openrlhf, args, monkeypatch).run(rollout(openrlhf, LENGTHS[:3], REWARDS[:3]))
+    said = [r.getMessage() for r in caplog.records if "aux_loss_coef" in r.getMessage()]
+    assert len(said) == 1 and "padding is not inert" in said[0]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from trajschema.core import DEPTHS, check_bool, check_int
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
+from trajschema.openrlhf.actor import training_step_for
 from trajschema.openrlhf.experience import settings
 from trajschema.openrlhf.trainer import advantages_for, balance_for, rollout_stats_for, split_for
 from trajschema.runtime import audit_mode, checks
@@ -27,6 +28,7 @@ SUPPORTED_OPENRLHF_VERSIONS = ("0.11.2",)
 _EXPERIENCE = "openrlhf.trainer.ppo_utils.experience"
 _MAKER = "openrlhf.trainer.ppo_utils.experience_maker"
 _TRAINER = "openrlhf.trainer.ppo_trainer"
+_ACTOR = "openrlhf.trainer.ray.ppo_actor"
 
 #: What install() replaces (``module:attribute``), with the parameters (annotations aside) it was written against.
 OPENRLHF_SIGNATURES: dict[str, str] = {
@@ -35,6 +37,7 @@ OPENRLHF_SIGNATURES: dict[str, str] = {
     f"{_MAKER}:RemoteExperienceMaker.compute_advantages_and_returns": "(self, experiences)",
     # Ray's @ray.remote on PPOTrainer gives the methods of its bases a tracing keyword at import.
     f"{_TRAINER}:BasePPOTrainer._compute_rollout_stats": "(self, experiences, *, _ray_trace_ctx=None)",
+    f"{_ACTOR}:ActorPPOTrainer.training_step": "(self, experience, kl_ctl, step, loss_batch_info=None)",
 }
 
 _OPENRLHF = DropIn(
@@ -52,6 +55,7 @@ _REPLACEMENTS: dict[str, Callable[[Any], Any]] = {
     "RemoteExperienceMaker.split_rollout_samples": split_for,
     "RemoteExperienceMaker.compute_advantages_and_returns": advantages_for,
     "BasePPOTrainer._compute_rollout_stats": rollout_stats_for,
+    "ActorPPOTrainer.training_step": training_step_for,
 }
 
 
@@ -84,7 +88,12 @@ def install(
       ``trajschema/*`` figures added;
     - ``balance_experiences`` (``train.dynamic_batch_enable``), where it is defined and where
       ``ppo_trainer`` binds it: OpenRLHF's own, after padding an unpadded rollout to a
-      multiple of the actors.
+      multiple of the actors;
+    - ``ActorPPOTrainer.training_step`` (in the actor processes): OpenRLHF's own, its
+      metrics read on the real rows and a window without action tokens normalised by 1
+      (`trajschema.openrlhf.actor`). The actors run in their own Ray processes: call
+      ``install()`` there too, e.g. through
+      ``runtime_env={"worker_process_setup_hook": "my_module.setup"}``.
 
     Calling it again re-installs with the new arguments.
 

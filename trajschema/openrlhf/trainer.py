@@ -59,10 +59,23 @@ def split_for(original: Callable[..., Any]) -> Callable[..., Any]:
             else _int_or_none(getattr(getattr(self, "tokenizer", None), "eos_token_id", None))
         )
         check_rollout(rollout_samples)
+        _warn_router_loss(self.args)
         padded = pad_rollout_samples(rollout_samples, multiple, eos_token_id=eos)
         return original(self, padded)
 
     return split_rollout_samples
+
+
+def _warn_router_loss(args: Any) -> None:
+    """Say once that a mixture-of-experts router loss counts padding rows (their attention masks are ones)."""
+    coef = getattr(getattr(args, "actor", None), "aux_loss_coef", 0.0)
+    if isinstance(coef, (int, float)) and coef > 1e-8 and not settings.get("warned_router_loss"):
+        settings["warned_router_loss"] = True
+        _LOG.warning(
+            "trajschema.openrlhf: actor.aux_loss_coef=%g: the router's load-balancing loss counts the "
+            "padding rows' tokens (their attention masks are ones), so padding is not inert in it",
+            coef,
+        )
 
 
 def check_rollout(samples: Sequence[Any]) -> None:
