@@ -4,7 +4,7 @@ a ``BasePPOTrainer.train_step`` driven on CPU in the order OpenRLHF's own step r
 Only OpenRLHF's batch layer imports on CPU: the experience maker and the trainer import
 ``openrlhf.models`` (flash-attn, deepspeed), the launcher and the sample generator import
 vLLM. So the modules under test (``experience_maker``, ``ppo_trainer``, ``launcher``,
-``samples_generator``, ``ppo_actor``) are imported unchanged from the installed OpenRLHF with
+``samples_generator``, ``ppo_actor``, ``ppo_trainer_async``) are imported unchanged from the installed OpenRLHF with
 **stand-ins for those imports only** (`STAND_INS`): ``deepspeed`` (an empty module:
 ``models/utils.py`` uses it only inside a function no test calls), ``openrlhf.models``
 (the package without its ``__init__``, so ``models/utils.py``, ``models/actor.py`` and
@@ -44,7 +44,7 @@ import torch
 
 from tests.trainer_import import import_installed
 
-__all__ = ["REQUIRED", "TrainStep", "args_for", "load", "rollout"]
+__all__ = ["REQUIRED", "ActorFit", "Engine", "TrainStep", "actor_args", "args_for", "async_fit", "load", "rollout"]
 
 REQUIRED = os.environ.get("TRAJSCHEMA_REQUIRE_OPENRLHF") == "1"
 EXPERIENCE = "openrlhf.trainer.ppo_utils.experience"
@@ -55,6 +55,7 @@ UNDER_TEST = (
     "openrlhf.trainer.ppo_utils.samples_generator",
     "openrlhf.trainer.ppo_trainer",
     "openrlhf.trainer.ray.ppo_actor",
+    "openrlhf.trainer.ppo_trainer_async",
 )
 #: The real model code ``ppo_actor`` takes from ``openrlhf.models`` (loaded from their files,
 #: under the package stand-in): the actor's forward pass, the policy loss, its aggregation.
@@ -183,6 +184,7 @@ def args_for(
         algo=SimpleNamespace(
             advantage=SimpleNamespace(estimator=estimator, gamma=1.0, lambd=0.95, no_std_norm=False),
             kl=SimpleNamespace(use_loss=False, estimator="k1", init_coef=0.01),
+            dynamic_filtering_enable=False,
         ),
         reward=SimpleNamespace(clip_range=(-10.0, 10.0), num_nodes=1, num_gpus_per_node=8),
         overlong_buffer_len=None,
@@ -261,13 +263,15 @@ class TrainStep:
     """``BasePPOTrainer.train_step`` on CPU (see the module docstring): OpenRLHF's own code from
     the rollout to each actor's replay buffer; ``ppo_train`` (the actors' GPU fit) returns ``{}``."""
 
-    def __init__(self, mods: SimpleNamespace, args: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self, mods: SimpleNamespace, args: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, trainer_class: Any = None
+    ) -> None:
         for name in ("launcher", "experience_maker", "ppo_trainer"):
             monkeypatch.setattr(getattr(mods, name), "ray", _RAY)
         strategy = SimpleNamespace(args=args)
         self.actors = group(mods, args.actor.num_gpus_per_node, 0.0)
         critic = group(mods, args.critic.num_gpus_per_node, 0.5) if args.algo.advantage.estimator == "gae" else None
-        trainer = object.__new__(mods.ppo_trainer.BasePPOTrainer)
+        trainer = object.__new__(trainer_class or mods.ppo_trainer.BasePPOTrainer)
         trainer.__dict__.update(
             strategy=strategy,
             args=args,
@@ -285,7 +289,11 @@ class TrainStep:
         self.made: list[Any] = []
         maker = trainer.experience_maker
         own = maker.make_experience_batch
-        maker.make_experience_batch = lambda samples: self.made.extend(own(samples)) or self.made
+        maker.make_experience_batch = lambda samples: self._kept(own(samples))
+
+    def _kept(self, experiences: list[Any]) -> list[Any]:
+        self.made.extend(experiences)
+        return experiences
 
     def run(self, samples: list[Any]) -> dict[str, Any]:
         status, _ = self.trainer.train_step(samples, 0)
@@ -303,6 +311,38 @@ class TrainStep:
             list(loader(a.buffer, batch_size=micro, shuffle=False, drop_last=True, collate_fn=a.buffer.collate_fn))
             for a in self.actors.actors
         ]
+
+
+class _Queue:
+    """Ray's ``Queue`` as ``TrainingActor.fit`` reads it, over a list (``get`` of an empty one: ``done``)."""
+
+    def __init__(self, items: Sequence[Any] = ()) -> None:
+        self.items = list(items)
+
+    def get(self, block: bool = True) -> Any:
+        return self.items.pop(0) if self.items else "done"
+
+    def put(self, item: Any, block: bool = True) -> None:
+        self.items.append(item)
+
+
+def async_fit(mods: SimpleNamespace, args: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, rollouts: Sequence[Any]):
+    """``ppo_trainer_async.TrainingActor.fit`` (the async trainer's loop, its class without
+    Ray's actor wrapper) over ``rollouts`` as the generator actor queues them; the `TrainStep`
+    it drove, and each step's status (what its ``save_logs_and_checkpoints`` was given)."""
+    actor_class = mods.ppo_trainer_async.TrainingActor.__ray_actor_class__
+    step = TrainStep(mods, args, monkeypatch, trainer_class=actor_class)
+    logged: list[dict[str, Any]] = []
+    payloads = [(list(r), {}, 1.0, 0.0) for r in rollouts]
+    step.trainer.__dict__.update(
+        rollout_queue=_Queue(payloads),
+        rollout_slots=_Queue(),
+        wandb_logger=None,
+        tensorboard_logger=None,
+        save_logs_and_checkpoints=lambda global_step, status, states: logged.append(status),
+    )
+    step.trainer.fit()
+    return step, logged
 
 
 # -- OpenRLHF's actor fit -------------------------------------------------------------------

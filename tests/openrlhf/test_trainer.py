@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import trajschema.openrlhf as to
-from tests.openrlhf_support import TrainStep, args_for, rollout
+from tests.openrlhf_support import TrainStep, args_for, async_fit, rollout
 
 LENGTHS = [(3, 2), (2, 4), (4, 1), (2, 2), (3, 3), (5, 2), (1, 3)]
 REWARDS = [1.0, 0.0, 1.0, 0.5, 0.0, 1.0, 0.25]
@@ -168,3 +168,13 @@ def test_a_router_loss_is_warned_about_once(openrlhf, monkeypatch, caplog) -> No
         TrainStep(openrlhf, args, monkeypatch).run(rollout(openrlhf, LENGTHS[:3], REWARDS[:3]))
     said = [r.getMessage() for r in caplog.records if "aux_loss_coef" in r.getMessage()]
     assert len(said) == 1 and "padding is not inert" in said[0]
+
+
+def test_the_async_trainers_loop_pads_every_rollout_it_takes_from_its_queue(openrlhf, monkeypatch) -> None:
+    to.install()
+    rollouts = [rollout(openrlhf, LENGTHS[:n], REWARDS[:n]) for n in (5, 7)]
+    step, logged = async_fit(openrlhf, args_for(actors=4), monkeypatch, rollouts)
+    assert [len(a) for a in step.stored()] == [4, 4, 4, 4]  # two steps of 8 rows: 2 each per step
+    assert _real_prompts(step.stored()) == sorted(f"prompt {i}" for n in (5, 7) for i in range(n))
+    assert [s["padding/samples"] for s in logged] == [3.0, 1.0]
+    assert [s["rollout/num_samples"] for s in logged] == [5.0, 7.0]
