@@ -451,6 +451,8 @@ MALFORMED = {
     "list of lists": (_tolist, "shape"),
     "list of tensors": (_rows, "shape"),
     "one column short": (lambda x: x[:, :-1], "shape"),
+    "nested": (lambda x: torch.nested.nested_tensor(list(x)), "kind"),
+    "sparse": (lambda x: x.to_sparse(), "kind"),
     "None": (lambda x: None, "missing"),
     "absent": (_absent, "missing"),
 }
@@ -474,6 +476,64 @@ def test_a_malformed_source_is_reported_once_and_what_it_stands_for_is_not_missi
         else:
             b[key] = new
         assert found(schema, b, layout) == {(None, key, code)}, lengths
+
+
+# -- a column the check cannot read (nested, sparse, of another width) is reported, never raised ---
+
+UNREADABLE = {
+    "nested": (lambda x: torch.nested.nested_tensor(list(x)), "kind", "strided nested tensor of 4"),
+    "jagged": (lambda x: torch.nested.nested_tensor(list(x), layout=torch.jagged), "kind", "jagged nested tensor of 4"),
+    "sparse": (lambda x: x.to_sparse(), "kind", "sparse_coo"),
+}
+UNREADABLE_CASES = [
+    (layout, schema, key)
+    for layout, schema, build in [("skyrl", "moe_routed", skyrl_batch), ("verl_dataproto", "vlm_mrope_moe", verl_batch)]
+    for key, col in build(schema, LENGTHS).items()
+    if isinstance(col, torch.Tensor) and col.dim()
+]
+
+
+@pytest.mark.parametrize("how", UNREADABLE)
+@pytest.mark.parametrize(
+    ("layout", "schema", "key"), UNREADABLE_CASES, ids=[f"{c[0]}-{c[2]}" for c in UNREADABLE_CASES]
+)
+def test_a_nested_or_sparse_column_is_a_kind_violation(layout: str, schema: str, key: str, how: str) -> None:
+    change, code, actual = UNREADABLE[how]
+    b = (skyrl_batch if layout == "skyrl" else verl_batch)(schema, LENGTHS)
+    b[key] = change(b[key])
+    for depth in ("shapes", "values"):
+        (v,) = check_dense(ts.load_schema(schema).plan, b, ts.load_layout(layout), depth=depth).violations
+        assert (v.sample, v.field, v.code) == (None, key, code)
+        assert v.expected.startswith("a dense (strided) tensor (4, ") and actual in v.actual
+        assert v.expected in v.message and v.actual in v.message
+
+
+@pytest.mark.parametrize("key", ["input_ids", "attention_mask", "position_ids"])
+@pytest.mark.parametrize("extra", [1, -1], ids=["long", "short"])
+def test_a_sequence_column_not_as_wide_as_prompt_and_response_is_a_shape_violation(key: str, extra: int) -> None:
+    """verl's sequence axis is its prompt block then its response block: a full-sequence column of
+    another width is that column's ``shape`` violation, naming the width the blocks make."""
+    b = verl_batch("text", LENGTHS)
+    p, r = b["prompts"].shape[1], b["responses"].shape[1]
+    wide = torch.cat([b[key], b[key][:, -1:]], 1) if extra > 0 else b[key][:, :-1]
+    b[key] = wide
+    (v,) = check_dense(ts.load_schema("text").plan, b, ts.load_layout("verl_dataproto")).violations
+    assert (v.sample, v.field, v.code, v.expected) == (None, key, "shape", f"(4, {p + r})")
+    assert v.actual == f"int64[4,{p + r + extra}]"
+    assert v.message.endswith(f"; seq = prompt {p} + response {r}")
+
+
+@pytest.mark.parametrize("column", [0, -1], ids=["zeros", "ones"])
+def test_a_mask_of_another_width_than_its_axis_is_a_shape_violation(column: int) -> None:
+    """SkyRL's sequence axis takes its width from ``sequences``: a wider attention mask is a
+    ``shape`` violation and no lengths are read from it (a column more of padding used to crash the check)."""
+    b = skyrl_batch("text", LENGTHS)
+    b["attention_mask"] = torch.cat([b["attention_mask"], b["attention_mask"][:, [column]]], 1)
+    s = b["sequences"].shape[1]
+    got = check_dense(ts.load_schema("text").plan, b, ts.load_layout("skyrl")).violations
+    assert [(v.sample, v.field, v.code, v.expected, v.actual) for v in got] == [
+        (None, "attention_mask", "shape", f"(4, {s})", f"int64[4,{s + 1}]")
+    ]
 
 
 def test_an_optional_source_of_a_required_field_is_missing_once() -> None:

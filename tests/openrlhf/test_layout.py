@@ -245,3 +245,19 @@ def test_a_shapes_check_leaves_the_values_to_a_values_check(batch) -> None:
     batch.rollout_log_probs[0, 2] = float("inf")
     assert to.experience_violations(batch, depth="shapes") == []
     assert _codes(to.experience_violations(batch, depth="values")) == [(0, "rollout_log_probs", "value")]
+
+
+def test_a_check_that_fails_is_logged_unless_strict(openrlhf, monkeypatch, caplog) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("the check itself broke")
+
+    monkeypatch.setattr("trajschema.openrlhf.trainer.experience_violations", broken)
+    to.install(mode="always")
+    with caplog.at_level("WARNING", logger="trajschema.openrlhf"):
+        status = TrainStep(openrlhf, args_for(actors=2), monkeypatch).run(
+            rollout(openrlhf, [(3, 2), (2, 4)], [1.0, 0.0])
+        )
+    assert "checking the rollout failed" in caplog.text and "trajschema/check_ms" not in status
+    to.install(mode="always", strict=True)
+    with pytest.raises(RuntimeError, match="the check itself broke"):
+        TrainStep(openrlhf, args_for(actors=2), monkeypatch).run(rollout(openrlhf, [(3, 2), (2, 4)], [1.0, 0.0]))

@@ -152,6 +152,52 @@ def test_meta_tensors_cannot_be_read(batch):
     assert (None, "prompt_mask", "mask") in found(meta)
 
 
+def _seq_types(width: int) -> Callable[[dict[str, Any]], torch.Tensor]:
+    """Token types ``width`` columns wider than ``prompt_ids`` and ``completion_ids`` together."""
+
+    def make(b: dict[str, Any]) -> torch.Tensor:
+        seq = b["prompt_ids"].shape[1] + b["completion_ids"].shape[1] + width
+        return torch.zeros(len(b["advantages"]), seq, dtype=torch.long)
+
+    return make
+
+
+def _nested(key: str) -> Callable[[dict[str, Any]], torch.Tensor]:
+    return lambda b: torch.nested.nested_tensor(list(b[key].reshape(len(b[key]), -1)))
+
+
+#: id -> (the key, what it becomes, the code reported, what is found).
+UNREADABLE: dict[str, tuple[str, Callable[[dict[str, Any]], torch.Tensor], str, str]] = {
+    "token_type_ids_one_short": ("token_type_ids", _seq_types(-1), "shape", "int64[8,9]"),
+    "mm_token_type_ids_one_long": ("mm_token_type_ids", _seq_types(1), "shape", "int64[8,11]"),
+    "advantages_nested": ("advantages", _nested("advantages"), "kind", "f32 strided nested tensor of 8"),
+    "completion_mask_nested": ("completion_mask", _nested("completion_mask"), "kind", "i64 strided nested tensor of 8"),
+    "logps_nested": ("old_per_token_logps", _nested("old_per_token_logps"), "kind", "f32 strided nested tensor of 8"),
+    "completion_mask_sparse": (
+        "completion_mask",
+        lambda b: b["completion_mask"].to_sparse(),
+        "kind",
+        "i64[8,6] sparse_coo",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE))
+@pytest.mark.parametrize("depth", ["shapes", "values"])
+def test_a_column_of_the_wrong_width_or_kind_is_reported_not_raised(batch, case, depth):
+    key, make, code, actual = UNREADABLE[case]
+    widths = (len(batch["advantages"]), batch["prompt_ids"].shape[1], batch["completion_ids"].shape[1])
+    assert widths == (8, 4, 6), "the cases below are written for the plain batch's widths"
+    batch[key] = make(batch)
+    (v,) = SCHEMA.batch_violations(batch, layout="trl_grpo", depth=depth)
+    assert (v.sample, v.field, v.code, v.actual) == (None, key, code, actual)
+    want = {"advantages": "(8)", "token_type_ids": "(8, 10)", "mm_token_type_ids": "(8, 10)"}.get(key, "(8, 6)")
+    assert v.expected == (want if code == "shape" else f"a dense (strided) tensor {want}")
+    assert want in v.message and actual in v.message
+    if code == "shape":
+        assert v.message.endswith("; seq = prompt 4 + response 6")
+
+
 # -- the defect catalogue ---------------------------------------------------------------------
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections import defaultdict
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,7 +21,7 @@ import torch
 import trajschema as ts
 import trajschema.trl as tt
 from tests.trl.conftest import PROMPTS
-from tests.trl_support import grpo_batch, import_trl, make_trainer
+from tests.trl_support import PAD, grpo_batch, import_trl, make_trainer
 from trajschema.dropin import parameters
 
 GRPO = "trl.trainer.grpo_trainer"
@@ -133,6 +135,81 @@ def test_eval_batches_go_to_the_eval_metrics(trainer, installed):
     trainer.model.eval()
     grpo_batch(trainer, PROMPTS)
     assert checks_recorded(trainer, "eval") == [0.0] and checks_recorded(trainer, "train") == []
+
+
+# -- the step never dies of the check (strict=False): TRL's step replaced by one returning a given batch ----
+
+
+@pytest.fixture
+def step(monkeypatch: pytest.MonkeyPatch, installed: Any) -> Any:
+    """``step(trainer, batch)``: TRL's step replaced (same parameters) by one returning ``batch``;
+    the test installs the check around it. ``monkeypatch`` is set up first so that it puts
+    TRL's own back after ``installed`` has uninstalled; a test asks for ``batch`` before it,
+    so that the batch is TRL's own."""
+    grpo = import_trl(GRPO)
+
+    def _generate_and_score_completions(self: Any, inputs: Any) -> Any:
+        return inputs
+
+    monkeypatch.setattr(grpo.GRPOTrainer, "_generate_and_score_completions", _generate_and_score_completions)
+    return lambda trainer, batch: grpo.GRPOTrainer._generate_and_score_completions(trainer, batch)
+
+
+def stand_in(pad: Any = PAD) -> Any:
+    """What the check reads of a trainer: its tokenizer's pad id, its settings, its model's mode, its metrics."""
+    return SimpleNamespace(
+        processing_class=SimpleNamespace(pad_token_id=pad),
+        mask_truncated_completions=False,
+        model=SimpleNamespace(training=True),
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+    )
+
+
+@pytest.mark.parametrize("pad", [-1, True, 2**64, "0"], ids=["minus-one", "bool", "too-big", "str"])
+def test_a_pad_id_that_is_no_token_id_is_taken_as_unknown(batch, step, installed, caplog, pad):
+    installed.install(mode="always", strict=True)
+    trainer = stand_in(pad)
+    with caplog.at_level(logging.WARNING, logger="trajschema.trl"):
+        for _ in range(2):
+            assert step(trainer, batch) is batch
+    assert checks_recorded(trainer) == [0.0, 0.0]  # TRL's batch, its padding one value throughout
+    said = [r.getMessage() for r in caplog.records if r.name == "trajschema.trl"]
+    assert len(said) == 1 and f"pad_token_id {pad!r} is not a token id" in said[0]  # once, not every step
+
+
+def test_a_batch_the_check_cannot_read_is_reported_not_raised(batch, step, installed, caplog):
+    installed.install(mode="always")
+    batch["token_type_ids"] = torch.zeros(len(batch["advantages"]), 5, dtype=torch.long)  # not P + C wide
+    trainer = stand_in()
+    with caplog.at_level(logging.WARNING, logger="trajschema.trl"):
+        assert step(trainer, batch) is batch
+    assert trainer._metrics["train"]["trajschema/violations/shape"] == [1.0]
+    assert "token_type_ids" in caplog.text and "shape int64[8,5]" in caplog.text
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_an_error_of_the_check_itself_is_logged_unless_strict(batch, step, installed, caplog, monkeypatch, strict):
+    def broken(*_: Any) -> Any:
+        raise RuntimeError("the check broke")
+
+    monkeypatch.setattr("trajschema.trl.patch.check_metrics", broken)
+    installed.install(mode="always", strict=strict)
+    trainer = stand_in()
+    if strict:
+        with pytest.raises(RuntimeError, match="the check broke"):
+            step(trainer, batch)
+        return
+    with caplog.at_level(logging.WARNING, logger="trajschema.trl"):
+        assert step(trainer, batch) is batch
+    assert "checking the batch TRL built failed" in caplog.text and "RuntimeError: the check broke" in caplog.text
+
+
+def test_metrics_held_in_plain_dicts(batch, step, installed):
+    installed.install(mode="always")
+    trainer = stand_in()
+    trainer._metrics = {"train": {}, "eval": {}}  # not TRL's defaultdicts
+    step(trainer, batch)
+    assert checks_recorded(trainer) == [0.0] and trainer._metrics["eval"] == {}
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,15 @@
 
 In order: the batch is read (`trajschema.dense.view`); every column's dense shape and
 dtype is compared with the layout's (``shape``, ``dtype``, sample ``None``: a dense column
-is one shape for all rows); the masks give each row's lengths
-(`trajschema.dense.geometry`: ``mask`` and ``length`` violations); the padded regions
-hold the layout's pad values (``padded``; a 0/1 field's ones outside its region are
-``mask``); a row tagged ``is_padding`` has zero loss and response masks (``padding``);
-then the real regions, as a jagged TensorDict (`trajschema.dense.extract`), go through
-the jagged engine, so every schema rule applies to each row as for a jagged batch.
+is one shape for all rows; a nested or sparse tensor, which has no dense shape to compare,
+is ``kind``; a column along a concatenated axis is as wide as its blocks together), and a
+mask of the wrong kind or shape stops the check there (it gives no lengths); the masks
+give each row's lengths (`trajschema.dense.geometry`: ``mask`` and ``length``
+violations); the padded regions hold the layout's pad values (``padded``; a 0/1 field's
+ones outside its region are ``mask``); a row tagged ``is_padding`` has zero loss and
+response masks (``padding``); then the real regions, as a jagged TensorDict
+(`trajschema.dense.extract`), go through the jagged engine, so every schema rule applies
+to each row as for a jagged batch.
 
 Violations name the batch key (``rewards``, not ``rm_scores``; the message names the
 schema field when it differs). A row with a broken mask (a size mask that is not one run,
@@ -15,7 +18,7 @@ or a response or loss mask with ones outside the region the size masks give) rep
 mask only: its lengths, and so everything else about it, including the batch's padded
 length, cannot be trusted. A ``meta`` batch is a ``mask`` violation (a mask's values are
 the sizes, and a ``meta`` tensor has none). A column left out of the rest (absent, or of
-the wrong type, shape or dtype) is reported once, under its key: the fields the layout
+the wrong type, kind, shape or dtype) is reported once, under its key: the fields the layout
 derives from it (``slice_of``, ``same_as``: verl's ``loss_mask``) are not ``missing``.
 """
 
@@ -29,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from trajschema.check import BatchView, build_plan, check_args, check_batch
-from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation, any_per_row, first_true
+from trajschema.core import ANY, EDGE, PAD_TOKEN, FixedDim, Violation, any_per_row, describe_value, first_true
 from trajschema.dense.bind import bind_layout
 from trajschema.dense.extract import dense_to_jagged, dense_to_rows, dense_to_view
 from trajschema.dense.geometry import Geometry, GeometryError, axis_widths, check_max, measure
-from trajschema.dense.view import read_dense, rows_violation
+from trajschema.dense.view import is_plain, read_dense, rows_violation
 
 if TYPE_CHECKING:
     from tensordict import TensorDict
@@ -93,7 +96,7 @@ def _shape_problem(p: Placed, col: Any, n: int, widths: Mapping[str, int], fixed
     shown = "(" + ", ".join(map(str, want)) + ")"
     if not isinstance(col, torch.Tensor):
         return f"a (B, ...) tensor {shown}" if p.dim is not None else None
-    if col.is_nested or col.dim() != len(want):
+    if not is_plain(col) or col.dim() != len(want):
         return shown
     for want_i, got in zip(want, col.shape):
         if isinstance(want_i, int) and want_i != got:
@@ -125,12 +128,10 @@ def _field_violations(
                 continue
         if not f.is_tensor:
             continue
-        problem = _shape_problem(p, col, view.n, widths, fixed)
+        problem = _shape_violation(bound, p, col, widths, fixed, view.n)
         if problem is not None:
             skip.add(p.name)
-            got = describe(col)
-            msg = f"shape {got} is not {problem}{named}"
-            found.append(Violation(None, key, "shape", problem, got, msg))
+            found.append(dataclasses.replace(problem, message=problem.message + named))
             continue
         if not isinstance(col, torch.Tensor):
             continue
@@ -143,6 +144,25 @@ def _field_violations(
             msg = f"dtype {_dt(col.dtype)} is not {want}{named}"
             found.append(Violation(None, key, "dtype", want, _dt(col.dtype), msg))
     return found, skip
+
+
+def _shape_violation(
+    bound: BoundLayout, p: Placed, col: Any, widths: Mapping[str, int], fixed: Mapping[str, int], n: int
+) -> Violation | None:
+    """A ``kind`` violation for a tensor the check cannot read (nested, sparse), a ``shape``
+    one for a dense shape that is not the layout's; ``None`` when the column is as laid out."""
+    problem = _shape_problem(p, col, n, widths, fixed)
+    if problem is None:
+        return None
+    key, got = p.key or p.name, describe(col)
+    if isinstance(col, torch.Tensor) and not is_plain(col):
+        want = f"a dense (strided) tensor {problem}"
+        return Violation(None, key, "kind", want, got, f"expected {want}, found {got}")
+    axis = bound.layout.axes.get(p.dim or "")
+    made = ""
+    if axis is not None and axis.concat and all(b.dim in widths for b in axis.blocks):
+        made = f"; {p.dim} = " + " + ".join(f"{b.dim} {widths[b.dim]}" for b in axis.blocks)
+    return Violation(None, key, "shape", problem, got, f"shape {got} is not {problem}{made}")
 
 
 def _missing(bound: BoundLayout, p: Placed, view: DenseView) -> Violation | None:
@@ -161,9 +181,10 @@ def _missing(bound: BoundLayout, p: Placed, view: DenseView) -> Violation | None
 
 
 def describe(x: Any) -> str:
-    if isinstance(x, torch.Tensor):
-        nested = " nested" if x.is_nested else ""
-        return f"{_dt(x.dtype)}{list(x.shape)}{nested}".replace(" ", "")
+    if is_plain(x):
+        return f"{_dt(x.dtype)}{list(x.shape)}".replace(" ", "")
+    if isinstance(x, torch.Tensor):  # nested (no shape) or sparse: said as such
+        return describe_value(x)
     return type(x).__name__
 
 
@@ -401,10 +422,10 @@ def _broadcast(bound: BoundLayout, view: DenseView, widths: Mapping[str, int]) -
     for p in bound.columns():
         key = p.key or p.name
         col = view.get(key)
-        if not p.entry.broadcast or p.dim is None or p.axis is None or not isinstance(col, torch.Tensor):
+        if not p.entry.broadcast or p.dim is None or p.axis is None or not is_plain(col):
             continue
         width = widths.get(p.dim)
-        if width is None or width == 1 or col.dim() <= p.axis or col.shape[p.axis] != 1 or col.is_nested:
+        if width is None or width == 1 or col.dim() <= p.axis or col.shape[p.axis] != 1:
             continue
         shape = list(col.shape)
         shape[p.axis] = width
@@ -430,8 +451,9 @@ def _layout_checks(
     spread = _broadcast(bound, view, widths)
     found, skip = _field_violations(bound, view, widths, _fixed_sizes(plan, dims))
     skip |= bound.derived(skip)  # a slice or copy of a column left out goes with it (its problem is said once)
-    if problems:
-        return found + problems, skip, None, tags
+    unread = {v.field for v in found if v.code in ("kind", "shape")}
+    if problems or unread & {bound.placed[m].key or m for m in bound.sizes.values()}:
+        return found + problems, skip, None, tags  # a mask of the wrong kind or shape gives no lengths
     try:
         geo = measure(bound, view)
     except GeometryError as exc:

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from trajschema.core import LEFT, MAX, Axis, Block, LayoutDefinitionError, Violation, any_per_row
+from trajschema.core import LEFT, MAX, Axis, Block, LayoutDefinitionError, Violation, any_per_row, describe_value
+from trajschema.dense.view import DenseView, is_plain
 
 if TYPE_CHECKING:
     from trajschema.dense.bind import BoundLayout
-    from trajschema.dense.view import DenseView
 
 __all__ = ["Geometry", "GeometryError", "check_max", "measure"]
 
@@ -130,11 +130,13 @@ def _between(t: torch.Tensor, start: torch.Tensor, end: torch.Tensor, width: int
 
 
 def axis_widths(bound: BoundLayout, view: DenseView) -> tuple[dict[str, int], list[Violation]]:
-    """The padded length of every axis and block, from the columns padded along it."""
+    """The padded length of every axis and block, from the columns padded along it; a
+    concatenated axis whose blocks are all known is as wide as they are together (the masks
+    are cut there), whatever its own columns say (`check_dense` holds those to it)."""
     widths: dict[str, int] = {}
     for p in bound.columns():
         col = view.get(p.key or "")
-        if p.dim is None or p.axis is None or not isinstance(col, torch.Tensor) or col.dim() <= p.axis:
+        if p.dim is None or p.axis is None or not is_plain(col) or col.dim() <= p.axis:
             continue
         if p.entry.broadcast and col.shape[p.axis] == 1:  # one value a row, spread over the axis
             continue
@@ -145,6 +147,9 @@ def axis_widths(bound: BoundLayout, view: DenseView) -> tuple[dict[str, int], li
             continue
         known = [widths.get(b.dim) for b in axis.blocks]
         total = widths.get(axis.dim)
+        if None not in known:  # the masks are cut at the blocks: a column along the axis is as wide as they are
+            widths[axis.dim] = sum(w for w in known if w is not None)
+            continue
         if None in known and total is not None and known.count(None) == 1:
             i = known.index(None)
             rest = total - sum(w for w in known if w is not None)
@@ -254,7 +259,7 @@ def count_sizes(bound: BoundLayout, view: DenseView, widths: Mapping[str, int]) 
     for dim, mask in bound.sizes.items():
         p = bound.placed[mask]
         key, col = p.key or mask, view.get(p.key or mask)
-        if not isinstance(col, torch.Tensor) or col.dim() != 2 or col.is_nested or p.dim is None:
+        if not is_plain(col) or col.dim() != 2 or p.dim is None:
             shown = "nothing" if col is None else _shape_of(col)
             msg = f"the layout reads the per-row sizes of {dim!r} from {key!r}, a (B, T) mask; found {shown}"
             raise GeometryError([Violation(None, key, "mask", "a (B, T) tensor", shown, msg)])
@@ -290,9 +295,9 @@ def _spans(bound: BoundLayout, widths: Mapping[str, int], axis_dim: str) -> list
 
 
 def _shape_of(x: Any) -> str:
-    if isinstance(x, torch.Tensor):
-        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}" + (" (nested)" if x.is_nested else "")
-    return type(x).__name__
+    if is_plain(x):
+        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}"
+    return describe_value(x)  # a nested tensor has no shape; a sparse one is named as such
 
 
 def solve(geo: Geometry) -> None:

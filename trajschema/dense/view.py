@@ -10,14 +10,14 @@ array, a ``TensorList``, a tensordict ``NonTensorStack``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
 from trajschema.check import column_rows, is_tensordict
 from trajschema.core import DenseBatch, Violation, describe_value
 
-__all__ = ["METADATA", "DenseView", "one_row", "read_dense"]
+__all__ = ["METADATA", "DenseView", "is_plain", "one_row", "read_dense"]
 
 #: The prefix of a layout key read from the batch's metadata (``metadata.uids``).
 METADATA = "metadata."
@@ -54,6 +54,12 @@ class DenseView:
 
     def tensors(self) -> dict[str, torch.Tensor]:
         return {k: v for k, v in self.columns.items() if isinstance(v, torch.Tensor)}
+
+
+def is_plain(value: Any) -> TypeGuard[torch.Tensor]:
+    """Whether ``value`` is a tensor the dense check can read: strided, not nested (a
+    nested tensor has no shape to compare, a sparse one no positions to slice)."""
+    return isinstance(value, torch.Tensor) and not value.is_nested and value.layout == torch.strided
 
 
 def one_row(view: DenseView, row: int, per_row_metadata: Collection[str]) -> DenseBatch:
@@ -97,8 +103,8 @@ def _is_numpy(value: Any) -> bool:
 
 def rows_of(value: Any) -> int | None:
     """How many rows a column holds; ``None`` for a value that is not per sample."""
-    if isinstance(value, torch.Tensor):
-        return value.shape[0] if value.dim() else None
+    if isinstance(value, torch.Tensor):  # size(0): a nested tensor has no .shape
+        return value.size(0) if value.dim() else None
     tensors = getattr(value, "tensors", None)
     if isinstance(tensors, list):
         return len(tensors)

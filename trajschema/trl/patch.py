@@ -5,7 +5,8 @@
 reads): TRL's own runs, then its dict is checked against a schema in the
 [`grpo_layout`][trajschema.trl.grpo_layout] of that trainer, and the figures of
 [`check_metrics`][trajschema.trl.check_metrics] go into the trainer's ``_metrics``, which
-``GRPOTrainer.log`` averages into every logged step. Only ``strict=True`` raises.
+``GRPOTrainer.log`` averages into every logged step. Only ``strict=True`` raises: without
+it the check never breaks the trainer's step (a failure of the check itself is logged).
 [`uninstall`][trajschema.trl.uninstall] puts TRL's own function back. TRL is imported only
 by [`install`][trajschema.trl.install].
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import time
 from typing import Any, Literal
 
@@ -61,7 +63,10 @@ def install(
     ``trainer._metrics["train" | "eval"]``, so each logged step shows their mean; a batch
     with violations is logged (logger ``trajschema.trl``, a warning naming them), and with
     ``strict=True`` raises [`SchemaError`][trajschema.SchemaError] after its figures are
-    recorded. Calling it again re-installs with the new arguments.
+    recorded. A tokenizer pad id that is not a token id (``-1``, ``True``) is taken as
+    unknown (``pad_token_id=None``), said once in a warning; without ``strict`` an error of
+    the check itself is logged, not raised: the step never fails because of the check.
+    Calling it again re-installs with the new arguments.
 
     Args:
         schema: the schema of the samples (default ``text``), or its name.
@@ -112,10 +117,44 @@ def _replacement(target: Target) -> Any:
     @functools.wraps(original)
     def _generate_and_score_completions(self: Any, inputs: Any) -> Any:
         batch = original(self, inputs)
-        _check(self, batch)
+        _guarded_check(self, batch)
         return batch
 
     return _generate_and_score_completions
+
+
+def _guarded_check(trainer: Any, batch: Any) -> None:
+    """`_check`, which raises only under ``strict=True``: otherwise an error of the check
+    itself (not of the batch) is logged, and the trainer's step goes on."""
+    try:
+        _check(trainer, batch)
+    except Exception:
+        if settings.get("strict"):
+            raise
+        _LOG.warning("trajschema.trl: checking the batch TRL built failed; the step goes on unchecked", exc_info=True)
+
+
+def _pad_id(trainer: Any) -> int | None:
+    """The trainer's tokenizer's pad id; ``None`` (unknown, said once in a warning) when it is not a token id."""
+    tokenizer = getattr(trainer, "_tokenizer", None) or getattr(trainer, "processing_class", None)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        return None
+    try:
+        value = None if isinstance(pad, bool) else operator.index(pad)
+    except TypeError:
+        value = None
+    if value is not None and 0 <= value < 2**63:
+        return value
+    told = settings.setdefault("odd_pads", set())
+    if repr(pad) not in told:
+        told.add(repr(pad))
+        _LOG.warning(
+            "trajschema.trl: the tokenizer's pad_token_id %r is not a token id; the padding of "
+            "prompt_ids and completion_ids is checked for one value throughout, whichever it is",
+            pad,
+        )
+    return None
 
 
 def _check(trainer: Any, batch: Any) -> None:
@@ -123,10 +162,8 @@ def _check(trainer: Any, batch: Any) -> None:
     if mode is None:
         return
     schema: Schema = settings["schema"]
-    tokenizer = getattr(trainer, "_tokenizer", None) or getattr(trainer, "processing_class", None)
-    pad = getattr(tokenizer, "pad_token_id", None)
     layout = grpo_layout(
-        pad_token_id=pad if isinstance(pad, int) else None,
+        pad_token_id=_pad_id(trainer),
         mask_truncated_completions=bool(getattr(trainer, "mask_truncated_completions", False)),
     )
     start = time.perf_counter()
@@ -149,5 +186,5 @@ def _record(trainer: Any, figures: dict[str, float]) -> None:
     mode = "train" if getattr(model, "training", True) else "eval"
     if not isinstance(metrics, dict) or mode not in metrics:
         return
-    for name, value in figures.items():
-        metrics[mode][name].append(value)
+    for name, value in figures.items():  # setdefault: a plain dict per mode, as well as TRL's defaultdict
+        metrics[mode].setdefault(name, []).append(value)
