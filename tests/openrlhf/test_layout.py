@@ -261,3 +261,42 @@ def test_a_check_that_fails_is_logged_unless_strict(openrlhf, monkeypatch, caplo
     to.install(mode="always", strict=True)
     with pytest.raises(RuntimeError, match="the check itself broke"):
         TrainStep(openrlhf, args_for(actors=2), monkeypatch).run(rollout(openrlhf, [(3, 2), (2, 4)], [1.0, 0.0]))
+
+
+CORRUPTIONS = {
+    "gap": lambda e: e.attention_mask[0].__setitem__(1, 0),
+    "action-value": lambda e: e.action_mask[0].__setitem__(0, 3),
+    "boundary": lambda e: e.rollout_log_probs[0].__setitem__(0, -1.0),
+    "total": lambda e: e.total_length.__setitem__(0, 99.0),
+    "span": lambda e: e.response_length.__setitem__(0, 99),
+    "nan": lambda e: e.rollout_log_probs[0].__setitem__(-1, float("nan")),
+    "no-token": lambda e: e.attention_mask.zero_(),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(0, 2)), min_size=1, max_size=6),
+    st.lists(st.tuples(st.integers(0, 5), st.sampled_from(sorted(CORRUPTIONS))), max_size=4),
+    st.sampled_from(["shapes", "values"]),
+)
+def test_the_one_table_reading_equals_reading_each_experience(openrlhf, monkeypatch, shapes, breaks, depth) -> None:
+    made = _made(openrlhf, [_response(i, p, [(a, o)], True) for i, (p, a, o) in enumerate(shapes)])
+    for at, name in breaks:
+        if at < len(made):
+            CORRUPTIONS[name](made[at])
+    table = to.experience_violations(made, depth=depth)
+    with monkeypatch.context() as m:
+        m.setattr("trajschema.openrlhf.layout.merge_experiences", lambda items: None)
+        one_by_one = to.experience_violations(made, depth=depth)
+    assert sorted((v.sample, v.field, v.code) for v in table) == sorted((v.sample, v.field, v.code) for v in one_by_one)
+
+
+def test_experiences_that_are_no_one_table_are_read_one_by_one(openrlhf) -> None:
+    made = _made(openrlhf, [_response(i, 3, [(2, 0)], True) for i in range(3)])
+    made[1].sequences = made[1].sequences.to(torch.int32)  # another dtype: no common table
+    from trajschema.openrlhf.layout import merge_experiences
+
+    assert merge_experiences(made) is None
+    # once for the three schema fields cut from it (input_ids, prompts, responses)
+    assert [(v.sample, v.field, v.code) for v in to.experience_violations(made)] == [(1, "sequences", "dtype")]

@@ -10,6 +10,7 @@ read by ``load``. The public names are re-exported by `trajschema` and the `Sche
 from trajschema.dense.bind import BoundLayout, Placed, bind_layout, per_row_metadata, sliced_layout
 from trajschema.dense.check import DenseCheck, check_dense, relaxed_plan
 from trajschema.dense.convert import from_dense, own, to_dense
+from trajschema.dense.extract import jagged_column
 from trajschema.dense.geometry import Geometry
 from trajschema.dense.padding import dense_padding
 from trajschema.dense.view import one_row, read_dense
@@ -23,6 +24,7 @@ __all__ = [
     "check_dense",
     "dense_padding",
     "from_dense",
+    "jagged_column",
     "one_row",
     "own",
     "per_row_metadata",

@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
-from trajschema.check import check_batch
+from trajschema.check import BatchView, check_batch
 from trajschema.core import DEPTHS, Violation, ViolationCode
-from trajschema.dense import relaxed_plan
+from trajschema.dense import jagged_column, relaxed_plan
 from trajschema.openrlhf.experience import (
     EPISODE_FIELDS,
     IS_PADDING,
@@ -52,7 +52,7 @@ from trajschema.openrlhf.experience import (
 )
 from trajschema.schema import Schema
 
-__all__ = ["HELD", "Rows", "experience_samples", "experience_violations", "read_layout"]
+__all__ = ["HELD", "Rows", "experience_samples", "experience_violations", "merge_experiences", "read_layout"]
 
 #: Each schema field an ``Experience`` holds, and the ``Experience`` field it is read from.
 HELD = {
@@ -97,10 +97,19 @@ def experience_violations(experiences: Any, *, schema: Schema | None = None, dep
         TypeError: an item is no ``Experience`` (no ``(B, S)`` ``sequences`` tensor or no ``info`` dict).
         ValueError: an unknown ``depth``.
     """
-    found, samples, tags, rows = _read_all(experiences, schema_of(schema), depth)
-    if not samples:
+    if depth not in DEPTHS:
+        raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
+    items = [experiences] if dataclasses.is_dataclass(experiences) else experiences
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TypeError(f"experiences must be an OpenRLHF Experience or a list of them, found {type(items).__name__}")
+    chosen = schema_of(schema)
+    merged = merge_experiences(items)
+    if merged is not None:  # one table: the layout's rules and the schema's checks vectorized over every row
+        items = [merged]
+    found, samples, tags, rows = _read_all(items, chosen, depth, table=merged is not None)
+    if not rows:
         return found
-    plan = schema_of(schema).plan
+    plan = chosen.plan
     optional = frozenset(n for n, f in plan.fields.items() if n not in HELD and f.required)
     seen, _ = check_batch(relaxed_plan(plan, optional), samples, tags=tags, dims=None, depth=depth)
     return found + _translate(seen, rows)
@@ -124,13 +133,10 @@ def experience_samples(experience: Any, *, schema: Schema | None = None) -> list
 
 
 def _read_all(
-    experiences: Any, schema: Schema, depth: str
-) -> tuple[list[Violation], list[dict[str, Any]], list[dict[str, Any]], list[int]]:
-    if depth not in DEPTHS:
-        raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
-    items = [experiences] if dataclasses.is_dataclass(experiences) else experiences
-    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
-        raise TypeError(f"experiences must be an OpenRLHF Experience or a list of them, found {type(items).__name__}")
+    items: Sequence[Any], schema: Schema, depth: str, *, table: bool
+) -> tuple[list[Violation], Any, list[dict[str, Any]], list[int]]:
+    """The layout's violations, what the schema's checks read (per-row samples, or with
+    ``table`` the one experience's readable rows as jagged columns), their tags and global rows."""
     names = frozenset(schema.plan.fields)
     found: list[Violation] = []
     samples: list[dict[str, Any]] = []
@@ -142,6 +148,10 @@ def _read_all(
         found += rows.found
         flags = _flags(exp, base, found)
         found += _padding_actions(exp, flags, rows.broken, base)
+        if table:
+            kept = [i for i in range(len(rows.lengths)) if i not in rows.broken]
+            tags = [{IS_PADDING: flags[i]} if flags is not None else {} for i in kept]
+            return found, _columns(exp, rows, kept, names, values=depth == "values"), tags, kept
         for i in range(len(rows.lengths)):
             if i not in rows.broken:
                 samples.append(_sample(exp, i, rows, names))
@@ -201,6 +211,62 @@ def _sample(exp: Any, i: int, rows: Rows, names: frozenset[str]) -> dict[str, An
     if isinstance(exp.rollout_log_probs, torch.Tensor):
         out["rollout_log_probs"] = exp.rollout_log_probs[i, first : length - 1]
     return {k: v for k, v in out.items() if k in names}
+
+
+def _columns(exp: Any, rows: Rows, kept: list[int], names: frozenset[str], *, values: bool) -> BatchView:
+    """The rows ``kept`` of one experience as the schema's jagged columns (cut as a dense
+    layout's regions are, `trajschema.dense.jagged_column`): what `_sample` gives row by row."""
+    at = torch.tensor(kept, dtype=torch.int64, device=exp.sequences.device)
+    lengths = torch.tensor(rows.lengths, dtype=torch.int64, device=at.device)[at]
+    starts = torch.tensor(rows.firsts, dtype=torch.int64, device=at.device)[at] + 1  # the response's first token
+    seqs = exp.sequences[at]
+    t = torch.arange(seqs.shape[1], device=at.device)[None, :]
+    real, prompt = t < lengths[:, None], t < starts[:, None]
+    out: dict[str, Any] = {
+        "input_ids": jagged_column(seqs, 1, real, lengths, values=values),
+        "prompts": jagged_column(seqs, 1, prompt, starts, values=values),
+        "responses": jagged_column(seqs, 1, real & ~prompt, lengths - starts, values=values),
+    }
+    if isinstance(exp.attention_mask, torch.Tensor):
+        out["attention_mask"] = jagged_column(_ints(exp.attention_mask[at]), 1, real, lengths, values=values)
+    acted = (t[:, :-1] >= starts[:, None] - 1) & (t[:, :-1] < lengths[:, None] - 1)
+    if isinstance(exp.action_mask, torch.Tensor):
+        mask = jagged_column(_ints(exp.action_mask[at]), 1, acted, lengths - starts, values=values)
+        out["response_mask"] = out["loss_mask"] = mask
+    if isinstance(exp.rollout_log_probs, torch.Tensor):
+        out["rollout_log_probs"] = jagged_column(exp.rollout_log_probs[at], 1, acted, lengths - starts, values=values)
+    return BatchView.of_columns({k: v for k, v in out.items() if k in names}, len(kept))
+
+
+def merge_experiences(items: Sequence[Any]) -> Any | None:
+    """``items`` as one experience of the first's class: every row, each step field
+    right-padded with zeros to the widest, each episode field and ``info["is_padding"]``
+    concatenated; ``None`` when they cannot be one table (not all experiences of one class
+    holding the same fields in the same dtypes and shapes by role, or a field misshapen),
+    and the caller reads them one by one."""
+    if not items or not all(dataclasses.is_dataclass(e) for e in items) or len({type(e) for e in items}) > 1:
+        return None
+    try:
+        widths = [experience_rows(e) and int(e.sequences.shape[1]) for e in items]
+        flags = [padding_flags(e) for e in items]
+    except (TypeError, ValueError):
+        return None
+    if any(_shapes(e, experience_rows(e), int(e.sequences.shape[1]), 0) for e in items) or not all(widths):
+        return None
+    kw: dict[str, Any] = {}
+    for name in (*STEP_FIELDS, *EPISODE_FIELDS):
+        got = [getattr(e, name, None) for e in items]
+        if all(v is None for v in got):
+            continue
+        tensors = [v for v in got if isinstance(v, torch.Tensor)]
+        step = name in STEP_FIELDS
+        kinds = {(v.dtype, v.device, tuple(v.shape[2:] if step else v.shape[1:])) for v in tensors}
+        if len(tensors) < len(got) or len(kinds) > 1:
+            return None
+        rows = [r for v in tensors for r in v.unbind(0)] if step else []
+        kw[name] = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True) if rows else torch.cat(tensors)
+    kw["info"] = {IS_PADDING: torch.tensor([f for fs in flags for f in fs], dtype=torch.bool)}
+    return type(items[0])(**kw)
 
 
 def _ints(mask: torch.Tensor) -> torch.Tensor:
