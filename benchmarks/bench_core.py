@@ -11,6 +11,8 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py --only 7    # only part 7 (a dense SkyRL batch: check, convert)
     python benchmarks/bench_core.py --only 8    # only part 8 (SkyRL's pad_training_input_batch vs ours)
     python benchmarks/bench_core.py --only 9    # only part 9 (packed batches: check, convert, verl's packing)
+    python benchmarks/bench_core.py --only 10   # only part 10 (OpenRLHF's rollout split, alone vs under install())
+    python benchmarks/bench_core.py --only 11   # only part 11 (the TRL check against TRL's own GRPO step)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -69,9 +71,9 @@ from workload import (
 )
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
-PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8", "9")
+PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11")
 #: Names accepted by --only for parts.
-PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8", "packed": "9"}
+PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8", "packed": "9", "openrlhf": "10", "trl": "11"}
 
 
 def _parts(text: str) -> set[str]:
@@ -79,7 +81,8 @@ def _parts(text: str) -> set[str]:
     unknown = parts - set(PARTS)
     if not parts or unknown:
         raise argparse.ArgumentTypeError(
-            f"expected parts of {', '.join(PARTS)}, verl, checked, dense, skyrl or packed, found {text!r}"
+            f"expected parts of {', '.join(PARTS)}, verl, checked, dense, skyrl, packed, openrlhf or trl, "
+            f"found {text!r}"
         )
     return parts
 
@@ -134,7 +137,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         metavar="PARTS",
         help=f"run only these parts, comma-separated, of {', '.join(PARTS)} "
-        "('verl' = 5, 'checked' = 6, 'dense' = 7, 'skyrl' = 8, 'packed' = 9)",
+        "('verl' = 5, 'checked' = 6, 'dense' = 7, 'skyrl' = 8, 'packed' = 9, 'openrlhf' = 10, 'trl' = 11)",
     )
     args = ap.parse_args(argv)
     args.parts = set(PARTS) if args.only is None else args.only
@@ -267,7 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     if "1" in parts:
         verify_single(schema, sample)
-        say(f"[1/9] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        say(f"[1/11] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
         t = measure(
             {
                 "shapes": lambda: schema.validate(sample, depth="shapes"),
@@ -302,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     op = f"validate_batch(td of {n})"
     td = None
     if "2" in parts:
-        say(f"[2/9] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        say(f"[2/11] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
         samples = [
             make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
             for i, (p, r) in enumerate(zip(ps, rs))
@@ -349,11 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tq_pack_function()
         except ImportError as e:
             why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-            say(f"[2b/9] skipped: {why}")
+            say(f"[2b/11] skipped: {why}")
             label = f'{op}, depth="shapes", packed by TransferQueue'
             rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
         else:
-            say(f"[2b/9] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            say(f"[2b/11] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
             vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
             real_td = tq_pack(vsamples)
             assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
@@ -387,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Padding ------------------------------------------------------------------
     if "3" in parts:
-        say(f"[3/9] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        say(f"[3/11] padding {args.pad_counts} rows like the P={P} R={R} sample...")
         for count in args.pad_counts:
             verify_padding(schema, sample, count)
             t = measure(
@@ -408,12 +411,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tq_parts:
         if "4" in parts:
             say(
-                f"[4/9] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                f"[4/11] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
                 "on a local TransferQueue (starts Ray, ~15 s)..."
             )
         if "5" in parts:
             say(
-                f"[5/9] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"[5/11] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
                 "TransferQueue, then the verl step audit's cost..."
             )
@@ -432,18 +435,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 6. What @ts.checked adds to a call ---------------------------------------------------
     if "6" in parts:
-        say(f"[6/9] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)")
+        say(
+            f"[6/11] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)"
+        )
         rows += checked_rows(schema, sample, timing=timing, seed=args.seed, say=say)
 
     # 7. A dense padded SkyRL batch -------------------------------------------------------
     if "7" in parts:
-        say(f"[7/9] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
+        say(f"[7/11] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
         rows += dense_rows(timing=timing, n=n, seed=args.seed, say=say)
 
     # 8. SkyRL's pad_training_input_batch, ours against its own ------------------------------
     memory = []
     if "8" in parts:
-        say(f"[8/9] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
+        say(f"[8/11] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
         part8, memory = skyrl_rows(timing=timing, n=n, seed=args.seed, say=say)
         rows += part8
 
@@ -454,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_packed import packed_rows
 
         say(
-            f"[9/9] packed batches of {n} samples (moe_routed, text): pack_dense vs verl's left_right_2_no_padding, "
+            f"[9/11] packed batches of {n} samples (moe_routed, text): pack_dense vs verl's left_right_2_no_padding, "
             "to_packed/from_packed, the checks vs a read pass..."
         )
         part9, packed_profiles = packed_rows(
@@ -470,6 +475,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             profile=profile_call if args.profile else None,
         )
         rows += part9
+
+    # 10. OpenRLHF's rollout split, alone and under trajschema.openrlhf.install() --------------
+    split_memory: list[Any] = []
+    if "10" in parts:
+        # Imported here, as part 9's module: pyproject.toml's isort list of the benchmark modules predates it.
+        from bench_openrlhf import openrlhf_rows
+
+        say(
+            "[10/11] OpenRLHF 0.11.2 split_rollout_samples over 4 actors, alone vs under trajschema.openrlhf.install() "
+            "(rollout check + padding, and padding only): time and peak Python allocation..."
+        )
+        part10, split_memory = openrlhf_rows(timing=timing, quick=args.quick, seed=args.seed, say=say)
+        rows += part10
+
+    # 11. The TRL check against TRL's own step that builds the batch ------------------------------
+    if "11" in parts:
+        from bench_trl import trl_rows
+
+        say(
+            "[11/11] trajschema.trl's check per batch vs TRL 1.16.0's own _generate_and_score_completions "
+            "on a tiny random model (builds the trainer, ~10 s per batch size)..."
+        )
+        rows += trl_rows(timing=timing, quick=args.quick, say=say)
 
     load_after = os.getloadavg()
     lines = machine_info()
@@ -505,6 +533,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"of {GROUP} sharing P uniform in {plo}..{phi}, R uniform in {rlo}..{rhi}) in one partition; batches of "
             f"{' and '.join(map(str, UPSAMPLE_REAL))} of them padded to a multiple of {UPSAMPLE_MULTIPLE}"
         )
+    if "10" in parts:
+        from bench_openrlhf import openrlhf_sizes
+
+        lines.append(f"part 10: {openrlhf_sizes(args.quick)}")
+    if "11" in parts:
+        from bench_trl import trl_sizes
+
+        lines.append(f"part 11: {trl_sizes(args.quick)}")
     lines.append(
         f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
         f"{'quick run' if args.quick else 'full run'}"
@@ -519,9 +555,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
         "except in the put, pad_to_multiple, upsample_batch_to_divisible_size and spread-routes rows and the dense "
-        "rows against SkyRL's build, and the packed rows of part 9, where it is trajschema / baseline (an overhead, "
-        "lower is better), and in the @checked rows, where it is the time the decorator adds per call "
-        "(decorated - baseline)."
+        "rows against SkyRL's build, the packed rows of part 9, the OpenRLHF split of part 10 and the TRL check of "
+        "part 11 (its share of TRL's step), where it is trajschema / baseline (an overhead, lower is better), and in "
+        "the @checked rows, where it is the time the decorator adds per call (decorated - baseline)."
     )
     if memory:
         print()
@@ -530,6 +566,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render_memory(memory, args.markdown))
         print()
         print("\n".join(bullet + line for line in independence(memory)))
+    if split_memory:
+        from bench_openrlhf import render_split_memory
+
+        print()
+        print(
+            "Part 10, memory per call: peak Python-level allocation (tracemalloc, one call each, tensor storage not "
+            "included) of each candidate, and the padding samples' tensor storage (exact):"
+        )
+        print()
+        print(render_split_memory(split_memory, args.markdown))
     skipped = [r for r in rows if r.skipped]
     if skipped:
         print()

@@ -37,7 +37,7 @@ import types
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 import torch
@@ -119,38 +119,50 @@ def load() -> SimpleNamespace:
     try:
         experience = import_installed(EXPERIENCE)
     except ImportError as exc:
-        why = (
-            f"OpenRLHF 0.11.2 is not importable ({exc}); "
-            "install it with pip install --no-deps -r .ci/openrlhf-requirements.txt"
-        )
-        if REQUIRED:
-            pytest.fail(f"TRAJSCHEMA_REQUIRE_OPENRLHF=1 but {why}")
-        pytest.skip(why)
-    if not _LOADED:
-        root = Path(sys.modules["openrlhf"].__file__).parent
-        import peft  # noqa: F401  (before the stand-in deepspeed: its availability check reads deepspeed's spec)
+        _missing(f"OpenRLHF 0.11.2 is not importable ({exc}); install it with", ".ci/openrlhf-requirements.txt")
+    try:  # before the stand-in deepspeed: peft's and transformers' availability checks read deepspeed's spec
+        import peft  # noqa: F401
         import transformers.integrations.deepspeed  # noqa: F401
-
-        added = [name for name, module in stand_ins(root).items() if sys.modules.setdefault(name, module) is module]
-        try:
-            for name, attrs in MODEL_CODE.items():
-                code = import_installed(name)
-                for attr in attrs:
-                    setattr(sys.modules["openrlhf.models"], attr, getattr(code, attr))
-            for name in UNDER_TEST:
-                _LOADED[name.rpartition(".")[2]] = import_installed(name)
-        finally:
-            # The modules under test hold the stand-ins they imported; other libraries must not
-            # see a stand-in ``vllm`` or ``deepspeed`` (TRL's import checks read their specs).
-            for name in added:
-                if not name.startswith("openrlhf"):
-                    del sys.modules[name]
+    except ImportError as exc:
+        _missing(
+            f"OpenRLHF's actor model code needs peft and transformers ({exc}); install them with",
+            ".ci/verl-requirements.txt",
+        )
+    if not _LOADED:
+        _load_under_stand_ins(Path(sys.modules["openrlhf"].__file__).parent)
     return SimpleNamespace(
         experience=experience,
         replay_buffer=import_installed("openrlhf.trainer.ppo_utils.replay_buffer"),
         kl_controller=import_installed("openrlhf.trainer.ppo_utils.kl_controller"),
         **_LOADED,
     )
+
+
+def _missing(why: str, requirements: str) -> NoReturn:
+    why = f"{why} pip install --no-deps -r {requirements}"
+    if REQUIRED:
+        pytest.fail(f"TRAJSCHEMA_REQUIRE_OPENRLHF=1 but {why}")
+    pytest.skip(why)
+
+
+def _load_under_stand_ins(root: Path) -> None:
+    added = [name for name, module in stand_ins(root).items() if sys.modules.setdefault(name, module) is module]
+    try:
+        for name, attrs in MODEL_CODE.items():
+            code = import_installed(name)
+            for attr in attrs:
+                setattr(sys.modules["openrlhf.models"], attr, getattr(code, attr))
+        for name in UNDER_TEST:
+            _LOADED[name.rpartition(".")[2]] = import_installed(name)
+    except BaseException:
+        _LOADED.clear()  # all or nothing: a later call tries again rather than returning half the modules
+        raise
+    finally:
+        # The modules under test hold the stand-ins they imported; other libraries must not
+        # see a stand-in ``vllm`` or ``deepspeed`` (TRL's import checks read their specs).
+        for name in added:
+            if not name.startswith("openrlhf"):
+                del sys.modules[name]
 
 
 # -- OpenRLHF's args, rollout and train step -----------------------------------------------

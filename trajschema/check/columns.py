@@ -27,6 +27,11 @@ import torch
 
 from trajschema.core import nonzero_per_position
 
+try:  # the jagged nested tensor's class: every property read on one costs a __torch_function__ round trip
+    from torch.nested._internal.nested_tensor import NestedTensor as _NJT
+except ImportError:  # pragma: no cover - a torch without it has no such columns either
+    _NJT = None
+
 __all__ = [
     "BatchShapeError",
     "BatchView",
@@ -225,6 +230,8 @@ def _row_lengths(col: torch.Tensor) -> torch.Tensor:
 
 def is_opaque(col: Any) -> bool:
     """A nested column whose per-sample shapes cannot be read: its offsets live on the ``meta`` device."""
+    if type(col) is _NJT:  # its flat values' device is its own, read without a ~7 us __torch_function__ round trip
+        return bool(col._values.is_meta)  # type: ignore[attr-defined]  # NJT-only attribute
     return isinstance(col, torch.Tensor) and col.is_nested and col.is_meta
 
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from trajschema.dense.geometry import Geometry
     from trajschema.dense.view import DenseView
 
-__all__ = ["dense_to_jagged", "dense_to_rows", "dense_to_view", "jagged_column"]
+__all__ = ["dense_to_jagged", "dense_to_rows", "dense_to_view", "jagged_column", "row_offsets"]
 
 
 def jagged_column(
@@ -37,15 +37,18 @@ def jagged_column(
     *,
     values: bool = True,
     rows: bool = False,
+    offsets: torch.Tensor | None = None,
 ) -> Any:
     """The real region (``region``, ``(B, T)`` bool) of ``dense`` along ``axis`` as a jagged nested tensor.
 
     With ``values=False`` the result has the right shapes and dtype but no values read
     (one zero, expanded): enough for a shapes-only check, at no copy. With ``rows=True``
-    it is a list of one tensor per row instead (views of the same cut).
+    it is a list of one tensor per row instead (views of the same cut). ``offsets``: the
+    row offsets of ``lengths``, when the caller has them (`row_offsets`); columns that share
+    one offsets tensor share its nested int, which torch then makes once.
     """
-    offsets = torch.zeros(lengths.shape[0] + 1, dtype=torch.int64, device=lengths.device)
-    torch.cumsum(lengths, 0, out=offsets[1:])
+    if offsets is None:
+        offsets = row_offsets(lengths)
     moved = dense.movedim(axis, 1)
     if values and region is not None:
         flat = moved[region]  # (N, *rest), rows in order, positions in order
@@ -58,6 +61,13 @@ def jagged_column(
         if axis == 1:
             return torch.nested.nested_tensor_from_jagged(flat, offsets)
         return torch.nested.nested_tensor_from_jagged(flat.movedim(0, axis - 1), offsets, jagged_dim=axis)
+
+
+def row_offsets(lengths: torch.Tensor) -> torch.Tensor:
+    """``[0, l0, l0 + l1, ...]`` (int64, on ``lengths``' device): the offsets of a jagged column."""
+    offsets = torch.zeros(lengths.shape[0] + 1, dtype=torch.int64, device=lengths.device)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    return offsets
 
 
 def _stacked(parts: list[Any]) -> Any:
@@ -73,7 +83,8 @@ def _column(p: Placed, view: DenseView, geo: Geometry, values: bool, rows: bool,
     col = view.get(p.key or p.name)
     if isinstance(col, torch.Tensor) and p.dim is not None and p.axis is not None:
         region = geo.region(p.dim) if values else None
-        out = jagged_column(col, p.axis, region, geo.lengths[p.dim], values=values, rows=rows)
+        lengths = geo.lengths[p.dim]
+        out = jagged_column(col, p.axis, region, lengths, values=values, rows=rows, offsets=_offsets(geo, p.dim))
     elif isinstance(col, torch.Tensor) and col.dim():
         out = list(col.unbind(0)) if rows else col
     else:
@@ -99,7 +110,18 @@ def _slice(p: Placed, view: DenseView, geo: Geometry, values: bool, rows: bool) 
     col = view.get(src.key or src.name)
     assert src.dim is not None and src.axis is not None and p.dim is not None
     region = geo.region(src.dim, p.dim) if values else None
-    return _as_schema_dtype(src, jagged_column(col, src.axis, region, geo.lengths[p.dim], values=values, rows=rows))
+    cut = jagged_column(
+        col, src.axis, region, geo.lengths[p.dim], values=values, rows=rows, offsets=_offsets(geo, p.dim)
+    )
+    return _as_schema_dtype(src, cut)
+
+
+def _offsets(geo: Geometry, dim: str) -> torch.Tensor:
+    """The row offsets of ``dim``'s lengths, made once per geometry (and so per check)."""
+    made = geo.offsets.get(dim)
+    if made is None:
+        made = geo.offsets[dim] = row_offsets(geo.lengths[dim])
+    return made
 
 
 def _gather(p: Placed, view: DenseView, rows: bool, lists: bool) -> Any | None:

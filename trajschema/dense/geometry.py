@@ -55,6 +55,8 @@ class Geometry:
     violations: list[Violation]
     device: torch.device
     _regions: dict[tuple[str, str | None], torch.Tensor] = dataclasses.field(default_factory=dict)
+    #: each dim's row offsets, as the extraction makes them (`trajschema.dense.extract.row_offsets`)
+    offsets: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
 
     def spans(self, axis: Axis) -> list[tuple[Block, int, int]]:
         """(block, first column, width) of each block of ``axis``."""
@@ -115,6 +117,7 @@ class Geometry:
         for dim, length in self.lengths.items():
             self.lengths[dim] = length.index_fill(0, at, 0)
         self._regions.clear()
+        self.offsets.clear()
 
     def _rows(self, rows: Collection[int]) -> torch.Tensor:
         return torch.tensor(sorted(rows), dtype=torch.int64, device=self.device)
