@@ -27,10 +27,17 @@ import torch
 
 from trajschema.core import nonzero_per_position
 
-try:  # the jagged nested tensor's class: every property read on one costs a __torch_function__ round trip
-    from torch.nested._internal.nested_tensor import NestedTensor as _NJT
-except ImportError:  # pragma: no cover - a torch without it has no such columns either
-    _NJT = None
+
+def _njt_class() -> type | None:
+    """The jagged nested tensor's class: every property read on one costs a ``__torch_function__`` round trip."""
+    try:
+        from torch.nested._internal.nested_tensor import NestedTensor
+    except ImportError:  # pragma: no cover - a torch without it has no such columns either
+        return None
+    return NestedTensor
+
+
+_NJT = _njt_class()
 
 __all__ = [
     "BatchShapeError",
