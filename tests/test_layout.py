@@ -28,7 +28,7 @@ FLOORS: list[set[str]] = [
     {"packed"},
     {"schema"},
     {"load"},
-    {"contract", "runtime", "dropin"},
+    {"contract", "runtime", "dropin", "bundle"},
     {"tq"},
     {"testing"},
     {"verl", "skyrl", "trl", "openrlhf"},

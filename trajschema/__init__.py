@@ -24,6 +24,7 @@ from trajschema.core import VERSION
 from trajschema.core import lazy_front as _lazy_front
 
 if TYPE_CHECKING:
+    from trajschema.bundle import Bundle, load_bundle, record_batch
     from trajschema.contract import (
         PaddingOnlyBatchWarning,
         check_padding_contract,
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
     )
     from trajschema.core import (
         Batch,
+        BundleError,
+        BundleIntegrityError,
+        BundleVersionError,
         DenseBatch,
         Depth,
         DerivedDim,
@@ -90,6 +94,10 @@ __version__ = VERSION
 
 __all__ = [
     "Batch",
+    "Bundle",
+    "BundleError",
+    "BundleIntegrityError",
+    "BundleVersionError",
     "Change",
     "DenseBatch",
     "Depth",
@@ -130,6 +138,7 @@ __all__ = [
     "infer_schema",
     "is_padding",
     "layout_names",
+    "load_bundle",
     "load_layout",
     "load_schema",
     "new_padding_uid",
@@ -137,6 +146,7 @@ __all__ = [
     "padding_needed",
     "real_count",
     "real_mask",
+    "record_batch",
     "required_multiple",
     "schema_for_architecture",
     "schema_for_config",
@@ -163,8 +173,12 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "real_mask",
         "select_real",
     ),
+    "trajschema.bundle": ("Bundle", "load_bundle", "record_batch"),
     "trajschema.core": (
         "Batch",
+        "BundleError",
+        "BundleIntegrityError",
+        "BundleVersionError",
         "DenseBatch",
         "Depth",
         "DerivedDim",

@@ -67,6 +67,9 @@ if TYPE_CHECKING:
         tensor_has_failures,
     )
     from trajschema.core.errors import (
+        BundleError,
+        BundleIntegrityError,
+        BundleVersionError,
         LayoutDefinitionError,
         SchemaDefinitionError,
         SchemaError,
@@ -134,6 +137,9 @@ __all__ = [
     "Axis",
     "Batch",
     "Block",
+    "BundleError",
+    "BundleIntegrityError",
+    "BundleVersionError",
     "DType",
     "DenseBatch",
     "Depth",
@@ -259,6 +265,9 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "solve_linear",
     ),
     "trajschema.core.errors": (
+        "BundleError",
+        "BundleIntegrityError",
+        "BundleVersionError",
         "LayoutDefinitionError",
         "SchemaDefinitionError",
         "SchemaError",

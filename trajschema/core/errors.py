@@ -1,4 +1,4 @@
-"""The two error families: a bad schema, and bad data (with every violation)."""
+"""The error families: a bad schema, bad data (with every violation), and a bundle that cannot be read."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ import dataclasses
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from trajschema.core.types import ViolationCode
 
 __all__ = [
+    "BundleError",
+    "BundleIntegrityError",
+    "BundleVersionError",
     "LayoutDefinitionError",
     "SchemaDefinitionError",
     "SchemaError",
@@ -350,3 +354,36 @@ def did_you_mean(value: object, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` when `closest` finds ``x`` for ``value``, else ``""``: the one wording."""
     guess = closest(str(value), choices)
     return f"; did you mean {guess!r}?" if guess is not None else ""
+
+
+class BundleError(ValueError):
+    """A recorded batch (a bundle) that cannot be written or read: a value no bundle holds
+    (a meta tensor, a pickled object), a missing or malformed file, a path taken. The
+    message names the path or the payload at fault."""
+
+
+class BundleIntegrityError(BundleError):
+    """A bundle's payload whose bytes are not the ones recorded (corrupted or edited): its
+    SHA-256 differs from the manifest's, or it is missing or of another size.
+
+    Attributes:
+        payload: the payload's name (``tensors.safetensors``, ``batch.json``, ``schema``,
+            ``layout``).
+    """
+
+    def __init__(self, message: str, payload: str) -> None:
+        super().__init__(message)
+        self.payload = payload
+
+
+class BundleVersionError(BundleError):
+    """A bundle written in a format version this trajschema does not read (a newer one).
+
+    Attributes:
+        found: the bundle's format version.
+        supported: the newest this trajschema reads.
+    """
+
+    def __init__(self, message: str, found: Any, supported: int) -> None:
+        super().__init__(message)
+        self.found, self.supported = found, supported

@@ -1,0 +1,320 @@
+"""A batch as tensors plus a JSON tree, and back: what a bundle stores, without pickle.
+
+`encode` walks a batch (a list of samples, a TensorDict, a mapping of columns, verl's
+``DataProto``, SkyRL's ``TrainingInputBatch``) and answers ``(tensors, tree)``: every tensor
+under a generated key (``t0``, ``t1``, ...) for ``safetensors``, and a JSON tree naming
+each node's kind and where its tensors went. `decode` rebuilds the batch from the two:
+bit-exact (the bytes of every tensor, its dtype and shape), with the same containers, and
+with one object wherever the batch held one object twice (verl's ``loss_mask is
+response_mask``).
+
+Node kinds (``"t"``): ``tensor`` (a strided tensor), ``jagged`` (a jagged nested tensor:
+its flat values, offsets, lengths when narrowed, ragged index), ``nested`` (a strided nested
+tensor: one tensor per row), ``ref`` (the node already written at ``id``), ``json`` (a
+string, number, bool or ``None``), ``list``, ``tuple``, ``dict`` (string keys), ``numpy``
+(a numeric array, stored as a tensor) and ``numpy_object`` (an object array of JSON
+values), ``nontensor`` (tensordict's ``NonTensorData``), ``nontensor_stack``, ``dense_batch`` and
+``packed_batch`` (`DenseBatch`, `PackedBatch`: items and ``metadata``), ``tensordict``
+(with its batch size), ``dataproto`` (rebuilt where verl imports) and ``training_input``
+(SkyRL's class where it imports, else a `DenseBatch`: a dict with ``metadata``, which every
+check reads as it reads SkyRL's). Anything else is refused with `BundleError` naming its path: a bundle
+holds data, never code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from trajschema.core import BundleError, DenseBatch, PackedBatch
+
+__all__ = ["decode", "encode"]
+
+_JSON = (str, int, float, bool, type(None))
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.seen: dict[int, int] = {}  # id(object) -> node id
+        self.kept: list[Any] = []  # the objects of ``seen``, alive while encoding (ids stay unique)
+        self.count = 0
+
+    def tensor(self, t: torch.Tensor, path: str) -> str:
+        if t.is_meta:
+            raise BundleError(f"{path}: a meta tensor holds no values to record")
+        if t.layout != torch.strided:
+            raise BundleError(f"{path}: a {str(t.layout).removeprefix('torch.')} tensor cannot be recorded")
+        key = f"t{len(self.tensors)}"
+        self.tensors[key] = t.detach().to("cpu").contiguous()
+        return key
+
+    def node(self, value: Any, path: str) -> dict[str, Any]:
+        if isinstance(value, (torch.Tensor, list, dict, tuple)) or _is_tensordict(value):
+            hit = self.seen.get(id(value))
+            if hit is not None:
+                return {"t": "ref", "id": hit}
+            self.count += 1
+            self.seen[id(value)] = self.count
+            self.kept.append(value)
+            return {"id": self.count, **_node(self, value, path)}
+        return _node(self, value, path)
+
+
+def encode(batch: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """``(tensors, tree)`` of ``batch`` (module docstring).
+
+    Raises:
+        BundleError: a value that cannot be recorded (a meta or sparse tensor, an object of
+            no kind above, a dict with a key that is not a string), naming its path.
+    """
+    writer = _Writer()
+    tree = writer.node(batch, "batch")
+    return writer.tensors, tree
+
+
+def _node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
+    if isinstance(value, torch.Tensor):
+        return _tensor_node(w, value, path)
+    if _is_tensordict(value):
+        return _tensordict_node(w, value, path)
+    kind = type(value).__name__
+    if kind in ("NonTensorData", "NonTensorStack"):
+        return _nontensor_node(w, value, path)
+    if kind == "DataProto" and hasattr(value, "non_tensor_batch"):
+        return {
+            "t": "dataproto",
+            "batch": w.node(value.batch, f"{path}.batch"),
+            "non_tensor_batch": w.node(dict(value.non_tensor_batch), f"{path}.non_tensor_batch"),
+            "meta_info": w.node(dict(value.meta_info), f"{path}.meta_info"),
+        }
+    if kind == "TrainingInputBatch" and hasattr(value, "metadata"):
+        columns = {k: value[k] for k in value.keys()}
+        return {"t": "training_input", "columns": w.node(columns, path), "metadata": w.node(value.metadata, path)}
+    if isinstance(value, (DenseBatch, PackedBatch)):
+        items = _plain_node(w, dict(value), path)["items"]
+        node = {"t": "dense_batch" if isinstance(value, DenseBatch) else "packed_batch", "items": items}
+        node["metadata"] = w.node(value.metadata, f"{path}.metadata")
+        if isinstance(value, DenseBatch) and value.sources:
+            node["sources"] = w.node(value.sources, f"{path}.sources")
+        return node
+    if type(value).__module__ == "numpy" and kind == "ndarray":
+        return _numpy_node(w, value, path)
+    return _plain_node(w, value, path)
+
+
+def _tensor_node(w: _Writer, t: torch.Tensor, path: str) -> dict[str, Any]:
+    if t.is_nested and t.layout == torch.jagged:
+        lengths = t.lengths()  # type: ignore[attr-defined]  # NJT-only method
+        return {
+            "t": "jagged",
+            "values": w.tensor(t.values(), f"{path} (values)"),
+            "offsets": w.tensor(t.offsets(), f"{path} (offsets)"),  # type: ignore[attr-defined]
+            "lengths": None if lengths is None else w.tensor(lengths, f"{path} (lengths)"),
+            "ragged_idx": int(t._ragged_idx),  # type: ignore[attr-defined]  # NJT-only attribute
+        }
+    if t.is_nested:
+        return {"t": "nested", "parts": [w.tensor(p, f"{path}[{i}]") for i, p in enumerate(t.unbind(0))]}
+    return {"t": "tensor", "key": w.tensor(t, path)}
+
+
+def _tensordict_node(w: _Writer, td: Any, path: str) -> dict[str, Any]:
+    items = {}
+    for key in td.keys():
+        if not isinstance(key, str):
+            raise BundleError(f"{path}: key {key!r} is not a string")
+        items[key] = w.node(td.get(key), f"{path}.{key}")
+    return {"t": "tensordict", "batch_size": list(td.batch_size), "items": items}
+
+
+def _nontensor_node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
+    if type(value).__name__ == "NonTensorData":
+        return {"t": "nontensor", "batch_size": list(value.batch_size), "value": w.node(value.data, path)}
+    rows = value.tolist()
+    return {"t": "nontensor_stack", "values": [w.node(v, f"{path}[{i}]") for i, v in enumerate(rows)]}
+
+
+def _numpy_node(w: _Writer, a: Any, path: str) -> dict[str, Any]:
+    if a.dtype.kind in "biuf":
+        return {"t": "numpy", "key": w.tensor(torch.from_numpy(a.copy()), path)}
+    if a.dtype.kind == "O":
+        flat = [w.node(v, f"{path}[{i}]") for i, v in enumerate(a.reshape(-1).tolist())]
+        return {"t": "numpy_object", "shape": list(a.shape), "values": flat}
+    if a.dtype.kind == "U":
+        return {"t": "numpy_str", "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+    raise BundleError(f"{path}: a numpy array of dtype {a.dtype} cannot be recorded")
+
+
+def _plain_node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
+    if isinstance(value, _JSON):
+        if isinstance(value, float) and not math.isfinite(value):
+            return {"t": "float", "value": repr(value)}  # JSON has no NaN or inf
+        return {"t": "json", "value": value}
+    if isinstance(value, (list, tuple)):
+        items = [w.node(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return {"t": "list" if isinstance(value, list) else "tuple", "items": items}
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise BundleError(f"{path}: key {k!r} ({type(k).__name__}) is not a string; a bundle keeps string keys")
+            out[k] = w.node(v, f"{path}.{k}")
+        return {"t": "dict", "items": out}
+    raise BundleError(
+        f"{path}: a {type(value).__module__}.{type(value).__name__} cannot be recorded "
+        "(a bundle holds tensors, numbers, strings, lists and dicts of them; never pickled objects)"
+    )
+
+
+def _is_tensordict(value: Any) -> bool:
+    return type(value).__name__ == "TensorDict" and hasattr(value, "batch_size")
+
+
+class _Reader:
+    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.tensors, self.made = tensors, {}
+
+    def tensor(self, key: Any, path: str) -> torch.Tensor:
+        t = self.tensors.get(key) if isinstance(key, str) else None
+        if t is None:
+            raise BundleError(f"{path}: the tensors payload holds no tensor {key!r}")
+        return t
+
+    def node(self, node: Any, path: str) -> Any:
+        if not isinstance(node, Mapping) or not isinstance(node.get("t"), str):
+            raise BundleError(f'{path}: expected a node with a kind ("t"), found {type(node).__name__}')
+        if node["t"] == "ref":
+            if node.get("id") not in self.made:
+                raise BundleError(f"{path}: refers to node {node.get('id')!r}, which comes later or nowhere")
+            return self.made[node["id"]]
+        value = _decode(self, node, path)
+        if "id" in node:
+            self.made[node["id"]] = value
+        return value
+
+
+def decode(tensors: Mapping[str, torch.Tensor], tree: Any) -> Any:
+    """The batch `encode` gave ``(tensors, tree)`` for.
+
+    Raises:
+        BundleError: the tree is malformed or names a tensor the payload lacks, naming the path;
+            a ``dataproto`` / ``training_input`` node where verl / SkyRL does not import.
+    """
+    return _Reader(tensors).node(tree, "batch")
+
+
+def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    kind = node["t"]
+    if kind == "tensor":
+        return r.tensor(node.get("key"), path)
+    if kind == "jagged":
+        return _jagged(r, node, path)
+    if kind == "nested":
+        parts = [r.tensor(k, f"{path}[{i}]") for i, k in enumerate(_list(node, "parts", path))]
+        return torch.nested.as_nested_tensor(parts, layout=torch.strided)
+    if kind in ("json", "float"):
+        return float(node["value"]) if kind == "float" else node.get("value")
+    if kind in ("list", "tuple"):
+        items = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "items", path))]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
+    if kind == "tensordict":
+        return _tensordict(r, node, path)
+    if kind in ("nontensor", "nontensor_stack"):
+        return _nontensor(r, node, path)
+    if kind in ("numpy", "numpy_object", "numpy_str"):
+        return _numpy(r, node, path)
+    if kind in ("dataproto", "training_input"):
+        return _trainer_batch(r, node, path)
+    if kind in ("dense_batch", "packed_batch"):
+        items = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
+        metadata = r.node(node.get("metadata", {"t": "dict", "items": {}}), f"{path}.metadata")
+        if kind == "packed_batch":
+            return PackedBatch(items, metadata=metadata)
+        made = DenseBatch(items, metadata=metadata)
+        if "sources" in node:
+            made.sources = r.node(node["sources"], f"{path}.sources")
+        return made
+    raise BundleError(f"{path}: unknown node kind {kind!r}")
+
+
+def _list(node: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    value = node.get(key)
+    if not isinstance(value, list):
+        raise BundleError(f"{path}: expected a list under {key!r}, found {type(value).__name__}")
+    return value
+
+
+def _dict(node: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = node.get(key)
+    if not isinstance(value, dict):
+        raise BundleError(f"{path}: expected a mapping under {key!r}, found {type(value).__name__}")
+    return value
+
+
+def _jagged(r: _Reader, node: Mapping[str, Any], path: str) -> torch.Tensor:
+    values, offsets = r.tensor(node.get("values"), path), r.tensor(node.get("offsets"), path)
+    lengths = None if node.get("lengths") is None else r.tensor(node["lengths"], path)
+    ragged = node.get("ragged_idx", 1)
+    try:
+        return torch.nested.nested_tensor_from_jagged(values, offsets, lengths, jagged_dim=ragged)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise BundleError(f"{path}: its values, offsets and ragged index make no jagged tensor ({exc})") from None
+
+
+def _tensordict(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    from tensordict import TensorDict
+
+    items = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
+    td = TensorDict({}, batch_size=_list(node, "batch_size", path))
+    for k, v in items.items():
+        td[k] = v
+    return td
+
+
+def _nontensor(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    from tensordict import NonTensorData, NonTensorStack
+
+    if node["t"] == "nontensor":
+        return NonTensorData(r.node(node.get("value"), path), batch_size=_list(node, "batch_size", path))
+    rows = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "values", path))]
+    return NonTensorStack(*(NonTensorData(v) for v in rows))
+
+
+def _numpy(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    import numpy as np
+
+    if node["t"] == "numpy":
+        return r.tensor(node.get("key"), path).numpy().copy()
+    shape = tuple(_list(node, "shape", path))
+    if node["t"] == "numpy_str":
+        return np.array(_list(node, "values", path)).reshape(shape)
+    flat = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "values", path))]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat if flat else []
+    return out.reshape(shape)
+
+
+def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    if node["t"] == "dataproto":
+        try:
+            from verl import DataProto
+        except ImportError as exc:
+            raise BundleError(f"{path}: the batch is a verl DataProto; reading it back needs verl ({exc})") from None
+        return DataProto(
+            batch=r.node(node.get("batch"), f"{path}.batch"),
+            non_tensor_batch=r.node(node.get("non_tensor_batch"), f"{path}.non_tensor_batch"),
+            meta_info=r.node(node.get("meta_info"), f"{path}.meta_info"),
+        )
+    columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)
+    try:
+        from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
+    except ImportError:  # SkyRL 0.3.0 imports on Python 3.12+ only: a dict with .metadata, read the same way
+        return DenseBatch(columns, metadata=metadata)
+    batch = TrainingInputBatch(columns)
+    batch.metadata = metadata
+    return batch

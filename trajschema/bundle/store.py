@@ -1,0 +1,245 @@
+"""Bundles on disk: one recorded batch with everything needed to check it again anywhere.
+
+A bundle is one directory (so any ``safetensors`` or JSON tool reads its parts, each part
+is verified on its own, and it is written whole or not at all: into a temporary sibling,
+then renamed):
+
+- ``tensors.safetensors``: every tensor of the batch (`trajschema.bundle.codec`), loaded
+  without pickle;
+- ``batch.json``: the batch's structure and its non-tensor values, and the tags;
+- ``manifest.json``: the format and its version, the schema's YAML (with each ancestor's,
+  so it reloads on a machine without that family) and the layout's mapping inline with
+  the SHA-256 of each, the step, the trainer and its version, trajschema's version, the
+  time, why it was recorded, and the size and SHA-256 of the two payloads.
+
+[`load_bundle`][trajschema.load_bundle] refuses a payload whose bytes are not the ones
+recorded ([`BundleIntegrityError`][trajschema.BundleIntegrityError], naming it) and a
+format newer than it reads ([`BundleVersionError`][trajschema.BundleVersionError]).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trajschema.core import VERSION, BundleError, BundleIntegrityError, BundleVersionError, Layout, PackedLayout
+from trajschema.files import as_any_layout
+from trajschema.files.dump import layout_to_dict
+from trajschema.load import resolve_schema
+from trajschema.schema import Schema
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "PAYLOADS", "record_batch", "write_bundle"]
+
+#: What ``manifest.json``'s ``format`` says; ``version`` the format's version this trajschema writes and reads.
+FORMAT, FORMAT_VERSION = "trajschema-bundle", 1
+MANIFEST = "manifest.json"
+TENSORS, BATCH = "tensors.safetensors", "batch.json"
+PAYLOADS = (TENSORS, BATCH)
+
+
+def record_batch(
+    batch: Any,
+    path: str | os.PathLike[str],
+    *,
+    schema: Schema | str,
+    layout: Layout | PackedLayout | str | None = None,
+    tags: Sequence[Mapping[str, Any]] | None = None,
+    step: int | None = None,
+    trainer: str | None = None,
+    trainer_version: str | None = None,
+    reason: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``batch`` as a bundle at ``path`` (a directory), with the schema and layout it is checked against.
+
+    Examples:
+        >>> batch = ts.testing.tq_batch(ts.load_schema("text"), 4)  # doctest: +SKIP
+        >>> ts.record_batch(batch, "step-12", schema="text", step=12)  # doctest: +SKIP
+        PosixPath('step-12')
+
+    Args:
+        batch: the batch as the trainer holds it: a list of samples or a jagged TensorDict
+            (no layout), a dense mapping, TensorDict, verl ``DataProto`` or SkyRL
+            ``TrainingInputBatch`` (a dense layout), a packed TensorDict (a packed layout).
+        path: the bundle's directory; it must not exist (unless ``overwrite``).
+        schema: the schema (or its name) the batch is checked against.
+        layout: the batch's layout (or its name); ``None`` for a jagged batch.
+        tags: one tag dict per sample (TransferQueue's), JSON values only.
+        step, trainer, trainer_version, reason: what the manifest says of where it came from.
+        overwrite: replace a bundle already at ``path``.
+
+    Raises:
+        BundleError: ``path`` is taken, or the batch holds a value no bundle holds (a meta
+            or sparse tensor, an object that is not data), naming its path in the batch.
+        TypeError / ValueError: a bad argument.
+    """
+    chosen = resolve_schema(schema)
+    fitted = None if layout is None else as_any_layout(layout)
+    meta = _provenance(step, trainer, trainer_version, reason)
+    return write_bundle(batch, Path(os.fspath(path)), chosen, fitted, tags, meta, overwrite=overwrite)
+
+
+def _provenance(step: Any, trainer: Any, version: Any, reason: Any) -> dict[str, Any]:
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
+        raise TypeError(f"step must be an int >= 0 or None, found {type(step).__name__} {step!r}")
+    for name, value in (("trainer", trainer), ("trainer_version", version), ("reason", reason)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, found {type(value).__name__}")
+    return {"step": step, "trainer": trainer, "trainer_version": version, "reason": reason}
+
+
+def write_bundle(
+    batch: Any,
+    path: Path,
+    schema: Schema,
+    layout: Layout | PackedLayout | None,
+    tags: Sequence[Mapping[str, Any]] | None,
+    meta: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
+) -> Path:
+    """`record_batch` once its arguments are read: encode, write into a temporary sibling, rename."""
+    from safetensors.torch import save_file
+
+    from trajschema.bundle.codec import encode
+
+    if path.exists() and not overwrite:
+        raise BundleError(f"{path}: already exists (pass overwrite=True to replace it)")
+    if tags is not None and (isinstance(tags, (str, bytes, Mapping)) or not isinstance(tags, Sequence)):
+        raise TypeError(f"tags must be a sequence of tag dicts (one per sample) or None, found {type(tags).__name__}")
+    tensors, tree = encode({"batch": batch, "tags": None if tags is None else list(tags)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        save_file(tensors, str(work / TENSORS))
+        _write_json(work / BATCH, tree)
+        manifest = _manifest(work, schema, layout, tags, batch, meta)
+        _write_json(work / MANIFEST, manifest)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(work, path)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return path
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=1, allow_nan=False, ensure_ascii=False), encoding="utf-8")
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def schema_texts(schema: Schema) -> dict[str, str]:
+    """The YAML of ``schema`` and of each schema it extends, by name (what reloads it anywhere)."""
+    from trajschema.load import load_schema
+
+    out = {schema.name: schema.to_yaml()}
+    for name in schema.plan.lineage[1:]:
+        out[name] = load_schema(name).to_yaml()
+    return out
+
+
+def _manifest(
+    work: Path,
+    schema: Schema,
+    layout: Layout | PackedLayout | None,
+    tags: Sequence[Mapping[str, Any]] | None,
+    batch: Any,
+    meta: Mapping[str, Any],
+) -> dict[str, Any]:
+    texts = schema_texts(schema)
+    layout_doc = None if layout is None else layout_to_dict(layout)
+    flags = [bool(t.get("is_padding", False)) for t in tags or () if isinstance(t, Mapping)]
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "trajschema": VERSION,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **meta,
+        "rows": _rows(batch),
+        "padding_rows": sum(flags) if tags is not None else None,
+        "schema": {"name": schema.name, "yaml": texts, "sha256": sha256(_canonical(texts))},
+        "layout": None
+        if layout_doc is None
+        else {"name": layout_doc["name"], "mapping": layout_doc, "sha256": sha256(_canonical(layout_doc))},
+        "payloads": {
+            name: {"bytes": (work / name).stat().st_size, "sha256": sha256((work / name).read_bytes())}
+            for name in PAYLOADS
+        },
+    }
+
+
+def _canonical(data: Any) -> bytes:
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def _rows(batch: Any) -> int | None:
+    """The batch's rows as far as its container says (``None`` where it does not)."""
+    if isinstance(batch, (list, tuple)):
+        return len(batch)
+    size = getattr(batch, "batch_size", None)
+    if size is not None and len(size) >= 1:
+        return int(size[0])
+    inner = getattr(batch, "batch", None)  # verl's DataProto
+    if inner is not None and getattr(inner, "batch_size", None) is not None and len(inner.batch_size):
+        return int(inner.batch_size[0])
+    if isinstance(batch, Mapping):
+        lengths = {len(v) for v in batch.values() if hasattr(v, "__len__") and not isinstance(v, (str, bytes))}
+        return lengths.pop() if len(lengths) == 1 else None
+    return None
+
+
+def check_version(manifest: Mapping[str, Any], where: str) -> None:
+    """Refuse a manifest that is no bundle's or of a newer format version."""
+    if manifest.get("format") != FORMAT:
+        raise BundleError(f"{where}: not a trajschema bundle (its manifest's format is {manifest.get('format')!r})")
+    found = manifest.get("version")
+    if isinstance(found, bool) or not isinstance(found, int) or found < 1:
+        raise BundleError(f"{where}: the manifest's version must be an int >= 1, found {found!r}")
+    if found > FORMAT_VERSION:
+        raise BundleVersionError(
+            f"{where}: written in bundle format version {found} (by trajschema {manifest.get('trajschema')}); "
+            f"this trajschema {VERSION} reads up to version {FORMAT_VERSION}: upgrade trajschema to read it",
+            found,
+            FORMAT_VERSION,
+        )
+
+
+def verify(path: Path, manifest: Mapping[str, Any]) -> None:
+    """Each payload's size and SHA-256, and the schema's and layout's, as the manifest recorded them."""
+    payloads = manifest.get("payloads")
+    if not isinstance(payloads, Mapping):
+        raise BundleError(f"{path}: the manifest lists no payloads")
+    for name in PAYLOADS:
+        want = payloads.get(name)
+        if not isinstance(want, Mapping):
+            raise BundleIntegrityError(f"{path}: the manifest records no payload {name}", name)
+        file = path / name
+        if not file.is_file():
+            raise BundleIntegrityError(f"{path}: payload {name} is missing", name)
+        data = file.read_bytes()
+        if len(data) != want.get("bytes") or sha256(data) != want.get("sha256"):
+            raise BundleIntegrityError(
+                f"{path}: payload {name} is not the one recorded (SHA-256 {sha256(data)[:16]}..., "
+                f"{len(data)} bytes; recorded {str(want.get('sha256'))[:16]}..., {want.get('bytes')} bytes): "
+                "corrupted or edited",
+                name,
+            )
+    for name, key in (("schema", "yaml"), ("layout", "mapping")):
+        entry = manifest.get(name)
+        if entry is None and name == "layout":
+            continue
+        if not isinstance(entry, Mapping) or key not in entry:
+            raise BundleIntegrityError(f"{path}: the manifest holds no {name}", name)
+        if sha256(_canonical(entry[key])) != entry.get("sha256"):
+            raise BundleIntegrityError(f"{path}: the {name} in the manifest is not the one recorded: edited", name)
