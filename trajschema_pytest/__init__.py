@@ -9,6 +9,10 @@ It provides:
 * ``trajschema_tq_session``: the one Ray + TransferQueue behind it, started on first
   request and stopped at the end of the session (``.client``). If a TransferQueue is
   already running in this process's Ray, it is reused and left running.
+* ``trajschema_bundle``: a function that reads a recorded batch's bundle, a path taken
+  relative to the test's own file (`trajschema.testing.recorded_batch`), so a batch
+  recorded in a real run (``install(record=...)``) becomes a regression test with
+  `trajschema.testing.assert_bundle_valid`.
 * assertion rewriting and hidden traceback frames for ``trajschema.testing.assert_valid``
   and ``assert_padding_invariant``.
 
@@ -41,6 +45,22 @@ START_TIMEOUT_S = 120.0
 
 # Only records the name: the module is rewritten when a test first imports it.
 pytest.register_assert_rewrite("trajschema.testing.assertions")
+
+
+@pytest.fixture
+def trajschema_bundle(request: pytest.FixtureRequest) -> Any:
+    """``read(path)``: the bundle at ``path`` (relative to the test's file), its payloads verified."""
+    from pathlib import Path
+
+    from trajschema.testing import recorded_batch
+
+    here = Path(str(request.node.path)).parent
+
+    def read(path: Any) -> Any:
+        where = Path(path)
+        return recorded_batch(where if where.is_absolute() else here / where)
+
+    return read
 
 
 @dataclasses.dataclass(frozen=True)

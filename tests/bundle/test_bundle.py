@@ -212,7 +212,7 @@ def test_a_tampered_payload_is_refused_naming_it(recorded, tamper, payload) -> N
 
 def test_a_newer_format_is_refused_with_its_version(recorded) -> None:
     _edit_manifest(recorded, lambda m: m.update(version=2, trajschema="9.0.0"))
-    with pytest.raises(ts.BundleVersionError, match="format version 2 .*reads up to version 1") as caught:
+    with pytest.raises(ts.BundleVersionError, match=r"format version 2 .*reads up to version 1") as caught:
         ts.load_bundle(recorded)
     assert (caught.value.found, caught.value.supported) == (2, 1)
 
@@ -235,7 +235,9 @@ def test_no_bundle_is_named_so(recorded, change, error, match) -> None:
 def test_the_recorded_schema_is_the_one_checked_even_where_its_family_is_unknown(tmp_path, monkeypatch) -> None:
     family = tmp_path / "schemas"
     family.mkdir()
-    (family / "mine.yaml").write_text("name: mine\nextends: text\nfields:\n  score: {kind: float, required: false, pad: 0.0}\n")
+    (family / "mine.yaml").write_text(
+        "name: mine\nextends: text\nfields:\n  score: {kind: float, required: false, pad: 0.0}\n"
+    )
     monkeypatch.setenv("TRAJSCHEMA_PATH", str(family))
     schema = ts.load_schema("mine")
     path = ts.record_batch(rows_of("text"), tmp_path / "b", schema=schema)
@@ -249,3 +251,26 @@ def test_a_bundle_checks_against_another_schema_on_request(tmp_path) -> None:
     assert {v.field for v in got.violations(schema="moe_routed")} == {"routed_experts"}
     with pytest.raises(ts.SchemaError, match="routed_experts"):
         got.validate(schema="moe_routed")
+
+
+def test_a_recorded_batch_becomes_a_regression_test(recorded, trajschema_bundle, tmp_path) -> None:
+    from trajschema.testing import assert_bundle_valid, recorded_batch
+
+    assert_bundle_valid(recorded)
+    assert trajschema_bundle(recorded).schema.name == "moe_routed"  # an absolute path as it is
+    with pytest.raises(AssertionError, match=r"breaks its schema") as caught:
+        assert_bundle_valid(recorded_batch(recorded), schema="vlm_mrope_moe")  # the schema the code uses now
+    assert {v.field for v in caught.value.violations} == {"position_ids"}
+    broken = ts.record_batch(rows_of("text")[:1] + [{"uid": "q9"}], tmp_path / "broken", schema="text")
+    with pytest.raises(AssertionError, match=r"first problem: sample 1, prompts: required field is missing"):
+        assert_bundle_valid(broken)
+
+
+def test_the_fixture_reads_a_bundle_beside_the_test_file(trajschema_bundle, request) -> None:
+    here = Path(str(request.node.path)).parent
+    target = here / "_bundle_of_this_test"
+    try:
+        ts.record_batch(rows_of("text"), target, schema="text", overwrite=True)
+        assert trajschema_bundle("_bundle_of_this_test").violations() == []
+    finally:
+        shutil.rmtree(target, ignore_errors=True)

@@ -300,3 +300,27 @@ def test_experiences_that_are_no_one_table_are_read_one_by_one(openrlhf) -> None
     assert merge_experiences(made) is None
     # once for the three schema fields cut from it (input_ids, prompts, responses)
     assert [(v.sample, v.field, v.code) for v in to.experience_violations(made)] == [(1, "sequences", "dtype")]
+
+
+def test_a_step_whose_rollout_breaks_is_recorded_with_its_raw_experiences(openrlhf, monkeypatch, tmp_path) -> None:
+    to.install(mode="always", record=tmp_path, keep=2)
+    bad = rollout(openrlhf, [(3, 2), (2, 4), (4, 1)], [1.0, 0.0, 0.5])
+    bad[1].total_length[0] = 99.0
+    TrainStep(openrlhf, args_for(actors=2), monkeypatch).run(bad)
+    [path] = list(tmp_path.iterdir())
+    bundle = ts.load_bundle(path)
+    assert bundle.trainer == "OpenRLHF" and bundle.manifest["reason"].startswith("trajschema/violations = 1 ")
+    assert [t["is_padding"] for t in bundle.tags] == [False, False, False, True]  # padded to 4 for 2 actors
+    assert bundle.schema.name == "text_openrlhf" and bundle.schema.plan.lineage == ("text_openrlhf", "text")
+    assert bundle.violations() == []  # the rows themselves are sound: the count was off
+    raw = bundle.extras["experiences"]
+    assert raw[0]["__class__"].endswith("experience.Experience")
+    assert sorted(float(t) for e in raw for t in e["total_length"].reshape(-1)) == [5.0, 5.0, 5.0, 99.0]
+
+
+def test_clean_steps_are_recorded_every_k_and_the_newest_kept(openrlhf, monkeypatch, tmp_path) -> None:
+    to.install(record=tmp_path, every=1, keep=2)
+    for _ in range(3):
+        TrainStep(openrlhf, args_for(actors=2), monkeypatch).run(rollout(openrlhf, [(3, 2), (2, 4)], [1.0, 0.0]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-00000002", "step-00000003"]
+    assert ts.load_bundle(tmp_path / "step-00000003").manifest["reason"] == "every 1 steps"

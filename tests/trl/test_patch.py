@@ -219,8 +219,11 @@ def test_metrics_held_in_plain_dicts(batch, step, installed):
         ({"strict": "yes"}, TypeError),
         ({"depth": "deep"}, ValueError),
         ({"schema": 3}, TypeError),
+        ({"record": 3}, TypeError),
+        ({"record": "x", "keep": 0}, ValueError),
+        ({"every": 2}, ValueError),
     ],
-    ids=["mode", "strict", "depth", "schema"],
+    ids=["mode", "strict", "depth", "schema", "record-int", "keep-0", "every-without-record"],
 )
 def test_bad_arguments_patch_nothing(installed, kwargs, error):
     with pytest.raises(error):
@@ -264,3 +267,32 @@ def test_importable_without_trl():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "trajschema.trl.install() needs TRL 1.16.0 installed (pip install trl==1.16.0)" in out
+
+
+def test_a_broken_batch_is_recorded_before_strict_raises(trainer, installed, left_padded_completion_mask, tmp_path):
+    installed.install(strict=True, record=tmp_path, keep=2)
+    with pytest.raises(ts.SchemaError) as caught:
+        grpo_batch(trainer, PROMPTS)
+    [path] = list(tmp_path.iterdir())
+    bundle = ts.load_bundle(path)
+    assert bundle.trainer == "TRL" and bundle.manifest["trainer_version"] == "1.16.0"
+    assert bundle.layout.name == "trl_grpo" and bundle.layout.pad_token_id == PAD
+    assert "completion_mask mask" in bundle.manifest["reason"]
+    assert sorted(map(_where, bundle.violations(depth="shapes"))) == sorted(map(_where, caught.value.violations))
+
+
+def _where(v: ts.Violation) -> tuple[int | None, str, str]:
+    return (v.sample, v.field, v.code)
+
+
+def test_clean_batches_are_recorded_only_every_k_steps_and_the_newest_kept(trainer, installed, tmp_path):
+    installed.install(record=tmp_path / "none")
+    grpo_batch(trainer, PROMPTS)
+    assert not (tmp_path / "none").exists() or list((tmp_path / "none").iterdir()) == []
+    installed.install(record=tmp_path / "all", every=1, keep=2)
+    for step in range(3):
+        trainer.state.global_step = step
+        grpo_batch(trainer, PROMPTS)
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["step-00000001", "step-00000002"]
+    bundle = ts.load_bundle(tmp_path / "all" / "step-00000002")
+    assert bundle.step == 2 and bundle.manifest["reason"] == "every 1 steps" and bundle.violations() == []

@@ -28,6 +28,7 @@ class Bundle:
         schema: the schema recorded with it (rebuilt from its YAML, ancestors included).
         layout: its layout (``None``: a jagged batch).
         tags: the tag dicts recorded with it, or ``None``.
+        extras: other data recorded beside the batch, by name (empty when none).
         manifest: ``manifest.json`` as read (``step``, ``trainer``, ``trainer_version``,
             ``trajschema``, ``created``, ``reason``, ``rows``, ``padding_rows``, ...).
     """
@@ -38,6 +39,7 @@ class Bundle:
     layout: Layout | PackedLayout | None
     tags: list[dict[str, Any]] | None
     manifest: Mapping[str, Any]
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def step(self) -> int | None:
@@ -102,8 +104,8 @@ def load_bundle(path: str | os.PathLike[str], *, verify: bool = True) -> Bundle:
     except (SafetensorError, OSError) as exc:
         raise BundleIntegrityError(f"{where}: payload {TENSORS} cannot be read ({exc})", TENSORS) from None
     tree = decode(tensors, _json(where / BATCH, where, BATCH))
-    if not isinstance(tree, dict) or set(tree) != {"batch", "tags"}:
-        raise BundleError(f"{where}: {BATCH} holds no batch and tags")
+    if not isinstance(tree, dict) or set(tree) != {"batch", "tags", "extras"}:
+        raise BundleError(f"{where}: {BATCH} holds no batch, tags and extras")
     return Bundle(
         path=where,
         batch=tree["batch"],
@@ -111,6 +113,7 @@ def load_bundle(path: str | os.PathLike[str], *, verify: bool = True) -> Bundle:
         layout=_layout(manifest, where),
         tags=tree["tags"],
         manifest=manifest,
+        extras=tree["extras"],
     )
 
 

@@ -14,7 +14,9 @@ tensor: one tensor per row), ``ref`` (the node already written at ``id``), ``jso
 string, number, bool or ``None``), ``list``, ``tuple``, ``dict`` (string keys), ``numpy``
 (a numeric array, stored as a tensor) and ``numpy_object`` (an object array of JSON
 values), ``nontensor`` (tensordict's ``NonTensorData``), ``nontensor_stack``, ``dense_batch`` and
-``packed_batch`` (`DenseBatch`, `PackedBatch`: items and ``metadata``), ``tensordict``
+``packed_batch`` (`DenseBatch`, `PackedBatch`: items and ``metadata``), ``dataclass`` (a
+dataclass's fields, with its class's dotted name: read back as a dict of the fields plus
+``"__class__"``, the class never imported), ``tensordict``
 (with its batch size), ``dataproto`` (rebuilt where verl imports) and ``training_input``
 (SkyRL's class where it imports, else a `DenseBatch`: a dict with ``metadata``, which every
 check reads as it reads SkyRL's). Anything else is refused with `BundleError` naming its path: a bundle
@@ -23,6 +25,7 @@ holds data, never code.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +42,7 @@ _JSON = (str, int, float, bool, type(None))
 class _Writer:
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] = {}
+        self.storages: set[int] = set()  # the storages of the tensors kept so far
         self.seen: dict[int, int] = {}  # id(object) -> node id
         self.kept: list[Any] = []  # the objects of ``seen``, alive while encoding (ids stay unique)
         self.count = 0
@@ -49,7 +53,13 @@ class _Writer:
         if t.layout != torch.strided:
             raise BundleError(f"{path}: a {str(t.layout).removeprefix('torch.')} tensor cannot be recorded")
         key = f"t{len(self.tensors)}"
-        self.tensors[key] = t.detach().to("cpu").contiguous()
+        flat = t.detach().to("cpu").contiguous()
+        storage = flat.untyped_storage().data_ptr() if flat.numel() else None
+        if storage is not None and (storage in self.storages or flat.untyped_storage().nbytes() != flat.nbytes):
+            flat = flat.clone()  # safetensors stores each tensor's own bytes: a view of shared memory is copied
+        if storage is not None:
+            self.storages.add(flat.untyped_storage().data_ptr())
+        self.tensors[key] = flat
         return key
 
     def node(self, value: Any, path: str) -> dict[str, Any]:
@@ -101,6 +111,9 @@ def _node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
         if isinstance(value, DenseBatch) and value.sources:
             node["sources"] = w.node(value.sources, f"{path}.sources")
         return node
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: w.node(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
+        return {"t": "dataclass", "class": f"{type(value).__module__}.{type(value).__qualname__}", "fields": fields}
     if type(value).__module__ == "numpy" and kind == "ndarray":
         return _numpy_node(w, value, path)
     return _plain_node(w, value, path)
@@ -230,6 +243,9 @@ def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
         return _numpy(r, node, path)
     if kind in ("dataproto", "training_input"):
         return _trainer_batch(r, node, path)
+    if kind == "dataclass":  # never imported: its fields, with the class named
+        fields = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "fields", path).items()}
+        return {"__class__": str(node.get("class")), **fields}
     if kind in ("dense_batch", "packed_batch"):
         items = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
         metadata = r.node(node.get("metadata", {"t": "dict", "items": {}}), f"{path}.metadata")

@@ -72,6 +72,7 @@ class Recorder:
         tags: Sequence[Mapping[str, Any]] | None = None,
         step: int | None = None,
         broken: str | None = None,
+        extras: Mapping[str, Any] | None = None,
     ) -> Path | None:
         """Write ``batch`` when `reason` says so; the bundle's path, or ``None`` (not due, or it failed: logged)."""
         from trajschema.bundle.store import record_batch
@@ -93,6 +94,7 @@ class Recorder:
                     trainer=self.trainer,
                     trainer_version=self.trainer_version,
                     reason=why,
+                    extras=extras,
                     overwrite=True,
                 )
             except Exception:

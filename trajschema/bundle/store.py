@@ -29,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from trajschema.core import VERSION, BundleError, BundleIntegrityError, BundleVersionError, Layout, PackedLayout
 from trajschema.files import as_any_layout
 from trajschema.files.dump import layout_to_dict
@@ -55,6 +57,7 @@ def record_batch(
     trainer: str | None = None,
     trainer_version: str | None = None,
     reason: str | None = None,
+    extras: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Write ``batch`` as a bundle at ``path`` (a directory), with the schema and layout it is checked against.
@@ -73,6 +76,8 @@ def record_batch(
         layout: the batch's layout (or its name); ``None`` for a jagged batch.
         tags: one tag dict per sample (TransferQueue's), JSON values only.
         step, trainer, trainer_version, reason: what the manifest says of where it came from.
+        extras: other data of the step kept beside the batch, by name (OpenRLHF's raw
+            experiences beside their samples), recorded as the batch is; not checked.
         overwrite: replace a bundle already at ``path``.
 
     Raises:
@@ -83,7 +88,11 @@ def record_batch(
     chosen = resolve_schema(schema)
     fitted = None if layout is None else as_any_layout(layout)
     meta = _provenance(step, trainer, trainer_version, reason)
-    return write_bundle(batch, Path(os.fspath(path)), chosen, fitted, tags, meta, overwrite=overwrite)
+    if extras is not None and not isinstance(extras, Mapping):
+        raise TypeError(f"extras must be a mapping of name to data or None, found {type(extras).__name__}")
+    return write_bundle(
+        batch, Path(os.fspath(path)), chosen, fitted, tags, meta, extras=dict(extras or {}), overwrite=overwrite
+    )
 
 
 def _provenance(step: Any, trainer: Any, version: Any, reason: Any) -> dict[str, Any]:
@@ -103,6 +112,7 @@ def write_bundle(
     tags: Sequence[Mapping[str, Any]] | None,
     meta: Mapping[str, Any],
     *,
+    extras: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> Path:
     """`record_batch` once its arguments are read: encode, write into a temporary sibling, rename."""
@@ -114,7 +124,7 @@ def write_bundle(
         raise BundleError(f"{path}: already exists (pass overwrite=True to replace it)")
     if tags is not None and (isinstance(tags, (str, bytes, Mapping)) or not isinstance(tags, Sequence)):
         raise TypeError(f"tags must be a sequence of tag dicts (one per sample) or None, found {type(tags).__name__}")
-    tensors, tree = encode({"batch": batch, "tags": None if tags is None else list(tags)})
+    tensors, tree = encode({"batch": batch, "tags": None if tags is None else list(tags), "extras": dict(extras or {})})
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
@@ -141,11 +151,18 @@ def sha256(data: bytes) -> str:
 
 def schema_texts(schema: Schema) -> dict[str, str]:
     """The YAML of ``schema`` and of each schema it extends, by name (what reloads it anywhere)."""
+    from trajschema.core import SchemaDefinitionError, SchemaNotFoundError
     from trajschema.load import load_schema
 
     out = {schema.name: schema.to_yaml()}
     for name in schema.plan.lineage[1:]:
-        out[name] = load_schema(name).to_yaml()
+        try:
+            out[name] = load_schema(name).to_yaml()
+        except (SchemaNotFoundError, SchemaDefinitionError) as exc:
+            raise BundleError(
+                f"schema {schema.name!r} extends {name!r}, which the search path does not give ({exc}); "
+                "a bundle carries every schema it extends"
+            ) from None
     return out
 
 
@@ -194,8 +211,16 @@ def _rows(batch: Any) -> int | None:
     if inner is not None and getattr(inner, "batch_size", None) is not None and len(inner.batch_size):
         return int(inner.batch_size[0])
     if isinstance(batch, Mapping):
-        lengths = {len(v) for v in batch.values() if hasattr(v, "__len__") and not isinstance(v, (str, bytes))}
+        lengths = {_length(v) for v in batch.values()} - {None}
         return lengths.pop() if len(lengths) == 1 else None
+    return None
+
+
+def _length(value: Any) -> int | None:
+    if isinstance(value, torch.Tensor):
+        return int(value.shape[0]) if value.dim() else None
+    if isinstance(value, (list, tuple)):
+        return len(value)
     return None
 
 

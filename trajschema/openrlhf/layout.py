@@ -33,6 +33,7 @@ position and marks its prompt/response split only by where the actions start.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +53,16 @@ from trajschema.openrlhf.experience import (
 )
 from trajschema.schema import Schema
 
-__all__ = ["HELD", "Rows", "experience_samples", "experience_violations", "merge_experiences", "read_layout"]
+__all__ = [
+    "HELD",
+    "Rows",
+    "experience_samples",
+    "experience_violations",
+    "held_schema",
+    "merge_experiences",
+    "read_layout",
+    "readable_samples",
+]
 
 #: Each schema field an ``Experience`` holds, and the ``Experience`` field it is read from.
 HELD = {
@@ -130,6 +140,43 @@ def experience_samples(experience: Any, *, schema: Schema | None = None) -> list
     if broken:
         raise SchemaError(broken, schema_name=chosen.name)
     return [_sample(experience, i, rows, frozenset(chosen.plan.fields)) for i in range(len(rows.lengths))]
+
+
+@functools.lru_cache(maxsize=16)
+def held_schema(schema: Schema) -> Schema:
+    """``schema`` as an ``Experience`` holds it: ``<name>_openrlhf``, extending it, with the
+    fields an ``Experience`` does not hold (`HELD`) not required. A bundle of an OpenRLHF step
+    is recorded with it, so its samples check clean wherever the bundle is read."""
+    from trajschema.export import schema_sections
+    from trajschema.load import schema_from_dict
+
+    doc = schema_sections(schema.plan)
+    doc["name"] = f"{schema.name}_openrlhf"
+    doc["extends"] = list(schema.plan.lineage)
+    doc["description"] = f"{schema.name} as an OpenRLHF Experience holds it: the fields it lacks are not required."
+    for name, f in schema.plan.fields.items():
+        if name not in HELD and f.required:
+            doc["fields"][name] = {**doc["fields"][name], "required": False}
+    return schema_from_dict(doc)
+
+
+def readable_samples(
+    experiences: Sequence[Any], *, schema: Schema | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every row of ``experiences`` the layout can read, as the schema's sample (views), and its
+    ``is_padding`` tag: what a bundle of an OpenRLHF step holds as its batch (rows the layout
+    cannot read are left out; the raw experiences go beside them)."""
+    names = frozenset(schema_of(schema).plan.fields)
+    samples: list[dict[str, Any]] = []
+    tags: list[dict[str, Any]] = []
+    for exp in experiences:
+        rows = read_layout(exp)
+        flags = _flags(exp, 0, [])
+        for i in range(len(rows.lengths)):
+            if i not in rows.broken:
+                samples.append(_sample(exp, i, rows, names))
+                tags.append({IS_PADDING: flags[i]} if flags is not None else {})
+    return samples, tags
 
 
 def _read_all(

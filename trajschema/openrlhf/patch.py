@@ -9,9 +9,11 @@ same objects back. OpenRLHF is imported only by [`install`][trajschema.openrlhf.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any, Literal
 
+from trajschema.bundle import record_options
 from trajschema.core import DEPTHS, check_bool, check_int
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
@@ -67,6 +69,9 @@ def install(
     mode: Literal["always", "once", "never"] | None = None,
     strict: bool = False,
     depth: str = "shapes",
+    record: str | os.PathLike[str] | None = None,
+    keep: int = 5,
+    every: int | None = None,
 ) -> None:
     """Switch OpenRLHF 0.11.2 to trajschema: padding experiences, advantages and metrics on the real rows.
 
@@ -115,6 +120,13 @@ def install(
         strict: a rollout with violations raises [`SchemaError`][trajschema.SchemaError]
             before anything is padded.
         depth: ``"shapes"`` (default) or ``"values"``, as for [`Schema.violations`][trajschema.Schema.violations].
+        record: a directory: a step whose rollout check or audit finds something wrong is
+            written there as a bundle (``step-NNNNNNNN``, numbered by the steps this process
+            saw; [`load_bundle`][trajschema.load_bundle] reads it, ``trajschema check``
+            checks it): its rows as the schema's samples, the raw experiences beside them
+            (``bundle.extras["experiences"]``), before a strict audit raises.
+        keep: how many bundles ``record`` keeps (the newest).
+        every: also record every ``every``-th step (needs ``record``).
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -133,6 +145,7 @@ def install(
         "strict": check_bool("strict", strict),
         "depth": depth,
         "passed": False,
+        "recorder": record_options(record, keep, every, trainer="OpenRLHF", version=_OPENRLHF.version()),
     }
     _OPENRLHF.install(_replacement, then=lambda: _settle(given))
 

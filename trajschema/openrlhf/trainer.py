@@ -22,8 +22,9 @@ import torch
 
 from trajschema.core import SchemaError
 from trajschema.dropin import padding_metrics, real_and_padding, zeros_on_padding
+from trajschema.openrlhf.audit import audit_experiences
 from trajschema.openrlhf.experience import padding_flags, schema_of, settings
-from trajschema.openrlhf.layout import experience_violations
+from trajschema.openrlhf.layout import experience_violations, held_schema, readable_samples
 from trajschema.openrlhf.pad import pad_multiple, pad_rollout_samples, padding_experiences
 from trajschema.runtime import check_metrics, due_mode
 
@@ -219,8 +220,6 @@ def rollout_stats_for(original: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(original)
     def _compute_rollout_stats(self: Any, experiences: Any, **ray: Any) -> Any:
-        from trajschema.openrlhf.audit import audit_experiences  # the audit room sits above this one
-
         stats, _ = with_real(lambda real: original(self, real, **ray), experiences)
         flags = [p for e in experiences for p in padding_flags(e)]
         tokens = sum(
@@ -231,14 +230,36 @@ def rollout_stats_for(original: Callable[..., Any]) -> Callable[..., Any]:
         stats.update(padding_metrics(flags, tokens))
         stats.update(settings.pop("figures", {}))
         checked = settings.pop("found", None)
-        if settings.get("audit", "report") != "off":
-            found = audit_experiences(experiences, violations=checked)
-            stats.update(found.figures)
-            if settings.get("audit") == "strict":
-                found.raise_if_broken()
+        audit = audit_experiences(experiences, violations=checked) if settings.get("audit", "report") != "off" else None
+        if audit is not None:
+            stats.update(audit.figures)
+        _keep(experiences, checked, audit)
+        if audit is not None and settings.get("audit") == "strict":
+            audit.raise_if_broken()
         return stats
 
     return _compute_rollout_stats
+
+
+def _keep(experiences: Sequence[Any], checked: Sequence[Any] | None, audit: Any) -> None:
+    """The step as a bundle when ``install(record=)`` asks for it: the rows as the schema's
+    samples (its batch) and the raw experiences beside them (``extras["experiences"]``)."""
+    recorder = settings.get("recorder")
+    if recorder is None:
+        return
+    # the audit's faults count the check's violations too
+    why = list(audit.faults) if audit is not None else [f"{len(checked)} violations"] if checked else []
+    try:
+        samples, tags = readable_samples(experiences)
+    except (TypeError, ValueError):
+        samples, tags = [], []  # nothing readable: the raw experiences alone
+    recorder.record(
+        samples,
+        schema=held_schema(schema_of(None)),
+        tags=tags,
+        broken="; ".join(why)[:500] or None,
+        extras={"experiences": list(experiences)},
+    )
 
 
 def balance_for(original: Callable[..., Any]) -> Callable[..., Any]:

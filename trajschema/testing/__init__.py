@@ -26,12 +26,14 @@ __all__ = [
     "LAYOUTS",
     "ExpectedViolation",
     "MemoryTransferQueue",
+    "assert_bundle_valid",
     "assert_padding_invariant",
     "assert_valid",
     "batches",
     "dense_batches",
     "invalid_samples",
     "random_routes",
+    "recorded_batch",
     "samples",
     "tags",
     "tq_batch",
@@ -41,6 +43,7 @@ __all__ = [
 if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ imports them on first use
     from trajschema.testing.assertions import assert_padding_invariant, assert_valid
     from trajschema.testing.dense import dense_batches
+    from trajschema.testing.recorded import assert_bundle_valid, recorded_batch
     from trajschema.testing.strategies import (
         BATCH_FORMS,
         LAYOUTS,
@@ -56,6 +59,7 @@ if TYPE_CHECKING:  # for type checkers and linters; at run time __getattr__ impo
 #: strategies need hypothesis, which importing this module must not import).
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.testing.assertions": ("assert_padding_invariant", "assert_valid"),
+    "trajschema.testing.recorded": ("assert_bundle_valid", "recorded_batch"),
     "trajschema.testing.dense": ("dense_batches",),
     "trajschema.testing.strategies": (
         "BATCH_FORMS",

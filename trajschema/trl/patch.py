@@ -16,9 +16,11 @@ from __future__ import annotations
 import functools
 import logging
 import operator
+import os
 import time
 from typing import Any, Literal
 
+from trajschema.bundle import record_options
 from trajschema.core import DEPTHS, SchemaError, check_bool
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
@@ -52,6 +54,9 @@ def install(
     mode: Literal["always", "once", "never"] | None = None,
     strict: bool = False,
     depth: str = "shapes",
+    record: str | os.PathLike[str] | None = None,
+    keep: int = 5,
+    every: int | None = None,
 ) -> None:
     """Check every batch TRL 1.16.0's ``GRPOTrainer`` builds, reporting through TRL's metrics.
 
@@ -77,6 +82,11 @@ def install(
         strict: raise on a batch with violations instead of only reporting it.
         depth: ``"shapes"`` (default: masks, padding, shapes and dtypes) or ``"values"``
             (also the value rules: finite advantages, log-probs at most 0, ...).
+        record: a directory: a batch the check finds violations in is written there as a
+            bundle (``step-<global step>``, [`load_bundle`][trajschema.load_bundle] reads it;
+            ``trajschema check DIR/step-...`` checks it), before a strict check raises.
+        keep: how many bundles ``record`` keeps (the newest; older ones are deleted).
+        every: also record every ``every``-th step's batch (needs ``record``).
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -93,6 +103,7 @@ def install(
     }
     if depth not in DEPTHS:
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
+    given["recorder"] = record_options(record, keep, every, trainer="TRL", version=_TRL.version())
     _TRL.install(_replacement, then=lambda: _settle(given))
 
 
@@ -159,16 +170,19 @@ def _pad_id(trainer: Any) -> int | None:
 
 def _check(trainer: Any, batch: Any) -> None:
     mode = due_mode(settings) if settings else None
-    if mode is None:
+    schema: Schema | None = settings.get("schema")
+    if schema is None:
         return
-    schema: Schema = settings["schema"]
     layout = grpo_layout(
         pad_token_id=_pad_id(trainer),
         mask_truncated_completions=bool(getattr(trainer, "mask_truncated_completions", False)),
     )
-    start = time.perf_counter()
-    found = schema.batch_violations(batch, layout=layout, depth=settings["depth"])
-    _record(trainer, check_metrics(found, time.perf_counter() - start))
+    found: list[Any] = []
+    if mode is not None:
+        start = time.perf_counter()
+        found = schema.batch_violations(batch, layout=layout, depth=settings["depth"])
+        _record(trainer, check_metrics(found, time.perf_counter() - start))
+    _keep(trainer, batch, schema, layout, found)
     if not found:
         settings["passed"] = settings["passed"] or mode == "once"
         return
@@ -177,6 +191,21 @@ def _check(trainer: Any, batch: Any) -> None:
         error.add_note("trajschema.trl: GRPOTrainer._generate_and_score_completions built this batch")
         raise error
     _LOG.warning("trajschema.trl: the batch TRL built breaks schema %r:\n%s", schema.name, error)
+
+
+def _keep(trainer: Any, batch: Any, schema: Schema, layout: Any, found: list[Any]) -> None:
+    """The batch as a bundle, when ``install(record=)`` asks for this step's (violations found, or every K steps)."""
+    recorder = settings.get("recorder")
+    if recorder is None:
+        return
+    state = getattr(trainer, "state", None)
+    step = getattr(state, "global_step", None)
+    broken = (
+        f"{len(found)} violations: " + ", ".join(sorted({f"{v.field} {v.code}" for v in found}))[:300]
+        if found
+        else None
+    )
+    recorder.record(batch, schema=schema, layout=layout, step=step if isinstance(step, int) else None, broken=broken)
 
 
 def _record(trainer: Any, figures: dict[str, float]) -> None:
