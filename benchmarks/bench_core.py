@@ -13,6 +13,7 @@ Run from the repository root, inside the project's venv:
     python benchmarks/bench_core.py --only 9    # only part 9 (packed batches: check, convert, verl's packing)
     python benchmarks/bench_core.py --only 10   # only part 10 (OpenRLHF's rollout split, alone vs under install())
     python benchmarks/bench_core.py --only 11   # only part 11 (the TRL check against TRL's own GRPO step)
+    python benchmarks/bench_core.py --only 12   # only part 12 (recording a batch as a bundle, reading it back)
 
 Every comparison runs in one process on the same samples, and every validator is first
 shown to accept the good data and reject bad data (asserted), so the timings compare
@@ -71,9 +72,18 @@ from workload import (
 )
 
 #: The benchmark's parts (see benchmarks/README.md); 4 and 5 run on a local TransferQueue.
-PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11")
+PARTS = ("1", "2", "2b", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12")
 #: Names accepted by --only for parts.
-PART_ALIASES = {"verl": "5", "checked": "6", "dense": "7", "skyrl": "8", "packed": "9", "openrlhf": "10", "trl": "11"}
+PART_ALIASES = {
+    "verl": "5",
+    "checked": "6",
+    "dense": "7",
+    "skyrl": "8",
+    "packed": "9",
+    "openrlhf": "10",
+    "trl": "11",
+    "bundle": "12",
+}
 
 
 def _parts(text: str) -> set[str]:
@@ -81,7 +91,7 @@ def _parts(text: str) -> set[str]:
     unknown = parts - set(PARTS)
     if not parts or unknown:
         raise argparse.ArgumentTypeError(
-            f"expected parts of {', '.join(PARTS)}, verl, checked, dense, skyrl, packed, openrlhf or trl, "
+            f"expected parts of {', '.join(PARTS)}, verl, checked, dense, skyrl, packed, openrlhf, trl or bundle, "
             f"found {text!r}"
         )
     return parts
@@ -483,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_openrlhf import openrlhf_rows
 
         say(
-            "[10/11] OpenRLHF 0.11.2 split_rollout_samples over 4 actors, alone vs under trajschema.openrlhf.install() "
+            "[10/12] OpenRLHF 0.11.2 split_rollout_samples over 4 actors, alone vs under trajschema.openrlhf.install() "
             "(rollout check + padding, and padding only): time and peak Python allocation..."
         )
         part10, split_memory = openrlhf_rows(timing=timing, quick=args.quick, seed=args.seed, say=say)
@@ -494,10 +504,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_trl import trl_rows
 
         say(
-            "[11/11] trajschema.trl's check per batch vs TRL 1.16.0's own _generate_and_score_completions "
+            "[11/12] trajschema.trl's check per batch vs TRL 1.16.0's own _generate_and_score_completions "
             "on a tiny random model (builds the trainer, ~10 s per batch size)..."
         )
         rows += trl_rows(timing=timing, quick=args.quick, say=say)
+
+    # 12. Recording a batch as a bundle and reading it back, against torch.save / torch.load ---------
+    bundle_bytes: list[str] = []
+    if "12" in parts:
+        from bench_bundle import bundle_rows
+
+        say("[12/12] ts.record_batch / ts.load_bundle of a jagged batch vs torch.save / torch.load (pickle)...")
+        part12, bundle_bytes = bundle_rows(timing=timing, quick=args.quick, say=say)
+        rows += part12
 
     load_after = os.getloadavg()
     lines = machine_info()
@@ -541,6 +560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_trl import trl_sizes
 
         lines.append(f"part 11: {trl_sizes(args.quick)}")
+    if "12" in parts:
+        from bench_bundle import bundle_sizes
+
+        lines.append(f"part 12: {bundle_sizes(args.quick)}")
+    lines += bundle_bytes
     lines.append(
         f"timing: median of {args.repeats} blocks, each >= {args.min_block} s (gc collected before, disabled during); "
         f"{'quick run' if args.quick else 'full run'}"
@@ -555,9 +579,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         "Times are medians per call; ratio = baseline time / trajschema time (higher is better for trajschema), "
         "except in the put, pad_to_multiple, upsample_batch_to_divisible_size and spread-routes rows and the dense "
-        "rows against SkyRL's build, the packed rows of part 9, the OpenRLHF split of part 10 and the TRL check of "
-        "part 11 (its share of TRL's step), where it is trajschema / baseline (an overhead, lower is better), and in "
-        "the @checked rows, where it is the time the decorator adds per call (decorated - baseline)."
+        "rows against SkyRL's build, the packed rows of part 9, the OpenRLHF split of part 10, the TRL check of "
+        "part 11 (its share of TRL's step) and the bundle rows of part 12, where it is trajschema / baseline (an "
+        "overhead, lower is better), and in the @checked rows, where it is the time the decorator adds per call "
+        "(decorated - baseline)."
     )
     if memory:
         print()
