@@ -261,7 +261,7 @@ def test_a_recorded_batch_becomes_a_regression_test(recorded, trajschema_bundle,
     with pytest.raises(AssertionError, match=r"breaks its schema") as caught:
         assert_bundle_valid(recorded_batch(recorded), schema="vlm_mrope_moe")  # the schema the code uses now
     assert {v.field for v in caught.value.violations} == {"position_ids"}
-    broken = ts.record_batch(rows_of("text")[:1] + [{"uid": "q9"}], tmp_path / "broken", schema="text")
+    broken = ts.record_batch([*rows_of("text")[:1], {"uid": "q9"}], tmp_path / "broken", schema="text")
     with pytest.raises(AssertionError, match=r"first problem: sample 1, prompts: required field is missing"):
         assert_bundle_valid(broken)
 
@@ -274,3 +274,29 @@ def test_the_fixture_reads_a_bundle_beside_the_test_file(trajschema_bundle, requ
         assert trajschema_bundle("_bundle_of_this_test").violations() == []
     finally:
         shutil.rmtree(target, ignore_errors=True)
+
+
+def test_a_cycle_or_a_too_deep_batch_is_refused_and_a_too_deep_file_named(tmp_path) -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(ts.BundleError, match=r"batch\.x\[0\]: holds itself"):
+        ts.record_batch({"x": loop}, tmp_path / "a", schema="text")
+    deep: Any = 0
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ts.BundleError, match="nested too deeply"):
+        ts.record_batch(deep, tmp_path / "b", schema="text")
+    assert list(tmp_path.iterdir()) == []
+    good = ts.record_batch([], tmp_path / "c", schema="text")
+    (good / "batch.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ts.BundleError, match="batch.json"):
+        ts.load_bundle(good, verify=False)
+
+
+def test_the_same_object_twice_is_one_object_again_and_shared_views_are_stored_whole(tmp_path) -> None:
+    base = torch.arange(10)
+    mask = torch.ones(3)
+    batch = {"a": mask, "b": mask, "view": base[2:5], "whole": base}
+    got = round_trip(tmp_path, batch, schema="text").batch
+    same(batch, got)
+    assert got["a"] is got["b"] and got["view"].tolist() == [2, 3, 4]

@@ -124,7 +124,7 @@ def _json(file: Path, where: Path, what: str) -> Any:
         raise BundleIntegrityError(f"{where}: payload {file.name} is missing", file.name)
     try:
         return json.loads(file.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         if what == "manifest":
             raise BundleError(f"{where}: the manifest is not JSON ({exc})") from None
         raise BundleIntegrityError(f"{where}: payload {file.name} is not JSON ({exc})", file.name) from None

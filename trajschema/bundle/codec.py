@@ -45,6 +45,7 @@ class _Writer:
         self.storages: set[int] = set()  # the storages of the tensors kept so far
         self.seen: dict[int, int] = {}  # id(object) -> node id
         self.kept: list[Any] = []  # the objects of ``seen``, alive while encoding (ids stay unique)
+        self.open: set[int] = set()  # ids of the containers being written (a cycle meets one)
         self.count = 0
 
     def tensor(self, t: torch.Tensor, path: str) -> str:
@@ -66,11 +67,17 @@ class _Writer:
         if isinstance(value, (torch.Tensor, list, dict, tuple)) or _is_tensordict(value):
             hit = self.seen.get(id(value))
             if hit is not None:
+                if id(value) in self.open:
+                    raise BundleError(f"{path}: holds itself (a cycle); a bundle holds trees of data")
                 return {"t": "ref", "id": hit}
             self.count += 1
             self.seen[id(value)] = self.count
             self.kept.append(value)
-            return {"id": self.count, **_node(self, value, path)}
+            self.open.add(id(value))
+            try:
+                return {"id": self.count, **_node(self, value, path)}
+            finally:
+                self.open.discard(id(value))
         return _node(self, value, path)
 
 
@@ -82,7 +89,10 @@ def encode(batch: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
             no kind above, a dict with a key that is not a string), naming its path.
     """
     writer = _Writer()
-    tree = writer.node(batch, "batch")
+    try:
+        tree = writer.node(batch, "batch")
+    except RecursionError:
+        raise BundleError("batch: nested too deeply to record") from None
     return writer.tensors, tree
 
 
@@ -216,7 +226,10 @@ def decode(tensors: Mapping[str, torch.Tensor], tree: Any) -> Any:
         BundleError: the tree is malformed or names a tensor the payload lacks, naming the path;
             a ``dataproto`` / ``training_input`` node where verl / SkyRL does not import.
     """
-    return _Reader(tensors).node(tree, "batch")
+    try:
+        return _Reader(tensors).node(tree, "batch")
+    except RecursionError:
+        raise BundleError("batch: the recorded structure is nested too deeply to read") from None
 
 
 def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
