@@ -98,6 +98,7 @@ def test_every_schemas_dense_batches_round_trip_with_their_layout(tmp_path, name
     got = round_trip(tmp_path, dense, schema=schema, layout=fitted)
     same(dense, got.batch)
     assert dataclasses.replace(got.layout, source=fitted.source) == fitted
+    assert got.rows == got.manifest["rows"] == 4
     assert got.violations() == schema.batch_violations(dense, layout=fitted) == []
 
 
@@ -109,6 +110,7 @@ def test_packed_batches_round_trip_with_their_pinned_layout(tmp_path, name) -> N
     got = round_trip(tmp_path, packed, schema=schema, layout=layout)
     same(packed, got.batch)
     assert got.layout.alignment == 4 and got.layout.pad_token_id == 0
+    assert got.rows == got.manifest["rows"] == 4
     assert got.violations() == schema.batch_violations(packed, layout=layout) == []
 
 
@@ -119,6 +121,7 @@ def test_verl_nopad_keeps_one_object_where_verl_holds_one(tmp_path) -> None:
     aliased = [k for k in nopad.keys() for j in nopad.keys() if k < j and nopad.get(k) is nopad.get(j)]
     got = round_trip(tmp_path, nopad, schema=schema, layout="verl_nopad")
     same(nopad, got.batch)
+    assert got.rows == 4
     assert aliased and all(
         got.batch.get(k) is got.batch.get(j) for k in aliased for j in nopad.keys() if nopad.get(k) is nopad.get(j)
     )

@@ -49,6 +49,13 @@ class Bundle:
     def trainer(self) -> str | None:
         return self.manifest.get("trainer")
 
+    @property
+    def rows(self) -> int:
+        """The batch's rows (samples), counted from the batch as read back."""
+        from trajschema.bundle.store import count_rows
+
+        return count_rows(self.batch, self.layout)
+
     def violations(self, *, schema: Schema | str | None = None, depth: str = "values") -> list[Violation]:
         """Every violation of the batch against its recorded schema (or ``schema``) in its layout."""
         from trajschema.load import resolve_schema

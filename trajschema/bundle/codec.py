@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from trajschema.check import without_fx_note
 from trajschema.core import BundleError, DenseBatch, PackedBatch
 
 __all__ = ["decode", "encode"]
@@ -290,7 +291,8 @@ def _jagged(r: _Reader, node: Mapping[str, Any], path: str) -> torch.Tensor:
     lengths = None if node.get("lengths") is None else r.tensor(node["lengths"], path)
     ragged = node.get("ragged_idx", 1)
     try:
-        return torch.nested.nested_tensor_from_jagged(values, offsets, lengths, jagged_dim=ragged)
+        with without_fx_note():
+            return torch.nested.nested_tensor_from_jagged(values, offsets, lengths, jagged_dim=ragged)
     except (RuntimeError, ValueError, TypeError) as exc:
         raise BundleError(f"{path}: its values, offsets and ragged index make no jagged tensor ({exc})") from None
 
@@ -342,7 +344,8 @@ def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)
     try:
         from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
-    except ImportError:  # SkyRL 0.3.0 imports on Python 3.12+ only: a dict with .metadata, read the same way
+    except Exception:  # not installed (ImportError), or below Python 3.12, where pydantic refuses
+        # SkyRL 0.3.0's TypedDict (PydanticUserError): a dict with .metadata, which the checks read the same way
         return DenseBatch(columns, metadata=metadata)
     batch = TrainingInputBatch(columns)
     batch.metadata = metadata

@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trajschema.core import VERSION, BundleError, BundleIntegrityError, BundleVersionError, Layout, PackedLayout
 from trajschema.files import as_any_layout
 from trajschema.files.dump import layout_to_dict
@@ -183,7 +181,7 @@ def _manifest(
         "trajschema": VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **meta,
-        "rows": _rows(batch),
+        "rows": count_rows(batch, layout),
         "padding_rows": sum(flags) if tags is not None else None,
         "schema": {"name": schema.name, "yaml": texts, "sha256": sha256(_canonical(texts))},
         "layout": None
@@ -205,6 +203,8 @@ def _rows(batch: Any) -> int | None:
     if isinstance(batch, (list, tuple)):
         return len(batch)
     size = getattr(batch, "batch_size", None)
+    if type(size) is int:  # SkyRL's TrainingInputBatch: an int
+        return size
     if size is not None and len(size) >= 1:
         return int(size[0])
     inner = getattr(batch, "batch", None)  # verl's DataProto
@@ -216,7 +216,25 @@ def _rows(batch: Any) -> int | None:
     return None
 
 
+def count_rows(batch: Any, layout: Layout | PackedLayout | None) -> int:
+    """The rows (samples) of ``batch``: its container's length, else a packed batch's offsets (``B + 1``)."""
+    found = _rows(batch)
+    if found is not None and not isinstance(layout, PackedLayout):
+        return found
+    if isinstance(layout, PackedLayout) and isinstance(batch, Mapping):
+        offsets = batch.get(layout.offsets) if layout.offsets in batch else None
+        if offsets is not None and hasattr(offsets, "shape") and len(offsets.shape) == 1:
+            return max(int(offsets.shape[0]) - 1, 0)
+    if isinstance(layout, PackedLayout):
+        for value in batch.values() if isinstance(batch, Mapping) else ():
+            if getattr(value, "is_nested", False):
+                return int(value.size(0))
+    return found if found is not None else 0
+
+
 def _length(value: Any) -> int | None:
+    import torch
+
     if isinstance(value, torch.Tensor):
         return int(value.shape[0]) if value.dim() else None
     if isinstance(value, (list, tuple)):
