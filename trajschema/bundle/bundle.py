@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from trajschema.core import BundleError, BundleIntegrityError, Layout, PackedLayout, Violation
+from trajschema.core import BundleError, BundleIntegrityError, Depth, Layout, PackedLayout, Violation
 from trajschema.schema import Schema
 
 __all__ = ["Bundle", "load_bundle"]
@@ -56,14 +56,14 @@ class Bundle:
 
         return count_rows(self.batch, self.layout)
 
-    def violations(self, *, schema: Schema | str | None = None, depth: str = "values") -> list[Violation]:
+    def violations(self, *, schema: Schema | str | None = None, depth: Depth = "values") -> list[Violation]:
         """Every violation of the batch against its recorded schema (or ``schema``) in its layout."""
         from trajschema.load import resolve_schema
 
         chosen = self.schema if schema is None else resolve_schema(schema)
         return chosen.batch_violations(self.batch, tags=self.tags, depth=depth, layout=self.layout)
 
-    def validate(self, *, schema: Schema | str | None = None, depth: str = "values") -> None:
+    def validate(self, *, schema: Schema | str | None = None, depth: Depth = "values") -> None:
         """Raise [`SchemaError`][trajschema.SchemaError] with every violation, as `violations` finds them."""
         from trajschema.core import SchemaError
         from trajschema.load import resolve_schema
@@ -159,7 +159,7 @@ def _schema(manifest: Mapping[str, Any], where: Path) -> Schema:
 
 def _layout(manifest: Mapping[str, Any], where: Path) -> Layout | PackedLayout | None:
     from trajschema.core import LayoutDefinitionError
-    from trajschema.files.dump import layout_from_dump
+    from trajschema.files import layout_from_dump
 
     entry = manifest.get("layout")
     if entry is None:

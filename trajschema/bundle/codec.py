@@ -199,7 +199,8 @@ def _is_tensordict(value: Any) -> bool:
 
 class _Reader:
     def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
-        self.tensors, self.made = tensors, {}
+        self.tensors = tensors
+        self.made: dict[int, Any] = {}
 
     def tensor(self, key: Any, path: str) -> torch.Tensor:
         t = self.tensors.get(key) if isinstance(key, str) else None
@@ -257,19 +258,25 @@ def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
         return _numpy(r, node, path)
     if kind in ("dataproto", "training_input"):
         return _trainer_batch(r, node, path)
-    if kind == "dataclass":  # never imported: its fields, with the class named
+    if kind in ("dataclass", "dense_batch", "packed_batch"):
+        return _batch_dict(r, node, path)
+    raise BundleError(f"{path}: unknown node kind {kind!r}")
+
+
+def _batch_dict(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
+    """A dataclass's fields as a dict (never imported: the class named under ``__class__``),
+    or a `DenseBatch` / `PackedBatch` with its ``metadata``."""
+    if node["t"] == "dataclass":
         fields = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "fields", path).items()}
         return {"__class__": str(node.get("class")), **fields}
-    if kind in ("dense_batch", "packed_batch"):
-        items = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
-        metadata = r.node(node.get("metadata", {"t": "dict", "items": {}}), f"{path}.metadata")
-        if kind == "packed_batch":
-            return PackedBatch(items, metadata=metadata)
-        made = DenseBatch(items, metadata=metadata)
-        if "sources" in node:
-            made.sources = r.node(node["sources"], f"{path}.sources")
-        return made
-    raise BundleError(f"{path}: unknown node kind {kind!r}")
+    columns = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
+    metadata = r.node(node.get("metadata", {"t": "dict", "items": {}}), f"{path}.metadata")
+    if node["t"] == "packed_batch":
+        return PackedBatch(columns, metadata=metadata)
+    dense = DenseBatch(columns, metadata=metadata)
+    if "sources" in node:
+        dense.sources = r.node(node["sources"], f"{path}.sources")
+    return dense
 
 
 def _list(node: Mapping[str, Any], key: str, path: str) -> list[Any]:
@@ -343,7 +350,7 @@ def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
         )
     columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)
     try:
-        from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
+        from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch  # type: ignore[import-untyped]
     except Exception:  # not installed (ImportError), or below Python 3.12, where pydantic refuses
         # SkyRL 0.3.0's TypedDict (PydanticUserError): a dict with .metadata, which the checks read the same way
         return DenseBatch(columns, metadata=metadata)

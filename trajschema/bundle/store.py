@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trajschema.core import VERSION, BundleError, BundleIntegrityError, BundleVersionError, Layout, PackedLayout
-from trajschema.files import as_any_layout
-from trajschema.files.dump import layout_to_dict
+from trajschema.files import as_any_layout, layout_to_dict
 from trajschema.load import resolve_schema
 from trajschema.schema import Schema
 

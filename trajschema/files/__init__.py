@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
+    from trajschema.files.dump import layout_from_dump, layout_to_dict
     from trajschema.files.filetext import (
         DIM_NAME,
         DTYPE_HINTS,
@@ -94,8 +95,10 @@ __all__ = [
     "is_number",
     "join_path",
     "layout_from_dict",
+    "layout_from_dump",
     "layout_names",
     "layout_search_path",
+    "layout_to_dict",
     "load_layout",
     "missing_entry_note",
     "num",
@@ -129,6 +132,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "shown",
         "string_hint",
     ),
+    "trajschema.files.dump": ("layout_from_dump", "layout_to_dict"),
     "trajschema.files.layouts": (
         "LAYOUT_ENV_VAR",
         "AnyLayout",

@@ -94,7 +94,7 @@ def install(
         RuntimeError: this TRL is not 1.16.0, or ``_generate_and_score_completions`` has
             another signature; nothing is patched then.
     """
-    given = {
+    given: dict[str, Any] = {
         "schema": resolve_schema(schema),
         "mode": None if mode is None else checks(mode).mode,  # validated where check modes are
         "strict": check_bool("strict", strict),
