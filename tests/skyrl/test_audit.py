@@ -26,18 +26,23 @@ CASE = "grpo-kl_loss-sample"
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available:UserWarning")  # SkyRL asks for CUDA autocast
 
 
+def inject(monkeypatch, fault) -> None:
+    """Apply ``fault(batch, first padding row)`` to each mini-batch ``stage_chunks`` pads for training."""
+    pad = workers.pad_training_input_batch
+
+    def faulty(batch, size, **kw):
+        out = pad(batch, size, **kw)
+        if out.get("advantages") is not None:  # a training mini-batch, not a forward pass's selection
+            fault(out, len(out) - size)
+        return out
+
+    monkeypatch.setattr(workers, "pad_training_input_batch", faulty)
+
+
 def audited_step(skyrl, models, monkeypatch, fault=None, **install) -> dict[str, Any]:
     """One padded ``train()`` step under ``install(**install)``, ``fault`` applied to each padded mini-batch."""
     if fault is not None:
-        pad = workers.pad_training_input_batch
-
-        def faulty(batch, size, **kw):
-            out = pad(batch, size, **kw)
-            if out.get("advantages") is not None:  # a training mini-batch, not a forward pass's selection
-                fault(out, len(out) - size)
-            return out
-
-        monkeypatch.setattr(workers, "pad_training_input_batch", faulty)
+        inject(monkeypatch, fault)
     sk.install(**install)
     try:
         logged, _ = loop.run_loop(skyrl, models, CASE, 4, monkeypatch)

@@ -175,19 +175,47 @@ def installed_step(
 ) -> tuple[Any, dict[str, Any], list]:
     """One step under ``install(**install)``: verl's _balance_batch, _compute_advantage, the actor update,
     _compute_metrics; ``after_*`` inject a fault after that call. ``metrics`` (filled in place) is the step's."""
-    keys, samples, tags = rollout(rows, schema, **(sample_dims or {}))
     tv.install(**install)
-    t = stub_trainer(tb, config, dp)
-    metrics = {} if metrics is None else metrics
     try:
-        meta = t._balance_batch(write(tq, "padded", keys, samples, tags, schema), metrics=metrics)
-        if after_balance is not None:
-            after_balance(tq, meta)
-        meta = t._compute_advantage(meta, metrics)
-        if after_advantage is not None:
-            after_advantage(tq, meta)
-        losses = actor_update(tq, meta, config, dp, set(keys))
-        t._compute_metrics(meta, metrics, dict(TIMING_RAW), 1, 0)
+        return driven_step(
+            tq,
+            stub_trainer(tb, config, dp),
+            dp,
+            rows,
+            schema=schema,
+            sample_dims=sample_dims,
+            metrics=metrics,
+            after_balance=after_balance,
+            after_advantage=after_advantage,
+        )
     finally:
         tv.uninstall()
+
+
+def driven_step(
+    tq,
+    t: Any,
+    dp: int,
+    rows: int,
+    *,
+    schema: str = "text",
+    sample_dims: Mapping[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    after_balance: Inject | None = None,
+    after_advantage: Inject | None = None,
+    global_steps: int = 1,
+) -> tuple[Any, dict[str, Any], list]:
+    """Step ``global_steps`` of the trainer ``t`` (a `stub_trainer` of ``dp`` ranks) under the install in
+    effect, as `installed_step` runs it."""
+    keys, samples, tags = rollout(rows, schema, **(sample_dims or {}))
+    t.global_steps = global_steps
+    metrics = {} if metrics is None else metrics
+    meta = t._balance_batch(write(tq, "padded", keys, samples, tags, schema), metrics=metrics)
+    if after_balance is not None:
+        after_balance(tq, meta)
+    meta = t._compute_advantage(meta, metrics)
+    if after_advantage is not None:
+        after_advantage(tq, meta)
+    losses = actor_update(tq, meta, t.config, dp, set(keys))
+    t._compute_metrics(meta, metrics, dict(TIMING_RAW), global_steps, 0)
     return meta, metrics, losses

@@ -10,7 +10,8 @@ reads its padding rows: masks (``attention_mask``, ``loss_mask``, ``response_mas
 schema check of those rows in the sliced ``skyrl`` layout; the real rows were checked when
 the batch was padded (under ``install(check=True)``, the default). The loss is weighed on
 real rows only inside the workers (`trajschema.skyrl.workers`), so no mini-batch's
-seq-mean scale departs from 1 and none is reported.
+seq-mean scale departs from 1 and none is reported. Under ``install(record=DIR)`` the part
+that broke is written as a bundle before a strict audit raises (`trajschema.skyrl.record`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import torch
 
 from trajschema.core import Violation
 from trajschema.runtime import StepAudit, audit_step, combine_audits, expert_count
-from trajschema.skyrl.pad import choose_batch_schema, real_rows, rows_of, settings, staged_layout
+from trajschema.skyrl.pad import checked_with, real_rows, rows_of, settings
+from trajschema.skyrl.record import Part, part_of, record_step
 
 __all__ = ["MASKS", "ROUTES", "collect", "skyrl_step_audit", "train_step_for"]
 
@@ -35,12 +37,13 @@ OUTPUTS = ("advantages", "returns")
 ROUTES = "rollout_expert_indices"
 
 
-#: The audits of the mini-batches staged in the running ``train_critic_and_policy`` (``None`` outside it).
-_staged: contextvars.ContextVar[list[StepAudit] | None] = contextvars.ContextVar("trajschema_skyrl_audit", default=None)
+#: The audited mini-batches staged in the running ``train_critic_and_policy`` (``None`` outside it).
+_staged: contextvars.ContextVar[list[Part] | None] = contextvars.ContextVar("trajschema_skyrl_audit", default=None)
 
 
 def train_step_for(original: Callable[..., Any]) -> Callable[..., Any]:
-    """``train_critic_and_policy``: SkyRL's own, then the step audit in the trainer's metrics
+    """``train_critic_and_policy``: SkyRL's own, then the step audit in the trainer's metrics and,
+    under ``install(record=)``, the batch that broke as a bundle (`trajschema.skyrl.record`)
     (``install(audit=False)`` leaves SkyRL's own in place instead)."""
 
     def train_critic_and_policy(self: Any, data: Any) -> Any:
@@ -49,11 +52,13 @@ def train_step_for(original: Callable[..., Any]) -> Callable[..., Any]:
         token = _staged.set([])
         try:
             status = original(self, data)
-            parts = [*(_staged.get() or []), skyrl_step_audit(data, real_rows(data.metadata or {}, len(data)))]
+            own = Part(skyrl_step_audit(data, real_rows(data.metadata or {}, len(data))), "the trainer's batch", data)
+            parts = [*(_staged.get() or []), own]
         finally:
             _staged.reset(token)
-        found = combine_audits(parts)
+        found = combine_audits([p.audit for p in parts])
         self.all_metrics.update(found.figures)
+        record_step(self, data, parts, found)  # before strict raises: a failing step leaves its bundle
         if settings.get("audit") == "strict":
             found.raise_if_broken()
         return status
@@ -61,11 +66,14 @@ def train_step_for(original: Callable[..., Any]) -> Callable[..., Any]:
     return train_critic_and_policy
 
 
-def collect(mini: Any) -> None:
-    """Audit a padded mini-batch ``stage_chunks`` staged, when a training step is being audited."""
+def collect(mini: Any, start: int, end: int) -> None:
+    """Audit a mini-batch ``stage_chunks`` padded (rows ``start:end`` of the batch it staged),
+    when a training step is being audited."""
     staged = _staged.get()
     if staged is not None:
-        staged.append(skyrl_step_audit(mini, real_rows(mini.metadata or {}, len(mini))))
+        found = skyrl_step_audit(mini, real_rows(mini.metadata or {}, len(mini)))
+        where = f"the mini-batch of rows {start}:{end}, padded to {len(mini)} rows"
+        staged.append(part_of(mini, found, where, kept=staged))
 
 
 def skyrl_step_audit(batch: Any, real: list[bool]) -> StepAudit:
@@ -88,6 +96,5 @@ def _padding_violations(batch: Any, real: list[bool]) -> list[Violation]:
     n = sum(real)
     if n == len(real) or not all(real[:n]):
         return []  # no padding, or padding that SkyRL's own steps placed elsewhere: not trajschema's rows
-    layout = staged_layout(getattr(batch, "metadata", None) or {})
-    schema = settings.get("schema") or choose_batch_schema(batch, 0, layout=layout)
+    schema, layout = checked_with(batch)
     return schema.batch_violations(rows_of(batch, n, len(real)), layout=layout, depth="values")

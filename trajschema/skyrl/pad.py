@@ -23,6 +23,7 @@ from trajschema.schema import Schema
 
 __all__ = [
     "PER_ROW_METADATA",
+    "checked_with",
     "choose_batch_schema",
     "first_real",
     "is_sft_batch",
@@ -41,7 +42,8 @@ __all__ = [
 #: The metadata keys SkyRL keeps one entry per row of (the rest describe the whole batch).
 PER_ROW_METADATA = ("uids", "is_last_step", "is_padding")
 
-#: What ``install()`` was given (``schema``, ``eos_token_id``, ``pad_token_id``, ``check``): process-wide.
+#: What ``install()`` was given (``schema``, ``eos_token_id``, ``pad_token_id``, ``check``, ``audit``, and
+#: ``recorder``: the `trajschema.bundle.Recorder` of ``record=``, or ``None``): process-wide.
 settings: dict[str, Any] = {}
 #: The ids of the tokenizer of the trainer whose ``convert_to_training_input`` is running.
 token_ids: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("trajschema_skyrl_ids", default=None)
@@ -209,6 +211,14 @@ def staged_layout(metadata: Mapping[str, Any], layout: Layout | str = "skyrl") -
     SkyRL's own ``pad_training_input_batch`` adds uids only to a batch that has them.
     """
     return _uid_free(sliced_layout(layout)) if "uids" not in metadata else sliced_layout(layout)
+
+
+def checked_with(batch: Any) -> tuple[Schema, Layout]:
+    """The schema and layout the step audit checks a SkyRL batch with (a staged mini-batch, or the
+    trainer's batch): ``install(schema=)``, else the one `choose_batch_schema` picks for its first
+    row, in its `staged_layout`."""
+    layout = staged_layout(_meta(batch))
+    return settings.get("schema") or choose_batch_schema(batch, 0, layout=layout), layout
 
 
 @functools.lru_cache(maxsize=16)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from trajschema.bundle import record_options
 from trajschema.core import check_bool, check_int
 from trajschema.dropin import DropIn, Target, parameters
-from trajschema.runtime import audit_mode
+from trajschema.runtime import AuditMode, audit_mode
 from trajschema.schema import Schema
 from trajschema.skyrl.audit import train_step_for
 from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
@@ -36,6 +38,9 @@ from trajschema.skyrl.workers import (
     sample_iter_for,
     stage_chunks_for,
 )
+
+if TYPE_CHECKING:
+    from trajschema.bundle import Recorder
 
 __all__ = [
     "BINDINGS",
@@ -101,6 +106,9 @@ def install(
     pad_token_id: int | None = None,
     check: bool = True,
     audit: bool | str = True,
+    record: str | os.PathLike[str] | None = None,
+    keep: int = 5,
+    every: int | None = None,
 ) -> None:
     """Switch SkyRL 0.3.0 to trajschema: padding rows, advantages on the real rows, metrics.
 
@@ -138,7 +146,13 @@ def install(
       metrics (`trajschema.skyrl.trainer`);
     - ``RayPPOTrainer.train_critic_and_policy``: SkyRL's own, then the step audit
       (`trajschema.skyrl.audit`): the ``trajschema/*`` figures of the padding rows of the
-      batch and of every mini-batch staged, in the trainer's metrics.
+      batch and of every mini-batch staged, in the trainer's metrics; with ``record=DIR``,
+      the batch whose padding broke (the trainer's batch, else the first padded mini-batch
+      that broke), and with ``every=K`` the trainer's batch of every K-th step, written
+      as a bundle ``DIR/step-<global_step>`` before ``audit="strict"`` raises, the last
+      ``keep`` kept (`trajschema.skyrl.record`). [`load_bundle`][trajschema.load_bundle]
+      reads one back, ``trajschema check DIR/step-...`` checks it. Recording never breaks
+      the step.
 
     Calling it again re-installs with the new arguments.
 
@@ -156,6 +170,10 @@ def install(
             of [`audit_step`][trajschema.audit_step]; ``"strict"``: a step whose padding was
             not inert raises [`PaddingAuditError`][trajschema.PaddingAuditError] after
             SkyRL's training step (its figures in the metrics); ``False``: no audit.
+        record: the directory the bundles go to (``None``: nothing is recorded), in the
+            driver. It needs the audit: ``record=`` with ``audit=False`` is refused.
+        keep: how many bundles ``record`` keeps (an int >= 1; the newest by step).
+        every: also record every ``every``-th step (an int >= 1; needs ``record``).
 
     Raises:
         TypeError / ValueError: a bad argument.
@@ -166,7 +184,19 @@ def install(
     """
     given = _checked_settings(schema, eos_token_id, pad_token_id, check)
     given["audit"] = audit_mode(audit)
+    given["recorder"] = _recorder(record, keep, every, given["audit"])
     _SKYRL.install(_replacement, then=lambda: _settle(given))
+
+
+def _recorder(record: Any, keep: Any, every: Any, mode: AuditMode) -> Recorder | None:
+    """The install's recorder (``None``: no recording); refused without the audit, which finds the broken steps."""
+    made = record_options(record, keep, every, trainer="SkyRL", version=_SKYRL.version())
+    if made is not None and mode == "off":
+        raise ValueError(
+            "record= records the steps the audit finds broken (and every= steps after the audit): "
+            "it needs audit=True or audit='strict', not audit=False"
+        )
+    return made
 
 
 def _settle(given: dict[str, Any]) -> None:

@@ -105,7 +105,7 @@ def staged_mini_batch(data: Any, start: int, end: int, dp_size: int) -> Any:
     mini.metadata["is_padding"] = [not r for r in real_rows(mini.metadata, len(mini))]
     mini.metadata[STAGING] = staging(mini, dp_size)
     if pad > 0:
-        collect(mini)
+        collect(mini, start, end)
     return mini
 
 

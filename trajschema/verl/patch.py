@@ -13,10 +13,11 @@ import importlib
 import math
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trajschema.bundle import record_options
 from trajschema.check import column_shapes
 from trajschema.contract import is_padding
 from trajschema.core import check_int, is_int
@@ -38,7 +39,11 @@ from trajschema.verl.config import (
 )
 from trajschema.verl.loss import SEQ_MEAN_MODES
 from trajschema.verl.minibatch import actor_seq_mean_scales
+from trajschema.verl.record import record_step
 from trajschema.verl.upsample import non_padding_mask, upsample_batch_to_divisible_size
+
+if TYPE_CHECKING:
+    from trajschema.bundle import Recorder
 
 __all__ = [
     "MODEL_CONFIG_KEYS",
@@ -87,7 +92,14 @@ def _trainer_module() -> Any:
     return importlib.import_module(_TRAINER_BASE)
 
 
-def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) -> None:
+def install(
+    *,
+    dims: Mapping[str, int] | None = None,
+    audit: bool | str = True,
+    record: str | os.PathLike[str] | None = None,
+    keep: int = 5,
+    every: int | None = None,
+) -> None:
     """Switch verl 0.9.1's trainer to trajschema: padding, batch multiple, advantages and metrics.
 
     Call it once in the driver, before ``trainer.fit()``. It replaces, on
@@ -127,25 +139,42 @@ def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) 
       expert's padding load, the worst seq-mean scale, schema violations of the padding
       rows), read from the padding rows alone (see ``docs/verl.md``, "The step audit");
       ``audit="strict"`` then raises `PaddingAuditError` when one is broken, the figures
-      already in ``metrics``; ``audit=False`` adds none.
+      already in ``metrics``; ``audit=False`` adds none;
+    - with ``record=DIR``, ``_compute_metrics`` then writes the step's whole batch (every
+      row and field, read from TransferQueue, with its tags) as a bundle
+      ``DIR/step-<global_steps>`` when the audit found a fault, and with ``every=K`` every
+      K-th step too, before ``audit="strict"`` raises; the last ``keep`` bundles are kept
+      (`trajschema.verl.record`). [`load_bundle`][trajschema.load_bundle] reads one back,
+      ``trajschema check DIR/step-...`` checks it. Recording never breaks the step.
 
-    Calling it again re-installs with the new ``dims`` and ``audit``.
+    Calling it again re-installs with the new arguments.
+
+    Args:
+        dims: the padding's dim sizes (default: from the trainer's parallel layout).
+        audit: ``True`` (default), ``"strict"`` or ``False``, as above.
+        record: the directory the bundles go to (``None``: nothing is recorded). It needs
+            the audit: ``record=`` with ``audit=False`` is refused.
+        keep: how many bundles ``record`` keeps (an int >= 1; the newest by step).
+        every: also record every ``every``-th step (an int >= 1; needs ``record``).
 
     Raises:
-        TypeError: ``dims`` is not a mapping.
-        ValueError: ``dims`` holds a size that is not an int >= 0, or ``audit`` is not
-            ``True``, ``False`` or ``"strict"`` (nothing is patched then).
+        TypeError: ``dims`` is not a mapping, ``record`` is not a path.
+        ValueError: ``dims`` holds a size that is not an int >= 0, ``audit`` is not
+            ``True``, ``False`` or ``"strict"``, ``keep`` or ``every`` is not an int >= 1,
+            ``every`` without ``record``, or ``record`` with ``audit=False`` (nothing is
+            patched then).
         ImportError: verl is not installed.
+        RuntimeError: this verl is not a supported version, or a function to replace
+            has another signature; nothing is patched then.
 
     At the first padding, a local model config that cannot be read, or that lacks a key
     the sample's schema reads from it, raises `trajschema.ModelConfigError` (naming the
     file and the key); a model path that is not a str raises `VerlConfigError`.
-        RuntimeError: this verl is not a supported version, or a function to replace
-            has another signature; nothing is patched then.
     """
     mode = audit_mode(audit)
     tb = _trainer_module()
     fixed = _checked_dims(dims)
+    recorder = _recorder(record, keep, every, mode)
 
     def replacement(target: Target) -> Any:
         made = {
@@ -153,7 +182,7 @@ def install(*, dims: Mapping[str, int] | None = None, audit: bool | str = True) 
             "_get_required_batch_multiple": lambda original: _get_required_batch_multiple,
             "_balance_batch": lambda original: _balance_batch_for(original, tb, mode),
             "_compute_advantage": lambda original: _compute_advantage_for(original, tb),
-            "_compute_metrics": lambda original: _compute_metrics_for(original, tb, mode),
+            "_compute_metrics": lambda original: _compute_metrics_for(original, tb, mode, recorder),
         }
         return made[target.name](target.original)
 
@@ -164,6 +193,17 @@ def _forget() -> None:
     """A re-install reads the model's config again and starts a new audit ledger."""
     _model_configs.clear()
     _ledger.clear()
+
+
+def _recorder(record: Any, keep: Any, every: Any, mode: AuditMode) -> Recorder | None:
+    """The install's recorder (``None``: no recording); refused without the audit, which finds the broken steps."""
+    made = record_options(record, keep, every, trainer="verl", version=_VERL.version())
+    if made is not None and mode == "off":
+        raise ValueError(
+            "record= records the steps the audit finds broken (and every= steps after the audit): "
+            "it needs audit=True or audit='strict', not audit=False"
+        )
+    return made
 
 
 def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
@@ -411,7 +451,9 @@ def _write_zeros(tq: Any, partition: str, real_key: str, pad: list[str], names: 
     bounded(lambda: tq.kv_batch_put(keys=pad, partition_id=partition, fields=fields), _TIMEOUT_S, "kv_batch_put")
 
 
-def _compute_metrics_for(original: Callable[..., Any], tb: Any, mode: AuditMode = "off") -> Callable[..., Any]:
+def _compute_metrics_for(
+    original: Callable[..., Any], tb: Any, mode: AuditMode = "off", recorder: Recorder | None = None
+) -> Callable[..., Any]:
     def _compute_metrics(
         self: Any, batch: Any, metrics: dict[str, Any], timing_raw: Any, global_steps: Any, epoch: Any
     ):
@@ -426,6 +468,9 @@ def _compute_metrics_for(original: Callable[..., Any], tb: Any, mode: AuditMode 
             steps = _ledger.take(self, set(batch.keys))
             found = audit_padding(tb.tq, batch, steps, timeout_s=_TIMEOUT_S)
             metrics.update(found.figures)
+            if recorder is not None:  # before strict raises: a failing step leaves its bundle
+                schema = next((s.schema for s in steps if s.schema is not None), None)
+                record_step(recorder, tb.tq, batch, found, step=global_steps, schema=schema, timeout_s=_TIMEOUT_S)
             if mode == "strict":
                 found.raise_if_broken()
 
