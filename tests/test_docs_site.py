@@ -348,7 +348,7 @@ def test_api_pages_document_every_public_name_once() -> None:
 
 def test_api_reference_is_split_by_room() -> None:
     pages = api_page.api_pages()
-    rooms = {"schemas", "validation", "padding", "dense", "transferqueue", "testing"}
+    rooms = {"schemas", "validation", "padding", "dense", "bundles", "transferqueue", "testing"}
     rooms |= {"verl", "skyrl", "trl", "openrlhf"}
     assert {f"{api_page.API_DIR}/{r}.md" for r in rooms} | {f"{api_page.API_DIR}/index.md"} == set(pages)
     assert {Path(p).stem for p, text in pages.items() if api_page.documented_names(text)} == rooms

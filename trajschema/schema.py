@@ -868,6 +868,64 @@ class Schema:
 
         return json_schema(self.plan)
 
+    def to_pandera(self, layout: Layout | str | None = None) -> Any:
+        """This schema as a ``pandera.tensordict.TensorDictSchema`` (pandera 0.35 or newer).
+
+        It validates a TensorDict of samples (``batch_size`` ``(B,)``, each field's values
+        stacked; one sample is a TensorDict of one), or with ``layout`` (a dense
+        [`Layout`][trajschema.Layout] or its name) the padded batch that layout writes (verl's
+        ``DataProto.batch``). It checks what pandera can say: each required field's
+        presence, dtype, rank, the sizes the schema fixes, and (without a layout) the
+        value checks; its ``metadata["trajschema"]["unchecked"]`` lists the rest (shared
+        and derived dims, dim bounds, dtype sets, ``distinct``, optional and non-tensor
+        fields, tags), which only [`validate`][trajschema.Schema.validate] checks. See
+        "Exports for TensorDict tools" in the testing guide for what the agreement tests
+        measured.
+
+        Examples:
+            >>> checker = ts.load_schema("text").to_pandera()
+            >>> checker.validate(td, lazy=True)  # doctest: +SKIP
+
+        Raises:
+            ImportError: pandera 0.35 or newer is not installed.
+            ValueError: ``layout`` names a packed layout.
+            LayoutDefinitionError: the layout cannot hold a field of this schema.
+        """
+        from trajschema.export import pandera_schema
+
+        return pandera_schema(self.plan, self._bound(layout))
+
+    def to_typed_tensordict(self, layout: Layout | str | None = None) -> type:
+        """This schema as a tensordict ``TypedTensorDict`` subclass (tensordict 0.12 or newer).
+
+        Its fields are the keys of a TensorDict of samples (or, with ``layout``, of the
+        dense batch in that layout), optional ones ``NotRequired``: type checkers read
+        them, and ``from_tensordict(td)`` wraps ``td`` checking that every required field
+        is present. Nothing else is checked at run time: use
+        [`to_pandera`][trajschema.Schema.to_pandera] or [`validate`][trajschema.Schema.validate].
+
+        Examples:
+            >>> TextBatch = ts.load_schema("text").to_typed_tensordict()  # doctest: +SKIP
+            >>> TextBatch.__name__  # doctest: +SKIP
+            'TextBatch'
+
+        Raises:
+            ImportError: the installed tensordict has no ``TypedTensorDict`` (older than 0.12).
+            ValueError: ``layout`` names a packed layout.
+            LayoutDefinitionError: the layout cannot hold a field of this schema.
+        """
+        from trajschema.export import typed_tensordict_class
+
+        return typed_tensordict_class(self.plan, self._bound(layout))
+
+    def _bound(self, layout: Layout | str | None) -> Any:
+        """``layout`` fitted to this schema, for the exports that take the fitted form (``None`` stays ``None``)."""
+        if layout is None:
+            return None
+        from trajschema.dense import bind_layout
+
+        return bind_layout(_files.as_layout(layout), self.plan)
+
     def compatibility(self, new: Schema, mode: str = "backward") -> list[Change]:
         """How ``new`` differs from this schema, and whether each change breaks samples (see ``docs/compatibility.md``).
 

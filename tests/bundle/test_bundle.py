@@ -303,3 +303,13 @@ def test_the_same_object_twice_is_one_object_again_and_shared_views_are_stored_w
     got = round_trip(tmp_path, batch, schema="text").batch
     same(batch, got)
     assert got["a"] is got["b"] and got["view"].tolist() == [2, 3, 4]
+
+
+def test_a_dense_batch_tagged_in_its_own_columns_counts_its_padding_rows(tmp_path) -> None:
+    schema = ts.load_schema("text")
+    layout = ts.load_layout("skyrl").with_pad_token(0)
+    dense = schema.to_dense(rows_of("text"), layout=layout)
+    dense.metadata["is_padding"] = [False, False, False, True]  # where SkyRL's batches keep the tag
+    got = round_trip(tmp_path, dense, schema=schema, layout=layout)
+    assert got.manifest["padding_rows"] == 1
+    assert [v.code for v in got.violations()] == ["padding"]  # a padding row with a loss mask: the layout reads the tag

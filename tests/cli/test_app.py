@@ -40,7 +40,7 @@ def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 # -- suggestions ---------------------------------------------------------------------------
 
 COMMANDS_LINE = "(commands: list, show, check, plan, pad, infer, export, diff, demo, completion)"
-FORMATS_LINE = "(choose from yaml, json-schema, jaxtyping)"
+FORMATS_LINE = "(choose from yaml, json-schema, jaxtyping, pandera, typed-tensordict)"
 SUGGESTIONS = {
     # id: (argv, the whole error line)
     "command typo": (["plann"], f"trajschema: error: unknown command 'plann'; did you mean 'plan'? {COMMANDS_LINE}"),
@@ -341,14 +341,23 @@ def bash_script(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Pa
     return bash, path, bin_dir
 
 
-def _complete(bash_script: tuple[str, Path, Path], line: str) -> list[str]:
-    """What the script offers for ``line`` with the cursor at its end (bash's COMPREPLY)."""
+def _complete(bash_script: tuple[str, Path, Path], line: str, cwd: Path | None = None) -> list[str]:
+    """What the script offers for ``line`` with the cursor at its end (bash's COMPREPLY), in ``cwd``
+    (by default the script's own directory, so that no directory of the checkout is offered)."""
     bash, script, bin_dir = bash_script
     words = " ".join(f"'{w}'" for w in line.split(" "))
     program = f"source {script}\nCOMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\n"
     program += '_trajschema; printf "%s\\n" "${COMPREPLY[@]}"'
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    done = subprocess.run([bash, "-c", program], capture_output=True, text=True, env=env, timeout=30, check=False)
+    done = subprocess.run(
+        [bash, "-c", program],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+        cwd=cwd or script.parent,
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return [w for w in done.stdout.splitlines() if w]
 
@@ -376,6 +385,16 @@ def test_the_bash_script_parses(bash_script):
 )
 def test_bash_completes(bash_script, line, expected):
     assert _complete(bash_script, line) == expected
+
+
+def test_show_completes_bundle_directories_beside_schema_names_and_check_files_too(bash_script, tmp_path):
+    (tmp_path / "step-00000012").mkdir()
+    (tmp_path / "text_runs").mkdir()
+    (tmp_path / "step.pt").write_bytes(b"")
+    assert _complete(bash_script, "trajschema show st", tmp_path) == ["step-00000012"]
+    assert sorted(_complete(bash_script, "trajschema show te", tmp_path)) == ["text", "text_runs"]
+    assert sorted(_complete(bash_script, "trajschema check st", tmp_path)) == ["step-00000012", "step.pt"]
+    assert _complete(bash_script, "trajschema export te", tmp_path) == ["text"]  # a schema only: no directory
 
 
 @pytest.mark.parametrize(("shell", "check"), [("zsh", ["-n"]), ("fish", ["--no-execute"])])

@@ -805,7 +805,7 @@ BAD_INPUT = {
     "show missing file": (["show", "{missing}.yaml"], "no schema file"),
     "show malformed schema": (["show", "{bad_yaml}"], "fields.x.dtype"),
     "check missing file": (["check", "{missing}", "--schema", "text"], "no such file"),
-    "check directory": (["check", "{dir}", "--schema", "text"], "is a directory"),
+    "check directory": (["check", "{dir}", "--schema", "text"], "no bundle here (no manifest.json)"),
     "check text file": (["check", "{text}", "--schema", "text"], "looks like text, not samples; check reads"),
     "check empty file": (["check", "{empty}", "--schema", "text"], "is empty; check reads torch.save files"),
     "check truncated file": (["check", "{truncated}", "--schema", "text"], "not a readable torch.save file"),
@@ -824,7 +824,7 @@ BAD_INPUT = {
     "check unknown schema": (["check", "{good}", "--schema", "nope"], "no schema 'nope'"),
     "check auto fits none": (["check", "{fits_none}", "--schema", "auto"], "no schema fits the sample"),
     "check bad depth": (["check", "{good}", "--schema", "text", "--depth", "deep"], "invalid choice: 'deep'"),
-    "check missing schema": (["check", "{good}"], "required: --schema"),
+    "check missing schema": (["check", "{good}"], "is no bundle, and a file of samples is checked against a schema"),
     "check unknown option": (["check", "{good}", "--schema", "text", "--strict"], "unrecognized option '--strict'"),
     "completion without a shell": (["completion"], "expected a shell: bash, zsh or fish"),
     "completion unknown shell": (["completion", "tcsh"], "invalid choice: 'tcsh'"),
@@ -992,7 +992,7 @@ def test_no_colour_codes_off_a_terminal(capsys, tmp_path, monkeypatch, env):
 
 
 def test_the_subcommand_modules_do_not_import_the_front_module():
-    modules = ("args", "output", "read", "check", "plan", "pad", "schemas", "completion")
+    modules = ("args", "output", "read", "check", "bundles", "plan", "pad", "schemas", "completion")
     for module in modules:
         source = (Path(_cli.__file__).parent / f"{module}.py").read_text()
         imports = [line for line in source.splitlines() if line.lstrip().startswith(("import ", "from "))]

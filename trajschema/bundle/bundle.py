@@ -50,8 +50,9 @@ class Bundle:
         return self.manifest.get("trainer")
 
     @property
-    def rows(self) -> int:
-        """The batch's rows (samples), counted from the batch as read back."""
+    def rows(self) -> int | None:
+        """The batch's rows (samples), counted in the batch as read back (the manifest's
+        ``rows`` is not under its checksums); ``None`` when the batch does not say."""
         from trajschema.bundle.store import count_rows
 
         return count_rows(self.batch, self.layout)

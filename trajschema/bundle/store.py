@@ -72,7 +72,10 @@ def record_batch(
         schema: the schema (or its name) the batch is checked against.
         layout: the batch's layout (or its name); ``None`` for a jagged batch.
         tags: one tag dict per sample (TransferQueue's), JSON values only.
-        step, trainer, trainer_version, reason: what the manifest says of where it came from.
+        step: the training step (an int >= 0), for the manifest.
+        trainer: the trainer's name, for the manifest.
+        trainer_version: the trainer's version, for the manifest.
+        reason: why it was recorded, for the manifest.
         extras: other data of the step kept beside the batch, by name (OpenRLHF's raw
             experiences beside their samples), recorded as the batch is; not checked.
         overwrite: replace a bundle already at ``path``.
@@ -174,6 +177,7 @@ def _manifest(
     texts = schema_texts(schema)
     layout_doc = None if layout is None else layout_to_dict(layout)
     flags = [bool(t.get("is_padding", False)) for t in tags or () if isinstance(t, Mapping)]
+    padding = sum(flags) if tags is not None else _tagged_padding(batch, layout)
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -181,7 +185,7 @@ def _manifest(
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **meta,
         "rows": count_rows(batch, layout),
-        "padding_rows": sum(flags) if tags is not None else None,
+        "padding_rows": padding,
         "schema": {"name": schema.name, "yaml": texts, "sha256": sha256(_canonical(texts))},
         "layout": None
         if layout_doc is None
@@ -197,48 +201,53 @@ def _canonical(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def _rows(batch: Any) -> int | None:
-    """The batch's rows as far as its container says (``None`` where it does not)."""
-    if isinstance(batch, (list, tuple)):
-        return len(batch)
-    size = getattr(batch, "batch_size", None)
-    if type(size) is int:  # SkyRL's TrainingInputBatch: an int
-        return size
-    if size is not None and len(size) >= 1:
-        return int(size[0])
-    inner = getattr(batch, "batch", None)  # verl's DataProto
-    if inner is not None and getattr(inner, "batch_size", None) is not None and len(inner.batch_size):
-        return int(inner.batch_size[0])
-    if isinstance(batch, Mapping):
-        lengths = {_length(v) for v in batch.values()} - {None}
-        return lengths.pop() if len(lengths) == 1 else None
-    return None
+def _tagged_padding(batch: Any, layout: Layout | PackedLayout | None) -> int | None:
+    """The rows a dense batch tags ``is_padding`` in the column its layout names (SkyRL's
+    ``metadata.is_padding``); ``None`` when the batch holds no such tags."""
+    key = layout.tags.get("is_padding") if isinstance(layout, Layout) else None
+    if key is None:
+        return None
+    try:
+        from trajschema.dense import read_dense
+
+        view = read_dense(batch)[0]
+        if not view.has(key):
+            return None
+        return sum(1 for flag in view.rows(key) if bool(flag))
+    except (TypeError, ValueError, RuntimeError):  # tags the check reports itself
+        return None
 
 
-def count_rows(batch: Any, layout: Layout | PackedLayout | None) -> int:
-    """The rows (samples) of ``batch``: its container's length, else a packed batch's offsets (``B + 1``)."""
-    found = _rows(batch)
-    if found is not None and not isinstance(layout, PackedLayout):
-        return found
-    if isinstance(layout, PackedLayout) and isinstance(batch, Mapping):
-        offsets = batch.get(layout.offsets) if layout.offsets in batch else None
-        if offsets is not None and hasattr(offsets, "shape") and len(offsets.shape) == 1:
-            return max(int(offsets.shape[0]) - 1, 0)
+def count_rows(batch: Any, layout: Layout | PackedLayout | None) -> int | None:
+    """The rows (samples) of ``batch`` as the check reads it in ``layout`` (``None``: it cannot tell):
+    a jagged batch's samples, a dense batch's rows, a packed batch's sequences (its offsets'
+    length less one, or a nested column's rows)."""
+    from trajschema.check import batch_view, is_tensordict
+
     if isinstance(layout, PackedLayout):
-        for value in batch.values() if isinstance(batch, Mapping) else ():
-            if getattr(value, "is_nested", False):
-                return int(value.size(0))
-    return found if found is not None else 0
+        return _packed_rows(batch, layout)
+    try:
+        if layout is None and (is_tensordict(batch) or isinstance(batch, (list, tuple))):
+            return batch_view(batch).n
+        from trajschema.dense import read_dense
+
+        return read_dense(batch)[0].n
+    except (TypeError, ValueError):  # no batch the check reads: the check says so itself
+        return None
 
 
-def _length(value: Any) -> int | None:
+def _packed_rows(batch: Any, layout: PackedLayout) -> int | None:
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return int(value.shape[0]) if value.dim() else None
-    if isinstance(value, (list, tuple)):
-        return len(value)
-    return None
+    if not isinstance(batch, Mapping) and not hasattr(batch, "batch_size"):
+        return None
+    if not layout.is_nested:
+        offsets = batch.get(layout.offsets)
+        ok = isinstance(offsets, torch.Tensor) and not offsets.is_nested and offsets.dim() == 1 and len(offsets)
+        return len(offsets) - 1 if ok else None
+    nested = (batch.get(k) for k in batch.keys())
+    first = next((v for v in nested if isinstance(v, torch.Tensor) and v.is_nested), None)
+    return None if first is None else int(first.size(0))
 
 
 def check_version(manifest: Mapping[str, Any], where: str) -> None:

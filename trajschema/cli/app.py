@@ -2,8 +2,9 @@
 
 The subcommands live in `trajschema.cli.schemas` (list, show, export, infer, diff),
 `trajschema.cli.check`, `trajschema.cli.plan`, `trajschema.cli.pad` and
-`trajschema.cli.completion`, which never import this module; ``demo`` is registered here and
-imports its runner only when it runs.
+`trajschema.cli.completion`, with `trajschema.cli.bundles` for what ``check`` and ``show``
+do with a bundle; none imports this module. ``demo`` is registered here and imports its
+runner only when it runs.
 
 Start-up is part of the interface: building the parser imports no torch, tensordict or
 rich (`tests/cli/test_startup.py` pins it), so ``--help``, ``--version`` and ``plan``

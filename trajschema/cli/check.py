@@ -1,4 +1,5 @@
-"""``trajschema check``: validate files of samples (torch.save or JSON Lines) against a schema."""
+"""``trajschema check``: validate files of samples (torch.save or JSON Lines) against a schema, and
+bundles against their recorded schema or another (`trajschema.cli.bundles`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import dataclasses
 import os
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trajschema.cli.args import FORMATTER, CommandError, non_negative_int, printable
-from trajschema.cli.output import PIPED, emit_json, print_table, table
+from trajschema.cli.bundles import MODE, BundleFacts, bundle_dir, bundle_facts, bundle_rows, open_bundle
+from trajschema.cli.compat import print_changes
+from trajschema.cli.output import PIPED, STYLES, emit_json, print_table, table
 from trajschema.cli.read import STDIN, SampleFile, open_source, read_dense_batch, read_jsonl, read_torch, sniff
 from trajschema.core import DEPTHS
 
@@ -30,8 +34,6 @@ DEFAULT_MAX_VIOLATIONS = 20
 READS = "check reads torch.save files (.pt) and JSON Lines (.jsonl, one sample object a line)"
 #: The keys of verl's rollout dump (``trainer.rollout_data_dir``): decoded text and the reward, no token ids.
 VERL_DUMP_KEYS = frozenset({"input", "output", "gts", "score", "step"})
-#: Styles on a terminal (rich drops them under NO_COLOR and off a terminal).
-STYLES = {"valid": "bold green", "invalid": "bold red", "unusable": "bold red", "code": "yellow", "count": "bold"}
 
 
 _DESCRIPTION = (
@@ -64,6 +66,18 @@ _DESCRIPTION = (
     "Without --layout, a file that looks like a dense batch (its tensors share one leading "
     "size, and more of its keys fit a layout's dense columns than the schema's fields) is "
     "still checked as samples, with a note naming the layout to check it with.\n\n"
+    "FILE may be a bundle: the directory trajschema.record_batch (or a drop-in's "
+    "install(record=...)) writes, holding manifest.json, tensors.safetensors and "
+    "batch.json. Its payloads are verified against "
+    "the manifest's SHA-256 first, and it is checked as recorded: without --schema (or with "
+    "--schema auto) against its recorded schema, in its recorded layout. With --schema "
+    "NAME, the report first says how the recorded schema compares with NAME, as `trajschema "
+    "diff RECORDED NAME --mode backward` does (can NAME read what was recorded?), then "
+    "checks the batch against NAME in the recorded layout; the comparison does not change "
+    "the exit status, the check does. A bundle's report starts with where it came from "
+    "(step, trainer and version, the trajschema that recorded it, when, why). A bundle "
+    "carries its layout, so --layout is refused for it; bundles and sample files may be "
+    "checked together, the sample files against --schema, which they need.\n\n"
     "verl's rollout dump (trainer.rollout_data_dir) is JSON Lines of decoded text: input, "
     "output, gts, score, step and the reward's extra keys, with no token ids. check reads "
     "it as any JSON Lines, and says so when the schema's tensor fields are missing from "
@@ -74,20 +88,28 @@ _DESCRIPTION = (
 _EPILOG = (
     "Exit status: 0 every file valid; 1 a file invalid (a violation, or a line of JSON "
     "Lines that cannot be read); 2 a file unusable (missing, corrupt, of another kind, no "
-    "samples, not a dense batch with --layout), the others still checked and the unusable "
-    "ones named, or an unknown schema or layout.\n\n"
+    "samples, not a dense batch with --layout, a sample file without --schema, a directory "
+    "that holds no bundle, a bundle with a payload that is not the one recorded or of a "
+    "newer format, named with the payload or the version), the others still checked and "
+    "the unusable ones named, or an unknown schema or layout.\n\n"
     "--json prints one object: {'version': 1, 'command': 'check', 'valid', 'depth', "
     "'layout' (the --layout used, or null), 'totals': {files, valid, invalid, unusable, "
     "samples, violations}, 'files': [...]}, each file with its status, schema, layout, "
     "samples, 'summary' (the groups), 'violations' (as many as --max-violations lets "
     "through, each with its 'file', and 'line' for JSON Lines), 'violations_omitted', "
     "'notes' and 'suggested_layout' (a layout the file looks like a dense batch of, or "
-    "null), or the 'error' that made it unusable.\n\n"
+    "null), 'bundle' (for a bundle: path, step, trainer, trainer_version, trajschema, "
+    "created, reason, and the recorded schema and layout names; else null) and "
+    "'compatibility' (for a bundle checked with --schema NAME: what `trajschema diff "
+    "RECORDED NAME --json` prints, old, new, mode, compatible and changes; else null), or "
+    "the 'error' that made it unusable.\n\n"
     f"{PIPED}\n\n"
     "Example:\n"
     "  trajschema check rollout.pt --schema vlm_mrope_moe --depth shapes\n"
     "  trajschema check step_*.jsonl --schema mine.yaml --max-violations 0\n"
     "  trajschema check skyrl_batch.pt --schema text --layout skyrl\n"
+    "  trajschema check runs/step-00000012\n"
+    "  trajschema check runs/step-00000012 --schema ./schemas/my_vlm.yaml --json\n"
     "  cat rollout.pt | trajschema check - --schema auto --quiet"
 )
 
@@ -96,21 +118,24 @@ def add_check(sub: Any) -> None:
     """Register ``trajschema check``."""
     p = sub.add_parser(
         "check",
-        help="validate files of samples against a schema",
+        help="validate files of samples, or bundles, against a schema",
         description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=FORMATTER,
     )
     p.add_argument(
-        "files", nargs="+", metavar="FILE", help="a torch.save or JSON Lines file of samples, or - for stdin"
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a torch.save or JSON Lines file of samples, - for stdin, or a bundle directory",
     )
     p.add_argument(
         "--schema",
-        required=True,
         metavar="NAME",
         help=(
             "a schema name, a path to a .yaml file, or 'auto' to pick, for each file, the schema that fits "
-            "its first sample best (search path files that do not load are left out, and named on stderr)"
+            "its first sample best (search path files that do not load are left out, and named on stderr); "
+            "needed for sample files; a bundle is checked against its recorded schema without it"
         ),
     )
     p.add_argument(
@@ -118,7 +143,8 @@ def add_check(sub: Any) -> None:
         metavar="NAME",
         help=(
             "a layout name (verl_dataproto, skyrl, or one on TRAJSCHEMA_LAYOUT_PATH) or a path to a layout "
-            ".yaml file: each FILE is then one dense padded batch in that layout (see above)"
+            ".yaml file: each FILE is then one dense padded batch in that layout (see above); not for "
+            "bundles, which carry theirs"
         ),
     )
     p.add_argument(
@@ -172,6 +198,7 @@ class FileResult:
     notes: tuple[str, ...] = ()
     layout: str | None = None
     suggested: str | None = None
+    bundle: BundleFacts | None = None
 
     @property
     def status(self) -> str:
@@ -188,11 +215,14 @@ def run_check(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema
 
     layout = _layout(args.layout) if args.layout is not None else None
+    if layout is not None and args.schema is None:
+        raise CommandError("--layout checks dense batch files, which hold no schema; name it with --schema")
     if layout is not None and args.schema == "auto":
         raise CommandError(
             "--schema auto picks a schema from a sample, and a dense batch (--layout) has none; name the schema"
         )
-    schema = None if args.schema == "auto" else load_schema(args.schema)  # an unknown schema stops everything
+    # An unknown schema stops everything; None: auto, or for a bundle its recorded one.
+    schema = None if args.schema in (None, "auto") else load_schema(args.schema)
     warned: set[str] = set()
     results = []
     names = _distinct(args.files)
@@ -250,6 +280,11 @@ def _check_file(
 ) -> FileResult:
     shown = "<stdin>" if name == STDIN else printable(name)
     try:
+        where = bundle_dir(name)
+        if where is not None:
+            return _check_bundle(where, schema, layout, args)
+        if args.schema is None:
+            raise CommandError(_needs_schema(name, shown))
         if layout is not None and schema is not None:  # run_check refuses --schema auto with --layout
             data, chosen = _read_dense(name, args.trust), schema
             found = tuple(chosen.batch_violations(data.batch, depth=args.depth, layout=layout))
@@ -282,6 +317,47 @@ def _check_file(
         notes=tuple(n for n in notes if n),
         layout=None if layout is None else layout.name,
         suggested=suggested,
+    )
+
+
+def _needs_schema(name: str, shown: str) -> str:
+    """Why a FILE that is no bundle cannot be checked without ``--schema``."""
+    if name != STDIN and not os.path.lexists(name):
+        return f"{shown}: no such file or bundle directory"
+    return (
+        f"{shown}: is no bundle, and a file of samples is checked against a schema: "
+        "name it with --schema (a schema name, a .yaml file, or auto)"
+    )
+
+
+def _check_bundle(where: Path, schema: Schema | None, layout: Layout | None, args: argparse.Namespace) -> FileResult:
+    """A bundle checked against its recorded schema (``schema`` None) or ``schema``, in its recorded layout.
+
+    Raises:
+        CommandError: ``--layout`` was given, or the bundle holds no rows.
+        BundleError: no bundle at ``where``, a payload that is not the one recorded, a newer format.
+    """
+    shown = printable(str(where))
+    if layout is not None:
+        raise CommandError(f"{shown}: is a bundle, which carries its own layout; check it without --layout")
+    bundle = open_bundle(where)
+    rows = bundle_rows(bundle)
+    if rows == 0:
+        raise CommandError(f"{shown}: the bundle holds a batch of no rows; there is nothing to check")
+    chosen = bundle.schema if schema is None else schema
+    found = tuple(bundle.violations(schema=chosen, depth=args.depth))
+    recorded = None if bundle.layout is None else bundle.layout.name
+    label = f"schema {chosen.name!r}" + (" (recorded)" if schema is None else "")
+    return FileResult(
+        shown,
+        format="bundle",
+        schema=chosen.name,
+        label=label + (f" in layout {recorded!r} (recorded)" if recorded is not None else ""),
+        samples=rows or 0,
+        found=found,
+        depth=args.depth,
+        layout=recorded,
+        bundle=bundle_facts(bundle, schema),
     )
 
 
@@ -465,6 +541,8 @@ def _samples_cell(result: FileResult, group: Group) -> str:
 
 def _print_file(console: Console, result: FileResult, args: argparse.Namespace, several: bool) -> None:
     """One file's report; with ``several`` files checked, every violation row starts with its file."""
+    if result.bundle is not None and not args.quiet:
+        _print_bundle_head(console, result.file, result.bundle)
     found = result.found
     if found and not args.quiet:
         limit = len(found) if args.max_violations is None else args.max_violations
@@ -483,6 +561,15 @@ def _print_file(console: Console, result: FileResult, args: argparse.Namespace, 
     if not args.quiet:
         for note in result.notes:
             console.print(f"note: {note}")
+
+
+def _print_bundle_head(console: Console, file: str, facts: BundleFacts) -> None:
+    """Where a bundle came from; with ``--schema``, how its recorded schema compares with it, as ``diff`` says."""
+    console.print(f"bundle {file}: {facts.provenance}")
+    c = facts.compatibility
+    if c is not None:
+        console.print(f"compatibility of the recorded schema {c['old']!r} with schema {c['new']!r} ({MODE}):")
+        print_changes(console, list(facts.changes), MODE)
 
 
 def _print_violations(console: Console, result: FileResult, found: tuple[Violation, ...], several: bool) -> None:
@@ -584,4 +671,6 @@ def _file_json(result: FileResult, limit: int | None) -> dict[str, Any]:
         "violations_omitted": len(result.found) - len(shown),
         "notes": [n.lstrip("; ") for n in (result.caveat, *result.notes) if n],
         "suggested_layout": result.suggested,
+        "bundle": None if result.bundle is None else result.bundle.record,
+        "compatibility": None if result.bundle is None else result.bundle.compatibility,
     }

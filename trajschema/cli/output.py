@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON_VERSION",
     "PIPED",
+    "STYLES",
     "Table",
     "cells",
     "color_wanted",
@@ -56,6 +57,9 @@ PIPED = (
     "table with a title, such as show's sections) and one tab-separated line per row,\n"
     "never cut or padded (cut -f, awk -F'\\t')."
 )
+
+#: Styles of verdicts and counts on a terminal (rich drops them under NO_COLOR and off a terminal).
+STYLES = {"valid": "bold green", "invalid": "bold red", "unusable": "bold red", "code": "yellow", "count": "bold"}
 
 #: Blanks between two columns of a table on a terminal.
 _GAP = 2

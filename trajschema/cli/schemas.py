@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from trajschema.cli.args import FORMATTER, CommandError, printable, write
-from trajschema.cli.output import PIPED, emit_json, fold, print_styled, print_table, table, terminal_width
+from trajschema.cli.compat import compatibility_report, print_changes
+from trajschema.cli.output import PIPED, emit_json, fold, print_table, table, terminal_width
 from trajschema.cli.read import load_samples
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
     from trajschema.schema import Schema
@@ -178,14 +182,26 @@ def add_show(sub: Any) -> None:
     """Register ``trajschema show``."""
     p = sub.add_parser(
         "show",
-        help="show a schema's fields, dims and tags",
+        help="show a schema's fields, dims and tags, or summarize a bundle",
         description=(
             "Show a schema as tables: its fields (shape, dtype, whether required, pad rule, value\n"
             "checks, description), its dims (fixed sizes, bounds of free dims, derived expressions\n"
             "and padding defaults) and its tags, after what it extends, the architectures it\n"
             "claims and its description. Inherited entries are included: this is the schema as\n"
             "it validates. With --config, the dims the schema reads from a model config\n"
-            "(from_config:) are shown fixed at the sizes that config gives, each with its key."
+            "(from_config:) are shown fixed at the sizes that config gives, each with its key.\n\n"
+            "When NAME is a directory, it is a bundle (the directory trajschema.record_batch\n"
+            "writes), and show summarizes it: where it came from (step,\n"
+            "trainer and version, the trajschema that recorded it, when, why), its recorded schema\n"
+            "and layout, its rows and padding rows, a table of the keys of its batch (kind, dtype,\n"
+            "shape, bytes), its payloads (bytes, SHA-256) and its violations by code, checked\n"
+            "against the recorded schema at depth values (`trajschema check BUNDLE` lists them).\n"
+            "A schema's name is a schema even where a directory of that name exists: write\n"
+            "./NAME for the directory. A key's kind is tensor (its shape is the whole shape:\n"
+            "(B, ...) for a column), jagged or nested (a nested tensor) or tensors (one tensor per\n"
+            "sample), whose shape is each dim's smallest..largest size over the samples, ndarray,\n"
+            "values (one Python value per sample: dtype their types, shape their count) or value\n"
+            "(one for the batch, such as metadata.<key>)."
         ),
         epilog=(
             f"{PIPED}\n\n"
@@ -194,13 +210,26 @@ def add_show(sub: Any) -> None:
             "or null), fields (name, shape, dtype, required, pad, checks, description), dims\n"
             "(name, kind, definition, padding_default, description) and tags (name, kind,\n"
             "default, equals, description): the cells of the tables, as strings.\n\n"
-            "Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load,\n"
-            "a model config that cannot be read or lacks a key the schema reads).\n\n"
-            "Example:\n  trajschema show vlm_mrope_moe\n  trajschema show moe_routed --config ~/models/Qwen3-30B-A3B"
+            '--json of a bundle prints one object: version (1), command ("show"), bundle (its\n'
+            "path), format and format_version, trajschema, created, step, trainer,\n"
+            "trainer_version and reason (null when not recorded), schema, layout (null for a\n"
+            "jagged batch), rows (null when the batch does not say), padding_rows (null when not\n"
+            "recorded), keys (name, kind, dtype, shape as the table shows them, bytes as a number\n"
+            "or null), payloads (name, bytes, sha256), depth (values), valid (null when nothing\n"
+            "was checked: no rows, or a check_error), violations (total, invalid_rows, by_code:\n"
+            "code -> count; null with a check_error) and check_error (why the recorded schema\n"
+            "cannot read the batch, or null).\n\n"
+            "Exit status: 0 success (a bundle's violations are counted, not judged: check judges),\n"
+            "2 unusable input (unknown schema, a file that does not load, a model config that\n"
+            "cannot be read or lacks a key the schema reads, --config with a bundle, a directory\n"
+            "that holds no bundle, a bundle whose payload is not the one recorded or of a newer\n"
+            "format).\n\n"
+            "Example:\n  trajschema show vlm_mrope_moe\n  trajschema show moe_routed --config ~/models/Qwen3-30B-A3B\n"
+            "  trajschema show runs/step-00000012 --json"
         ),
         formatter_class=FORMATTER,
     )
-    p.add_argument("name", metavar="NAME", help=_NAME_HELP)
+    p.add_argument("name", metavar="NAME", help=_NAME_HELP + ", or a bundle directory")
     p.add_argument("--config", metavar="PATH", help=_CONFIG_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=run_show)
@@ -234,9 +263,31 @@ def show_report(schema: Schema, config: str | None) -> dict[str, Any]:
     }
 
 
+def _named_bundle(name: str) -> Path | None:
+    """The bundle directory ``show NAME`` names, or ``None``: a schema's name is the schema's,
+    even where a directory of that name is in the current directory (``./NAME`` is the directory).
+
+    Raises:
+        CommandError: ``name`` is a path, not a ``.yaml`` file's, and nothing is there.
+    """
+    from trajschema.cli.bundles import bundle_dir  # it imports this module: asked for when run
+    from trajschema.load import schema_names
+
+    where = bundle_dir(name)
+    a_path = "/" in name.replace(os.sep, "/") and not name.endswith((".yaml", ".yml"))
+    if where is None and a_path and not os.path.lexists(name):  # no schema file's path: a bundle's, mistyped
+        raise CommandError(f"{printable(name)}: no such bundle directory or schema file")
+    return None if where is None or name in schema_names() else where
+
+
 def run_show(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema, schema_for_config
 
+    where = _named_bundle(args.name)
+    if where is not None:
+        from trajschema.cli.bundles import run_show_bundle
+
+        return run_show_bundle(where, args, console)
     schema = load_schema(args.name)
     if args.config is not None:
         schema = schema_for_config(args.config, schema=schema)
@@ -277,53 +328,86 @@ def run_show(args: argparse.Namespace, console: Console) -> int:
 
 # -- export ---------------------------------------------------------------------------------
 
-FORMATS = ("yaml", "json-schema", "jaxtyping")
+FORMATS = ("yaml", "json-schema", "jaxtyping", "pandera", "typed-tensordict")
+#: The formats that describe a TensorDict, which ``--layout`` applies to.
+TENSORDICT_FORMATS = ("pandera", "typed-tensordict")
 
 
 def add_export(sub: Any) -> None:
     """Register ``trajschema export``."""
     p = sub.add_parser(
         "export",
-        help="print a schema as YAML, JSON Schema or a checked jaxtyping class",
+        help="print a schema as YAML, JSON Schema, a checked jaxtyping class, pandera or a TypedTensorDict",
         description=(
             "Print a schema in another form, derived from the same declaration:\n"
-            "  yaml         the resolved schema as a YAML file that load_schema accepts\n"
-            "               (inherited entries restated);\n"
-            "  json-schema  a JSON Schema (2020-12) document describing one sample, with each\n"
-            "               tensor written as {'shape': [...], 'dtype': ...};\n"
-            "  jaxtyping    Python source of a frozen dataclass that jaxtyping and beartype check\n"
-            "               when it is built (every field's presence, type, dtype, shape and\n"
-            "               shared dims), and check_NAME(sample), which builds one from a\n"
-            "               sample dict."
+            "  yaml              the resolved schema as a YAML file that load_schema accepts\n"
+            "                    (inherited entries restated);\n"
+            "  json-schema       a JSON Schema (2020-12) document describing one sample, with each\n"
+            "                    tensor written as {'shape': [...], 'dtype': ...};\n"
+            "  jaxtyping         Python source of a frozen dataclass that jaxtyping and beartype check\n"
+            "                    when it is built (every field's presence, type, dtype, shape and\n"
+            "                    shared dims), and check_NAME(sample), which builds one from a\n"
+            "                    sample dict;\n"
+            "  pandera           Python source of a pandera TensorDictSchema (pandera >= 0.35) for a\n"
+            "                    TensorDict of samples, or with --layout the layout's dense batch:\n"
+            "                    presence, dtypes, ranks, fixed sizes and value checks, its header\n"
+            "                    listing what only trajschema checks;\n"
+            "  typed-tensordict  Python source of a tensordict TypedTensorDict subclass (tensordict\n"
+            "                    >= 0.12) declaring the same keys for type checkers; from_tensordict\n"
+            "                    checks that every required field is present."
         ),
         epilog=(
             '--json prints one object: version (1), command ("export"), name (the schema\'s),\n'
-            "format, and output (the text printed without --json, as one string).\n\n"
-            "Exit status: 0 success, 2 unusable input (unknown schema, a file that does not load).\n\n"
-            "Example:\n  trajschema export vlm_mrope_moe --format jaxtyping > vlm_mrope_moe_types.py"
+            "format, layout (or null), and output (the text printed without --json, as one string).\n\n"
+            "Exit status: 0 success, 2 unusable input (unknown schema or layout, a file that does not\n"
+            "load, --layout with a format that takes none, pandera or TypedTensorDict not installed).\n\n"
+            "Example:\n  trajschema export vlm_mrope_moe --format jaxtyping > vlm_mrope_moe_types.py\n"
+            "  trajschema export text --format pandera --layout verl_dataproto > text_pandera.py"
         ),
         formatter_class=FORMATTER,
     )
     p.add_argument("name", metavar="NAME", help=_NAME_HELP)
     p.add_argument("--format", choices=FORMATS, default="yaml", help="what to print (default: yaml)")
+    p.add_argument(
+        "--layout",
+        metavar="LAYOUT",
+        help="for pandera and typed-tensordict: a dense layout's name or file (default: a TensorDict of samples)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object holding the output")
     p.set_defaults(run=run_export)
 
 
+def _export_text(schema: Schema, fmt: str, layout: str | None) -> str:
+    """The text ``trajschema export`` prints for ``schema`` in format ``fmt``."""
+    from trajschema.export import jaxtyping_source, pandera_source, typed_tensordict_source
+
+    if layout is not None and fmt not in TENSORDICT_FORMATS:
+        raise CommandError(f"--layout applies to --format {' and '.join(TENSORDICT_FORMATS)}, not {fmt}")
+    if fmt == "yaml":
+        return schema.to_yaml()
+    if fmt == "json-schema":
+        return json.dumps(schema.to_json_schema(), indent=2)
+    if fmt == "jaxtyping":
+        return jaxtyping_source(schema.plan)
+    bound = None
+    if layout is not None:
+        from trajschema.dense import bind_layout
+        from trajschema.files import as_layout
+
+        bound = bind_layout(as_layout(layout, argument="--layout"), schema.plan)
+    if fmt == "pandera":
+        return pandera_source(schema.plan, bound)
+    return typed_tensordict_source(schema.plan, bound)
+
+
 def run_export(args: argparse.Namespace, console: Console) -> int:
-    from trajschema.export import jaxtyping_source
     from trajschema.load import load_schema
 
     schema = load_schema(args.name)
-    if args.format == "yaml":
-        text = schema.to_yaml()
-    elif args.format == "json-schema":
-        text = json.dumps(schema.to_json_schema(), indent=2)
-    else:
-        text = jaxtyping_source(schema.plan)
+    text = _export_text(schema, args.format, args.layout)
     text = text if text.endswith("\n") else text + "\n"
     if args.json:
-        emit_json("export", {"name": schema.name, "format": args.format, "output": text})
+        emit_json("export", {"name": schema.name, "format": args.format, "layout": args.layout, "output": text})
     else:
         write(text)
     return 0
@@ -477,60 +561,13 @@ def add_diff(sub: Any) -> None:
     p.set_defaults(run=run_diff)
 
 
-def _change_record(c: Any) -> dict[str, Any]:
-    return {
-        "path": c.path,
-        "kind": c.kind,
-        "breaking": c.breaking,
-        "backward_breaking": c.backward_breaking,
-        "forward_breaking": c.forward_breaking,
-        "message": c.message,
-        "what": c.what,
-        "why": c.why,
-    }
-
-
-def _print_change(console: Console, c: Any, width: int | None) -> None:
-    """``BREAKING fields.x.dtype  int64 -> int32``, and why: under it on a terminal, in parentheses piped."""
-    mark, style = ("BREAKING", "bold red") if c.breaking else ("ok", "green")
-    path, what, why = printable(c.path), printable(c.what), printable(c.why)
-    if width is None:
-        print_styled(console, [(mark, style), (f" {path}  ", "bold"), (f"{what}  ({why})", None)])
-        return
-    # WHAT wraps lined up under itself; the path, one word, is never split.
-    first, *rest = fold(what, width, indent=0, first=f"{mark} {path}  ")
-    print_styled(console, [(mark, style), (f" {path}", "bold"), (first[len(mark) + 1 + len(path) :], None)])
-    for line in rest:
-        print_styled(console, [(line, None)])
-    for line in fold(why, width):
-        print_styled(console, [(line, "dim")])
-
-
 def run_diff(args: argparse.Namespace, console: Console) -> int:
     from trajschema.load import load_schema
 
     old, new = load_schema(args.old), load_schema(args.new)
-    changes = old.compatibility(new, mode=args.mode)
-    breaking = [c for c in changes if c.breaking]
+    changes, report = compatibility_report(old, new, args.mode)
     if args.json:
-        report = {
-            "old": old.name,
-            "new": new.name,
-            "mode": args.mode,
-            "compatible": not breaking,
-            "changes": [_change_record(c) for c in changes],
-        }
         emit_json("diff", report)
-        return 1 if breaking else 0
-    width = terminal_width(console)
-    for c in changes:
-        _print_change(console, c, width)
-    n = len(changes)
-    if breaking:
-        summary = f"incompatible ({args.mode}): {len(breaking)} breaking of {n} change{'s' if n != 1 else ''}"
-        print_styled(console, [(summary, "bold red")])
-    elif changes:
-        print_styled(console, [(f"compatible ({args.mode}): {n} non-breaking change{'s' if n != 1 else ''}", "green")])
     else:
-        console.print("no changes")
-    return 1 if breaking else 0
+        print_changes(console, changes, args.mode)
+    return 0 if report["compatible"] else 1
