@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import trajschema as ts
 import trajschema.openrlhf as to
 from tests.openrlhf_support import EOS, TrainStep, args_for, rollout
+from trajschema.cli.app import main
 
 
 def _response(i: int, prompt: int, turns: list[tuple[int, int]], logprobs: bool) -> dict[str, Any]:
@@ -315,6 +316,7 @@ def test_a_step_whose_rollout_breaks_is_recorded_with_its_raw_experiences(openrl
     assert bundle.violations() == []  # the rows themselves are sound: the count was off
     raw = bundle.extras["experiences"]
     assert raw[0]["__class__"].endswith("experience.Experience")
+    assert main(["check", str(path), "--quiet"]) == 0  # the command line reads it as Python does
     assert sorted(float(t) for e in raw for t in e["total_length"].reshape(-1)) == [5.0, 5.0, 5.0, 99.0]
 
 

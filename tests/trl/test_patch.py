@@ -22,6 +22,7 @@ import trajschema as ts
 import trajschema.trl as tt
 from tests.trl.conftest import PROMPTS
 from tests.trl_support import PAD, grpo_batch, import_trl, make_trainer
+from trajschema.cli.app import main
 from trajschema.dropin import parameters
 
 GRPO = "trl.trainer.grpo_trainer"
@@ -278,6 +279,7 @@ def test_a_broken_batch_is_recorded_before_strict_raises(trainer, installed, lef
     assert bundle.trainer == "TRL" and bundle.manifest["trainer_version"] == "1.16.0"
     assert bundle.layout.name == "trl_grpo" and bundle.layout.pad_token_id == PAD
     assert "completion_mask mask" in bundle.manifest["reason"]
+    assert main(["check", str(path), "--quiet"]) == 1  # the command line finds the same violations
     assert sorted(map(_where, bundle.violations(depth="shapes"))) == sorted(map(_where, caught.value.violations))
 
 
