@@ -313,3 +313,17 @@ def test_a_dense_batch_tagged_in_its_own_columns_counts_its_padding_rows(tmp_pat
     got = round_trip(tmp_path, dense, schema=schema, layout=layout)
     assert got.manifest["padding_rows"] == 1
     assert [v.code for v in got.violations()] == ["padding"]  # a padding row with a loss mask: the layout reads the tag
+
+
+def test_a_path_that_is_no_path_is_a_type_error(tmp_path) -> None:
+    from trajschema.testing import recorded_batch
+
+    with pytest.raises(TypeError, match=r"path must be a bundle's directory .* found int 3"):
+        recorded_batch(3)
+    with pytest.raises(TypeError, match=r"path must be a directory path .* found NoneType"):
+        ts.record_batch([], None, schema="text")
+    with pytest.raises(TypeError, match="tags must be a sequence of tag dicts"):
+        ts.record_batch([], tmp_path / "t", schema="text", tags={"is_padding": True})
+    with pytest.raises(TypeError, match="step must be an int >= 0"):
+        ts.record_batch([], tmp_path / "s", schema="text", step=-1)
+    assert list(tmp_path.iterdir()) == []

@@ -47,9 +47,8 @@ def test_a_plain_pytest_run_loads_the_plugin_imports_neither_and_skips_trajschem
 
 def test_the_plugin_offers_its_fixtures(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider", "--fixtures")  # in-process: nothing is imported
-    result.stdout.fnmatch_lines(
-        ["*fixtures defined from trajschema_pytest*", "trajschema_tq -- *", "trajschema_tq_session *"]
-    )
+    result.stdout.fnmatch_lines(["*fixtures defined from trajschema_pytest*"])
+    result.stdout.fnmatch_lines_random(["trajschema_tq -- *", "trajschema_tq_session *", "trajschema_bundle -- *"])
 
 
 @pytest.mark.slow

@@ -17,15 +17,24 @@ from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
     from trajschema.bundle.bundle import Bundle, load_bundle
-    from trajschema.bundle.recorder import Recorder, record_options
+    from trajschema.bundle.recorder import REASON_WIDTH, Recorder, broken_reason, record_options
     from trajschema.bundle.store import FORMAT_VERSION, record_batch
 
-__all__ = ["FORMAT_VERSION", "Bundle", "Recorder", "load_bundle", "record_batch", "record_options"]
+__all__ = [
+    "FORMAT_VERSION",
+    "REASON_WIDTH",
+    "Bundle",
+    "Recorder",
+    "broken_reason",
+    "load_bundle",
+    "record_batch",
+    "record_options",
+]
 
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.bundle.bundle": ("Bundle", "load_bundle"),
-    "trajschema.bundle.recorder": ("Recorder", "record_options"),
+    "trajschema.bundle.recorder": ("REASON_WIDTH", "Recorder", "broken_reason", "record_options"),
     "trajschema.bundle.store": ("FORMAT_VERSION", "record_batch"),
 }
 

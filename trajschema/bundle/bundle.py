@@ -100,6 +100,8 @@ def load_bundle(path: str | os.PathLike[str], *, verify: bool = True) -> Bundle:
     from trajschema.bundle.store import BATCH, MANIFEST, TENSORS, check_version
     from trajschema.bundle.store import verify as verify_payloads
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a bundle's directory (a str or a path), found {type(path).__name__} {path!r}")
     where = Path(os.fspath(path))
     manifest = _json(where / MANIFEST, where, "manifest")
     if not isinstance(manifest, Mapping):

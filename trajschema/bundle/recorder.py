@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import textwrap
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,10 +22,27 @@ from typing import Any
 from trajschema.core import Layout, PackedLayout, check_int
 from trajschema.schema import Schema
 
-__all__ = ["Recorder", "record_options"]
+__all__ = ["REASON_WIDTH", "Recorder", "broken_reason", "record_options"]
+
+#: The longest reason a bundle's manifest gets (what broke, joined).
+REASON_WIDTH = 400
 
 _LOG = logging.getLogger("trajschema.bundle")
 _NAME = re.compile(r"^step-(\d{8,})$")
+
+
+def broken_reason(faults: Sequence[str], *, where: str | None = None) -> str | None:
+    """What broke, as a bundle's reason: ``where`` (if given), then the faults joined and
+    shortened to `REASON_WIDTH`; ``None`` when there is none (every drop-in words it so).
+
+    Examples:
+        >>> broken_reason(["trajschema/padding_loss_tokens = 3 (...)"], where="the mini-batch of rows 0:8")
+        'the mini-batch of rows 0:8: trajschema/padding_loss_tokens = 3 (...)'
+    """
+    if not faults:
+        return None
+    text = "; ".join(faults)
+    return textwrap.shorten(f"{where}: {text}" if where else text, REASON_WIDTH, placeholder=" ...")
 
 
 class Recorder:

@@ -85,6 +85,8 @@ def record_batch(
             or sparse tensor, an object that is not data), naming its path in the batch.
         TypeError / ValueError: a bad argument.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a directory path (a str or a path), found {type(path).__name__} {path!r}")
     chosen = resolve_schema(schema)
     fitted = None if layout is None else as_any_layout(layout)
     meta = _provenance(step, trainer, trainer_version, reason)

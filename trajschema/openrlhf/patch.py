@@ -145,7 +145,7 @@ def install(
         "strict": check_bool("strict", strict),
         "depth": depth,
         "passed": False,
-        "recorder": record_options(record, keep, every, trainer="OpenRLHF", version=_OPENRLHF.version()),
+        "recorder": record_options(record, keep, every, trainer="OpenRLHF", version=None),
     }
     _OPENRLHF.install(_replacement, then=lambda: _settle(given))
 
@@ -153,6 +153,8 @@ def install(
 def _settle(given: dict[str, Any]) -> None:
     settings.clear()
     settings.update(given)
+    if given.get("recorder") is not None:  # the version install() has just checked
+        given["recorder"].trainer_version = _OPENRLHF.version()
 
 
 def _replacement(target: Target) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from trajschema.bundle import broken_reason
 from trajschema.core import SchemaError
 from trajschema.dropin import padding_metrics, real_and_padding, zeros_on_padding
 from trajschema.openrlhf.audit import audit_experiences
@@ -257,7 +258,7 @@ def _keep(experiences: Sequence[Any], checked: Sequence[Any] | None, audit: Any)
         samples,
         schema=held_schema(schema_of(None)),
         tags=tags,
-        broken="; ".join(why)[:500] or None,
+        broken=broken_reason(why),
         extras={"experiences": list(experiences)},
     )
 

@@ -22,21 +22,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from trajschema.bundle import broken_reason
 from trajschema.core import is_int
 from trajschema.runtime import StepAudit
 from trajschema.skyrl.pad import checked_with, settings
 
-__all__ = ["REASON_WIDTH", "Part", "broken_reason", "part_of", "record_step"]
-
-#: The longest reason a bundle's manifest gets (where the fault was, then the faults, joined).
-REASON_WIDTH = 400
+__all__ = ["Part", "part_of", "record_step"]
 
 _LOG = logging.getLogger("trajschema.bundle")
 
@@ -63,13 +60,6 @@ def _snapshot(batch: Any) -> Any:
     out = type(batch)({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()})
     out.metadata = copy.deepcopy(batch.metadata)
     return out
-
-
-def broken_reason(where: str, faults: Sequence[str]) -> str | None:
-    """A bundle's reason: where the fault was, then the faults (joined, shortened); ``None`` without faults."""
-    if not faults:
-        return None
-    return textwrap.shorten(f"{where}: " + "; ".join(faults), REASON_WIDTH, placeholder=" ...")
 
 
 def record_step(trainer: Any, data: Any, parts: Sequence[Part], found: StepAudit) -> Path | None:
@@ -107,5 +97,5 @@ def _broken_part(data: Any, parts: Sequence[Part], found: StepAudit) -> tuple[An
     """The batch to record and why: the trainer's batch first, else the first kept part, when broken."""
     kept = sorted((p for p in parts if p.audit.faults and p.batch is not None), key=lambda p: p.batch is not data)
     if kept:
-        return kept[0].batch, broken_reason(kept[0].where, kept[0].audit.faults)
-    return data, broken_reason("the step", found.faults)
+        return kept[0].batch, broken_reason(kept[0].audit.faults, where=kept[0].where)
+    return data, broken_reason(found.faults, where="the step")

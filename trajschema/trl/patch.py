@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any, Literal
 
-from trajschema.bundle import record_options
+from trajschema.bundle import broken_reason, record_options
 from trajschema.core import DEPTHS, SchemaError, check_bool
 from trajschema.dropin import DropIn, Target
 from trajschema.load import resolve_schema
@@ -103,13 +103,15 @@ def install(
     }
     if depth not in DEPTHS:
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
-    given["recorder"] = record_options(record, keep, every, trainer="TRL", version=_TRL.version())
+    given["recorder"] = record_options(record, keep, every, trainer="TRL", version=None)
     _TRL.install(_replacement, then=lambda: _settle(given))
 
 
 def _settle(given: dict[str, Any]) -> None:
     settings.clear()
     settings.update(given)
+    if given.get("recorder") is not None:  # the version install() has just checked
+        given["recorder"].trainer_version = _TRL.version()
 
 
 def uninstall() -> bool:
@@ -200,11 +202,7 @@ def _keep(trainer: Any, batch: Any, schema: Schema, layout: Any, found: list[Any
         return
     state = getattr(trainer, "state", None)
     step = getattr(state, "global_step", None)
-    broken = (
-        f"{len(found)} violations: " + ", ".join(sorted({f"{v.field} {v.code}" for v in found}))[:300]
-        if found
-        else None
-    )
+    broken = broken_reason(sorted({f"{v.field} {v.code}" for v in found}), where=f"{len(found)} violations")
     recorder.record(batch, schema=schema, layout=layout, step=step if isinstance(step, int) else None, broken=broken)
 
 

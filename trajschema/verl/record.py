@@ -16,13 +16,13 @@ breaks the step: what fails is logged (logger ``trajschema.bundle``) and the ste
 from __future__ import annotations
 
 import logging
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from trajschema.bundle import broken_reason
 from trajschema.contract import is_padding
 from trajschema.core import is_int
 from trajschema.load import load_schema, schema_for_sample, schema_names
@@ -33,19 +33,9 @@ if TYPE_CHECKING:
     from trajschema.runtime import StepAudit
     from trajschema.schema import Schema
 
-__all__ = ["REASON_WIDTH", "broken_reason", "record_step"]
-
-#: The longest reason a bundle's manifest gets (the step's faults, joined).
-REASON_WIDTH = 400
+__all__ = ["record_step"]
 
 _LOG = logging.getLogger("trajschema.bundle")
-
-
-def broken_reason(faults: Sequence[str]) -> str | None:
-    """The faults of a step's audit as a bundle's reason (joined, shortened), ``None`` when there are none."""
-    if not faults:
-        return None
-    return textwrap.shorten("; ".join(faults), REASON_WIDTH, placeholder=" ...")
 
 
 def record_step(
