@@ -444,3 +444,36 @@ def test_at_80_columns_nothing_a_user_copies_is_cut(monkeypatch, capsys, broken)
     code, out, _ = in_terminal(monkeypatch, capsys, "show", broken)
     sha = manifest(broken)["payloads"]["batch.json"]["sha256"]
     assert code == 0 and layout_problems(out, ["rollout_log_probs", "tensors.safetensors", sha]) == []
+
+
+# -- hostile bundles (an adversarial review) ----------------------------------------
+
+
+@pytest.mark.parametrize("command", ["check", "show"])
+def test_cli_on_a_bundle_with_a_deep_schema_yaml_says_no_unexpected_error(tmp_path, command, capsys):
+    from tests.bundle.test_hostile_bundles import _rehashed_manifest_edit
+
+    bundle = ts.record_batch([], tmp_path / "b", schema="text")  # its schema YAML nested too deeply to read
+    from trajschema.cli.app import main
+
+    _rehashed_manifest_edit(bundle, lambda m: m["schema"]["yaml"].update(text="[" * 5000 + "]" * 5000))
+    assert main([command, str(bundle)]) == 2
+    err = capsys.readouterr().err
+    assert "unexpected" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_check_of_a_recorded_2d_nontensor_bundle_says_no_unexpected_error(tmp_path, capsys):
+    """check BUNDLE of a bundle record_batch wrote itself: 'unexpected RuntimeError: Received a new batch size ...'."""
+    from tensordict import NonTensorData, NonTensorStack, TensorDict
+
+    from trajschema.cli.app import main
+
+    s = NonTensorStack(*[NonTensorStack(*[NonTensorData(f"{i}{j}") for j in range(3)]) for i in range(2)])
+    path = ts.record_batch(
+        TensorDict({"a": torch.zeros(2, 3), "s": s}, batch_size=[2, 3]), tmp_path / "b", schema="text"
+    )
+    main(["show", str(path)])
+    assert "unexpected" not in capsys.readouterr().err
+
+
+# -- exports ------------------------------------------------------------------------------------------

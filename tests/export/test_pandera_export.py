@@ -149,3 +149,18 @@ def test_without_pandera_0_35_both_forms_raise_an_import_error_naming_it(monkeyp
         with pytest.raises(ImportError, match=r"needs pandera>=0\.35") as info:
             build(plan)
         assert ("not installed" if found is None else f"this is pandera {found}") in str(info.value)
+
+
+def test_a_bound_a_float16_or_bfloat16_cannot_hold_exactly_is_not_claimed():
+    """torch compares in the tensor's dtype (0.1 in bfloat16 is 0.10009765625): pandera cannot state
+    trajschema's ``<= 0.1`` there, so the export leaves the check out and says so."""
+    from trajschema.export.columns import tensordict_columns
+    from trajschema.load import schema_from_dict
+
+    s = schema_from_dict({"name": "bfx", "fields": {"x": {"shape": [3], "dtype": "bfloat16", "pad": 0, "max": 0.1}}})
+    found = s.violations({"x": torch.tensor([0.1, 0.0, 0.05], dtype=torch.bfloat16)})
+    assert [v.code for v in found] == ["value"]
+    assert not any(tensordict_columns(s.plan).expresses(v, "pandera") for v in found)
+    from trajschema.export import pandera_source
+
+    assert "x <= 0.1 (not exact in bfloat16)" in pandera_source(s.plan)

@@ -73,7 +73,7 @@ def test_odd_keys_are_left_out_and_shadowing_names_declared_on_shadow():
     source = typed_tensordict_source(schema.plan)
     assert cls.__name__ == "Odd1Batch" and cls.__required_keys__ == {"names"} and cls.__optional_keys__ == {"ok"}
     assert 'class Odd1Batch(TypedTensorDict["shadow"]):' in source
-    assert "#   keys: 'a-b' (not Python names: no field can hold them)" in source
+    assert "#   keys: 'a-b' (not Python names, or TypedTensorDict's own: no field can hold them)" in source
     assert _shape(_exec(source)["Odd1Batch"]) == _shape(cls)
 
 
@@ -92,3 +92,16 @@ def test_a_tensordict_too_old_is_named_whatever_is_installed(monkeypatch):
         ImportError, match=r"TypedTensorDict export .* needs tensordict>=0\.12; this is tensordict 0\.11\.0"
     ):
         ts.load_schema("text").to_typed_tensordict()
+
+
+@typed
+def test_typed_tensordict_with_a_field_named_like_its_own_method():
+    """typed_tensordict._Fields: shadows only TensorDictBase attributes; a field 'from_tensordict' replaces
+    TypedTensorDict.from_tensordict, and calling it raises "'property' object is not callable"."""
+    from tensordict import TensorDict
+
+    from trajschema.load import schema_from_dict
+
+    s = schema_from_dict({"name": "tt", "fields": {"from_tensordict": {"shape": [], "dtype": "int64", "pad": 0}}})
+    cls = s.to_typed_tensordict()
+    cls.from_tensordict(TensorDict({"from_tensordict": torch.zeros(2, dtype=torch.long)}, batch_size=[2]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -148,16 +149,26 @@ def _schema(manifest: Mapping[str, Any], where: Path) -> Schema:
     entry = manifest.get("schema")
     texts = entry.get("yaml") if isinstance(entry, Mapping) else None
     name = entry.get("name") if isinstance(entry, Mapping) else None
-    if not isinstance(texts, Mapping) or name not in texts:
+    if not isinstance(name, str) or not isinstance(texts, Mapping) or name not in texts:
         raise BundleError(f"{where}: the manifest holds no schema YAML for {name!r}")
+    for parent, text in texts.items():
+        if not isinstance(parent, str) or not _SCHEMA_NAME.fullmatch(parent) or not isinstance(text, str):
+            raise BundleError(
+                f"{where}: the manifest's schemas must be YAML texts under schema names (identifiers), "
+                f"found {type(text).__name__} under {parent!r}"
+            )
     with tempfile.TemporaryDirectory(prefix="trajschema-bundle-") as tmp:
         for parent, text in texts.items():
             if parent != name:
-                Path(tmp, f"{parent}.yaml").write_text(str(text), encoding="utf-8")
+                Path(tmp, f"{parent}.yaml").write_text(text, encoding="utf-8")
         try:
-            return schema_from_dict(yaml.safe_load(str(texts[name])), base_dir=tmp)
-        except (SchemaDefinitionError, yaml.YAMLError) as exc:
+            return schema_from_dict(yaml.safe_load(texts[name]), base_dir=tmp)
+        except (SchemaDefinitionError, yaml.YAMLError, RecursionError, TypeError, ValueError) as exc:
             raise BundleError(f"{where}: the recorded schema {name!r} does not compile: {exc}") from None
+
+
+#: What a recorded schema (or ancestor) may be named: a file name of no folder.
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,199}")
 
 
 def _layout(manifest: Mapping[str, Any], where: Path) -> Layout | PackedLayout | None:

@@ -39,6 +39,30 @@ __all__ = ["decode", "encode"]
 
 _JSON = (str, int, float, bool, type(None))
 
+#: The dtypes safetensors stores (as of 0.4): every other one is refused, naming its path.
+_STORABLE = frozenset(
+    getattr(torch, n)
+    for n in (
+        "bool",
+        "uint8",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "bfloat16",
+        "float32",
+        "float64",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "complex64",
+    )
+    if hasattr(torch, n)
+)
+
 
 class _Writer:
     def __init__(self) -> None:
@@ -54,8 +78,13 @@ class _Writer:
             raise BundleError(f"{path}: a meta tensor holds no values to record")
         if t.layout != torch.strided:
             raise BundleError(f"{path}: a {str(t.layout).removeprefix('torch.')} tensor cannot be recorded")
+        if t.dtype not in _STORABLE:
+            raise BundleError(
+                f"{path}: a {str(t.dtype).removeprefix('torch.')} tensor cannot be recorded "
+                "(safetensors has no such dtype)"
+            )
         key = f"t{len(self.tensors)}"
-        flat = t.detach().to("cpu").contiguous()
+        flat = t.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
         storage = flat.untyped_storage().data_ptr() if flat.numel() else None
         if storage is not None and (storage in self.storages or flat.untyped_storage().nbytes() != flat.nbytes):
             flat = flat.clone()  # safetensors stores each tensor's own bytes: a view of shared memory is copied
@@ -158,7 +187,11 @@ def _nontensor_node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
     if type(value).__name__ == "NonTensorData":
         return {"t": "nontensor", "batch_size": list(value.batch_size), "value": w.node(value.data, path)}
     rows = value.tolist()
-    return {"t": "nontensor_stack", "values": [w.node(v, f"{path}[{i}]") for i, v in enumerate(rows)]}
+    return {
+        "t": "nontensor_stack",
+        "batch_size": list(value.batch_size),
+        "values": [w.node(v, f"{path}[{i}]") for i, v in enumerate(rows)],
+    }
 
 
 def _numpy_node(w: _Writer, a: Any, path: str) -> dict[str, Any]:
@@ -168,7 +201,7 @@ def _numpy_node(w: _Writer, a: Any, path: str) -> dict[str, Any]:
         flat = [w.node(v, f"{path}[{i}]") for i, v in enumerate(a.reshape(-1).tolist())]
         return {"t": "numpy_object", "shape": list(a.shape), "values": flat}
     if a.dtype.kind == "U":
-        return {"t": "numpy_str", "shape": list(a.shape), "values": a.reshape(-1).tolist()}
+        return {"t": "numpy_str", "dtype": a.dtype.str, "shape": list(a.shape), "values": a.reshape(-1).tolist()}
     raise BundleError(f"{path}: a numpy array of dtype {a.dtype} cannot be recorded")
 
 
@@ -243,8 +276,14 @@ def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     if kind == "nested":
         parts = [r.tensor(k, f"{path}[{i}]") for i, k in enumerate(_list(node, "parts", path))]
         return torch.nested.as_nested_tensor(parts, layout=torch.strided)
-    if kind in ("json", "float"):
-        return float(node["value"]) if kind == "float" else node.get("value")
+    if kind == "float":
+        if node.get("value") not in ("nan", "inf", "-inf"):
+            raise BundleError(
+                f"{path}: a non-finite float node must hold 'nan', 'inf' or '-inf', found {node.get('value')!r}"
+            )
+        return float(node["value"])
+    if kind == "json":
+        return node.get("value")
     if kind in ("list", "tuple"):
         items = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "items", path))]
         return items if kind == "list" else tuple(items)
@@ -308,19 +347,36 @@ def _tensordict(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     from tensordict import TensorDict
 
     items = {k: r.node(v, f"{path}.{k}") for k, v in _dict(node, "items", path).items()}
-    td = TensorDict({}, batch_size=_list(node, "batch_size", path))
-    for k, v in items.items():
-        td[k] = v
+    try:
+        td = TensorDict({}, batch_size=_list(node, "batch_size", path))
+        for k, v in items.items():
+            td[k] = v
+    except (RuntimeError, ValueError, TypeError) as exc:
+        raise BundleError(f"{path}: its items do not fit its batch size ({exc})") from None
     return td
 
 
 def _nontensor(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
-    from tensordict import NonTensorData, NonTensorStack
+    from tensordict import NonTensorData
 
     if node["t"] == "nontensor":
         return NonTensorData(r.node(node.get("value"), path), batch_size=_list(node, "batch_size", path))
     rows = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "values", path))]
-    return NonTensorStack(*(NonTensorData(v) for v in rows))
+    dims = node.get("batch_size", [len(rows)])
+    if not isinstance(dims, list) or not dims:
+        raise BundleError(f"{path}: a non-tensor stack's batch size must be a non-empty list, found {dims!r}")
+    return _stack(rows, len(dims), path)
+
+
+def _stack(rows: list[Any], dims: int, path: str) -> Any:
+    """``rows`` (nested ``dims`` deep, as ``NonTensorStack.tolist`` gives them) as a stack again."""
+    from tensordict import NonTensorData, NonTensorStack
+
+    if dims == 1:
+        return NonTensorStack(*(NonTensorData(v) for v in rows))
+    if not all(isinstance(v, list) for v in rows):
+        raise BundleError(f"{path}: a {dims}-D non-tensor stack needs nested lists of rows")
+    return NonTensorStack(*(_stack(v, dims - 1, f"{path}[{i}]") for i, v in enumerate(rows)))
 
 
 def _numpy(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
@@ -330,7 +386,10 @@ def _numpy(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
         return r.tensor(node.get("key"), path).numpy().copy()
     shape = tuple(_list(node, "shape", path))
     if node["t"] == "numpy_str":
-        return np.array(_list(node, "values", path)).reshape(shape)
+        dtype = node.get("dtype")
+        if not isinstance(dtype, str) or not dtype.lstrip("<>=|").startswith("U"):
+            raise BundleError(f"{path}: a string array's dtype must be a numpy string dtype, found {dtype!r}")
+        return np.array(_list(node, "values", path), dtype=np.dtype(dtype)).reshape(shape)
     flat = [r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "values", path))]
     out = np.empty(len(flat), dtype=object)
     out[:] = flat if flat else []

@@ -3,15 +3,16 @@
 A [`Recorder`][trajschema.bundle.Recorder] writes a step's batch as a bundle
 (``DIR/step-00000012``) when the step's check or audit found something wrong, and, with
 ``every=K``, every K-th step too; it keeps the last ``keep`` bundles it wrote and deletes
-older ones. Recording never breaks the step it watches: a batch that cannot be recorded
-is logged (logger ``trajschema.bundle``) and the step goes on.
+the older ones it wrote (never a folder it did not write; a folder in the way that is no
+bundle is not replaced: that recording is logged and skipped). Recording never breaks the
+step it watches: a batch that cannot be recorded is logged (logger ``trajschema.bundle``)
+and the step goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import textwrap
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trajschema.bundle.store import is_bundle
 from trajschema.core import Layout, PackedLayout, check_int
 from trajschema.schema import Schema
 
@@ -28,7 +30,6 @@ __all__ = ["REASON_WIDTH", "Recorder", "broken_reason", "record_options"]
 REASON_WIDTH = 400
 
 _LOG = logging.getLogger("trajschema.bundle")
-_NAME = re.compile(r"^step-(\d{8,})$")
 
 
 def broken_reason(faults: Sequence[str], *, where: str | None = None) -> str | None:
@@ -97,10 +98,11 @@ class Recorder:
 
         with self._lock:
             self.calls += 1
-            why = self.reason(step, broken)
+            at = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else None
+            why = self.reason(at, broken)
             if why is None:
                 return None
-            path = self.directory / f"step-{(self.calls if step is None else step):08d}"
+            path = self.directory / f"step-{(self.calls if at is None else at):08d}"
             try:
                 made = record_batch(
                     batch,
@@ -108,7 +110,7 @@ class Recorder:
                     schema=schema,
                     layout=layout,
                     tags=tags,
-                    step=step,
+                    step=at,
                     trainer=self.trainer,
                     trainer_version=self.trainer_version,
                     reason=why,
@@ -118,17 +120,17 @@ class Recorder:
             except Exception:
                 _LOG.warning("trajschema: recording the batch of step %s to %s failed", step, path, exc_info=True)
                 return None
-            self.written.append(made)
+            self.written = [p for p in self.written if p != made] + [made]
             self._prune()
             return made
 
     def _prune(self) -> None:
-        """Delete this directory's oldest bundles (by step) beyond ``keep``."""
-        found = sorted(
-            (int(m.group(1)), p) for p in self.directory.iterdir() if (m := _NAME.match(p.name)) and p.is_dir()
-        )
-        for _, old in found[: max(len(found) - self.keep, 0)]:
-            shutil.rmtree(old, ignore_errors=True)
+        """Delete the oldest bundles this recorder wrote beyond ``keep`` (never another folder,
+        nor one it did not write, nor the newest, whatever their step numbers)."""
+        while len(self.written) > self.keep:
+            old = self.written.pop(0)
+            if is_bundle(old):
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def record_options(

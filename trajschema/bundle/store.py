@@ -122,13 +122,15 @@ def write_bundle(
 
     from trajschema.bundle.codec import encode
 
-    if path.exists() and not overwrite:
-        raise BundleError(f"{path}: already exists (pass overwrite=True to replace it)")
+    _check_target(path, overwrite)
     if tags is not None and (isinstance(tags, (str, bytes, Mapping)) or not isinstance(tags, Sequence)):
         raise TypeError(f"tags must be a sequence of tag dicts (one per sample) or None, found {type(tags).__name__}")
     tensors, tree = encode({"batch": batch, "tags": None if tags is None else list(tags), "extras": dict(extras or {})})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=".tsb-", dir=path.parent))
+    except OSError as exc:
+        raise BundleError(f"{path}: its folder cannot be made or written to ({exc.strerror or exc})") from None
     try:
         save_file(tensors, str(work / TENSORS))
         _write_json(work / BATCH, tree)
@@ -137,10 +139,36 @@ def write_bundle(
         if path.exists():
             shutil.rmtree(path)
         os.replace(work, path)
+    except OSError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        raise BundleError(f"{path}: cannot be written ({exc.strerror or exc})") from None
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return path
+
+
+def _check_target(path: Path, overwrite: bool) -> None:
+    """Refuse a path taken (``overwrite`` replaces a bundle only, never another folder or a
+    file), or whose parent is a file."""
+    if path.parent.exists() and not path.parent.is_dir():
+        raise BundleError(f"{path}: its parent {path.parent} is a file, not a folder")
+    if not path.exists() and not path.is_symlink():
+        return
+    if not overwrite:
+        raise BundleError(f"{path}: already exists (pass overwrite=True to replace a bundle)")
+    if path.is_symlink() or not path.is_dir() or not is_bundle(path):
+        what = "a link" if path.is_symlink() else "a file" if not path.is_dir() else "a folder that is no bundle"
+        raise BundleError(f"{path}: is {what}; overwrite=True replaces only a bundle")
+
+
+def is_bundle(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a trajschema bundle's manifest."""
+    try:
+        data = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, Mapping) and data.get("format") == FORMAT
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -178,8 +206,9 @@ def _manifest(
 ) -> dict[str, Any]:
     texts = schema_texts(schema)
     layout_doc = None if layout is None else layout_to_dict(layout)
-    flags = [bool(t.get("is_padding", False)) for t in tags or () if isinstance(t, Mapping)]
-    padding = sum(flags) if tags is not None else _tagged_padding(batch, layout)
+    flags = [t.get("is_padding", False) if isinstance(t, Mapping) else None for t in tags or ()]
+    known = all(isinstance(f, bool) for f in flags)
+    padding = (sum(flags) if known else None) if tags is not None else _tagged_padding(batch, layout)
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,

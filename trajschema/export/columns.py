@@ -37,7 +37,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from trajschema.core import DerivedDim, FreeDim, number_label, values_label
+from trajschema.core import DerivedDim, FreeDim, fits_dtype, number_label, values_label
 from trajschema.export.jaxtyping import AxisNames
 
 if TYPE_CHECKING:
@@ -286,11 +286,21 @@ def _runnable(f: Field, checks: tuple[ValueCheck, ...]) -> tuple[tuple[ValueChec
     kept, dropped = [], []
     for k in checks:
         bad = [d for d in dtypes if k.method in _NO_TORCH_OP.get(d, ())]
+        inexact = [d for d in dtypes if d not in bad and not all(fits_dtype(x, d) for x in _bounds(k))]
         if bad:
             dropped.append(f"{f.name} {k.label} (on {', '.join(bad)})")
+        elif inexact:  # torch compares in the tensor's dtype: 0.1 in bfloat16 is 0.10009765625
+            dropped.append(f"{f.name} {k.label} (not exact in {', '.join(inexact)})")
         else:
             kept.append(k)
     return tuple(kept), dropped
+
+
+def _bounds(k: ValueCheck) -> list[Any]:
+    """The numbers a check compares with (``isin``'s values, ``ge``/``le``'s bound); none for ``finite``."""
+    if k.method == "isin":
+        return list(k.args[0])
+    return list(k.args) if k.method in ("ge", "le") else []
 
 
 #: Each kind of gap, in the order the headers list them, and why pandera cannot say it.

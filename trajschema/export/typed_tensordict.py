@@ -90,7 +90,7 @@ class _Fields:
     """The class's name, fields (attribute -> tensor?, required?, note) and what it leaves out."""
 
     def __init__(self, cols: TensorDictColumns) -> None:
-        from tensordict import TensorDictBase
+        from tensordict import TensorDictBase, TypedTensorDict
 
         self.cols = cols
         words = python_name(cols.schema).split("_")
@@ -102,7 +102,8 @@ class _Fields:
         self.declared: dict[str, tuple[bool, bool, str]] = {}
         self.unnamed: list[str] = []
         for c in cols.columns:
-            if not c.key.isidentifier() or keyword.iskeyword(c.key) or c.key.startswith("_"):
+            own = c.key in dir(TypedTensorDict) and c.key not in dir(TensorDictBase)  # from_tensordict, ...
+            if not c.key.isidentifier() or keyword.iskeyword(c.key) or c.key.startswith("_") or own:
                 self.unnamed.append(c.key)
                 continue
             note = f"{c.dtype or 'any dtype'} ({', '.join(c.axes)})" if c.is_tensor else f"{c.kind}: a NonTensorStack"
@@ -128,7 +129,8 @@ class _Fields:
             *header_gaps(cols, kinds=("tags", "extra", "layout")),
         ]
         if self.unnamed:
-            lines.append(f"#   keys: {', '.join(map(repr, self.unnamed))} (not Python names: no field can hold them)")
+            why = "not Python names, or TypedTensorDict's own"
+            lines.append(f"#   keys: {', '.join(map(repr, self.unnamed))} ({why}: no field can hold them)")
         if self.shadows:
             lines.append(f"# Fields named like TensorDictBase attributes, which they hide: {', '.join(self.shadows)}.")
         return lines + measured_lines("typed-tensordict", cols) + [""]
