@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -271,12 +272,12 @@ def test_a_recorded_batch_becomes_a_regression_test(recorded, trajschema_bundle,
 
 def test_the_fixture_reads_a_bundle_beside_the_test_file(trajschema_bundle, request) -> None:
     here = Path(str(request.node.path)).parent
-    target = here / "_bundle_of_this_test"
+    name = f"_bundle_of_this_test_{uuid.uuid4().hex}"  # its own: the newest and floor runs share the checkout
     try:
-        ts.record_batch(rows_of("text"), target, schema="text", overwrite=True)
-        assert trajschema_bundle("_bundle_of_this_test").violations() == []
+        ts.record_batch(rows_of("text"), here / name, schema="text")
+        assert trajschema_bundle(name).violations() == []
     finally:
-        shutil.rmtree(target, ignore_errors=True)
+        shutil.rmtree(here / name, ignore_errors=True)
 
 
 def test_a_cycle_or_a_too_deep_batch_is_refused_and_a_too_deep_file_named(tmp_path) -> None:
