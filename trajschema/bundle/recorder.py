@@ -134,12 +134,22 @@ class Recorder:
 
 
 def record_options(
-    record: str | os.PathLike[str] | None, keep: int, every: int | None, *, trainer: str, version: str | None
+    record: str | os.PathLike[str] | None,
+    keep: int,
+    every: int | None,
+    *,
+    trainer: str,
+    version: str | None,
+    audit: str | None = None,
 ) -> Recorder | None:
     """The `Recorder` a drop-in's ``install(record=, keep=, every=)`` asks for (``None``: no recording).
 
+    ``audit``: the install's audit mode, for a drop-in whose audit finds the broken steps
+    (``"off"`` with ``record`` is refused).
+
     Raises:
-        TypeError / ValueError: ``record`` is no path, ``keep`` or ``every`` no int >= 1.
+        TypeError / ValueError: ``record`` is no path, ``keep`` or ``every`` no int >= 1;
+            ``record`` with ``audit="off"``.
     """
     if record is None:
         if every is not None:
@@ -148,4 +158,10 @@ def record_options(
         return None
     if not isinstance(record, (str, os.PathLike)) or not os.fspath(record):
         raise TypeError(f"record must be a directory path or None, found {type(record).__name__} {record!r}")
-    return Recorder(record, keep=keep, every=every, trainer=trainer, trainer_version=version)
+    made = Recorder(record, keep=keep, every=every, trainer=trainer, trainer_version=version)
+    if audit == "off":
+        raise ValueError(
+            "record= records the steps the audit finds broken (and every= steps after the audit): "
+            "it needs audit=True or audit='strict', not audit=False"
+        )
+    return made

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from trajschema.bundle import record_options
 from trajschema.core import check_bool, check_int
 from trajschema.dropin import DropIn, Target, parameters
-from trajschema.runtime import AuditMode, audit_mode
+from trajschema.runtime import audit_mode
 from trajschema.schema import Schema
 from trajschema.skyrl.audit import train_step_for
 from trajschema.skyrl.pad import pad_training_input_batch, settings, staged_layout
@@ -40,7 +40,7 @@ from trajschema.skyrl.workers import (
 )
 
 if TYPE_CHECKING:
-    from trajschema.bundle import Recorder
+    pass
 
 __all__ = [
     "BINDINGS",
@@ -184,19 +184,10 @@ def install(
     """
     given = _checked_settings(schema, eos_token_id, pad_token_id, check)
     given["audit"] = audit_mode(audit)
-    given["recorder"] = _recorder(record, keep, every, given["audit"])
+    given["recorder"] = record_options(
+        record, keep, every, trainer="SkyRL", version=_SKYRL.version(), audit=given["audit"]
+    )
     _SKYRL.install(_replacement, then=lambda: _settle(given))
-
-
-def _recorder(record: Any, keep: Any, every: Any, mode: AuditMode) -> Recorder | None:
-    """The install's recorder (``None``: no recording); refused without the audit, which finds the broken steps."""
-    made = record_options(record, keep, every, trainer="SkyRL", version=_SKYRL.version())
-    if made is not None and mode == "off":
-        raise ValueError(
-            "record= records the steps the audit finds broken (and every= steps after the audit): "
-            "it needs audit=True or audit='strict', not audit=False"
-        )
-    return made
 
 
 def _settle(given: dict[str, Any]) -> None:

@@ -174,7 +174,7 @@ def install(
     mode = audit_mode(audit)
     tb = _trainer_module()
     fixed = _checked_dims(dims)
-    recorder = _recorder(record, keep, every, mode)
+    recorder = record_options(record, keep, every, trainer="verl", version=_VERL.version(), audit=mode)
 
     def replacement(target: Target) -> Any:
         made = {
@@ -193,17 +193,6 @@ def _forget() -> None:
     """A re-install reads the model's config again and starts a new audit ledger."""
     _model_configs.clear()
     _ledger.clear()
-
-
-def _recorder(record: Any, keep: Any, every: Any, mode: AuditMode) -> Recorder | None:
-    """The install's recorder (``None``: no recording); refused without the audit, which finds the broken steps."""
-    made = record_options(record, keep, every, trainer="verl", version=_VERL.version())
-    if made is not None and mode == "off":
-        raise ValueError(
-            "record= records the steps the audit finds broken (and every= steps after the audit): "
-            "it needs audit=True or audit='strict', not audit=False"
-        )
-    return made
 
 
 def _checked_dims(dims: Mapping[str, int] | None) -> dict[str, int] | None:
