@@ -368,3 +368,14 @@ def test_every_schema_in_every_packed_layout_round_trips(tmp_path, data) -> None
     same(packed, got.batch)
     assert got.rows == len(rows)
     assert got.violations() == schema.batch_violations(packed, layout=fitted)
+
+
+def test_a_skyrl_tensor_list_round_trips_its_tensors(tmp_path) -> None:
+    class TensorList:  # SkyRL's per-row images: its class is read by name, so a stand-in of that name
+        def __init__(self, tensors: list[torch.Tensor]) -> None:
+            self.tensors = tensors
+
+    images = TensorList([torch.rand(2, 3), torch.rand(5, 3)])
+    got = round_trip(tmp_path, {"pixel_values": images}, schema="text").batch["pixel_values"]
+    tensors = got.tensors if hasattr(got, "tensors") else got  # SkyRL's class where it imports, else a list
+    assert [t.tolist() for t in tensors] == [t.tolist() for t in images.tensors]

@@ -19,7 +19,8 @@ dataclass's fields, with its class's dotted name: read back as a dict of the fie
 ``"__class__"``, the class never imported), ``tensordict``
 (with its batch size), ``dataproto`` (rebuilt where verl imports) and ``training_input``
 (SkyRL's class where it imports, else a `DenseBatch`: a dict with ``metadata``, which every
-check reads as it reads SkyRL's). Anything else is refused with `BundleError` naming its path: a bundle
+check reads as it reads SkyRL's) and ``tensor_list`` (SkyRL's per-row ``TensorList`` of
+images, else a list of its tensors). Anything else is refused with `BundleError` naming its path: a bundle
 holds data, never code.
 """
 
@@ -154,6 +155,8 @@ def _node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: w.node(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
         return {"t": "dataclass", "class": f"{type(value).__module__}.{type(value).__qualname__}", "fields": fields}
+    if kind == "TensorList" and isinstance(getattr(value, "tensors", None), list):  # SkyRL's per-row images
+        return {"t": "tensor_list", "items": [w.node(t, f"{path}[{i}]") for i, t in enumerate(value.tensors)]}
     if type(value).__module__ == "numpy" and kind == "ndarray":
         return _numpy_node(w, value, path)
     return _plain_node(w, value, path)
@@ -295,7 +298,7 @@ def _decode(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
         return _nontensor(r, node, path)
     if kind in ("numpy", "numpy_object", "numpy_str"):
         return _numpy(r, node, path)
-    if kind in ("dataproto", "training_input"):
+    if kind in ("dataproto", "training_input", "tensor_list"):
         return _trainer_batch(r, node, path)
     if kind in ("dataclass", "dense_batch", "packed_batch"):
         return _batch_dict(r, node, path)
@@ -316,6 +319,16 @@ def _batch_dict(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     if "sources" in node:
         dense.sources = r.node(node["sources"], f"{path}.sources")
     return dense
+
+
+def _tensor_list(tensors: list[Any]) -> Any:
+    """SkyRL's ``TensorList`` of ``tensors`` where SkyRL imports, else the plain list (which the
+    checks read per row alike)."""
+    try:
+        from skyrl.backends.skyrl_train.training_batch import TensorList  # type: ignore[import-untyped]
+    except Exception:  # not installed, or below Python 3.12 (see _trainer_batch)
+        return tensors
+    return TensorList(tensors) if tensors else tensors
 
 
 def _list(node: Mapping[str, Any], key: str, path: str) -> list[Any]:
@@ -407,9 +420,11 @@ def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
             non_tensor_batch=r.node(node.get("non_tensor_batch"), f"{path}.non_tensor_batch"),
             meta_info=r.node(node.get("meta_info"), f"{path}.meta_info"),
         )
+    if node["t"] == "tensor_list":
+        return _tensor_list([r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "items", path))])
     columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)
     try:
-        from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch  # type: ignore[import-untyped]
+        from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
     except Exception:  # not installed (ImportError), or below Python 3.12, where pydantic refuses
         # SkyRL 0.3.0's TypedDict (PydanticUserError): a dict with .metadata, which the checks read the same way
         return DenseBatch(columns, metadata=metadata)
