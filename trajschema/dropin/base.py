@@ -154,20 +154,26 @@ class DropIn:
             )
         return Target(f"{module}:{name}", mod, name, function)
 
-    def install(self, replacement: Callable[[Target], Any], *, then: Callable[[], None] | None = None) -> None:
+    def install(
+        self, replacement: Callable[[Target], Any], *, then: Callable[[], None] | None = None, recorder: Any = None
+    ) -> None:
         """Replace every target by ``replacement(target)``, after putting back an earlier install.
 
         The version is checked first (a refusal leaves an earlier install as it is); then,
         an earlier install put back, the pins and the bindings are checked and every
         replacement made before anything is replaced, so that a failure leaves nothing
         patched. ``then`` runs under the same lock once the replacements are in.
+        ``recorder`` (an ``install(record=...)``'s `trajschema.bundle.Recorder`) is given the
+        version checked, for its bundles' manifests.
         """
-        self.version()
+        version = self.version()
         with self.patches.lock:
             self.patches.restore()  # re-installing: start from the trainer's own functions
             targets = self.targets()
             replaced = [replacement(t) for t in targets]
             self.patches.replace([(t.owner, t.name, t.original) for t in targets], replaced)
+            if recorder is not None:
+                recorder.trainer_version = version
             if then is not None:
                 then()
 

@@ -147,14 +147,12 @@ def install(
         "passed": False,
         "recorder": record_options(record, keep, every, trainer="OpenRLHF", version=None),
     }
-    _OPENRLHF.install(_replacement, then=lambda: _settle(given))
+    _OPENRLHF.install(_replacement, then=lambda: _settle(given), recorder=given["recorder"])
 
 
 def _settle(given: dict[str, Any]) -> None:
     settings.clear()
     settings.update(given)
-    if given.get("recorder") is not None:  # the version install() has just checked
-        given["recorder"].trainer_version = _OPENRLHF.version()
 
 
 def _replacement(target: Target) -> Any:

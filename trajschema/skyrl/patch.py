@@ -184,10 +184,8 @@ def install(
     """
     given = _checked_settings(schema, eos_token_id, pad_token_id, check)
     given["audit"] = audit_mode(audit)
-    given["recorder"] = record_options(
-        record, keep, every, trainer="SkyRL", version=_SKYRL.version(), audit=given["audit"]
-    )
-    _SKYRL.install(_replacement, then=lambda: _settle(given))
+    given["recorder"] = record_options(record, keep, every, trainer="SkyRL", version=None, audit=given["audit"])
+    _SKYRL.install(_replacement, then=lambda: _settle(given), recorder=given["recorder"])
 
 
 def _settle(given: dict[str, Any]) -> None:

@@ -104,14 +104,12 @@ def install(
     if depth not in DEPTHS:
         raise ValueError(f"depth must be one of {', '.join(map(repr, DEPTHS))}, found {depth!r}")
     given["recorder"] = record_options(record, keep, every, trainer="TRL", version=None)
-    _TRL.install(_replacement, then=lambda: _settle(given))
+    _TRL.install(_replacement, then=lambda: _settle(given), recorder=given["recorder"])
 
 
 def _settle(given: dict[str, Any]) -> None:
     settings.clear()
     settings.update(given)
-    if given.get("recorder") is not None:  # the version install() has just checked
-        given["recorder"].trainer_version = _TRL.version()
 
 
 def uninstall() -> bool:

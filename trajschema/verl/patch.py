@@ -174,7 +174,7 @@ def install(
     mode = audit_mode(audit)
     tb = _trainer_module()
     fixed = _checked_dims(dims)
-    recorder = record_options(record, keep, every, trainer="verl", version=_VERL.version(), audit=mode)
+    recorder = record_options(record, keep, every, trainer="verl", version=None, audit=mode)
 
     def replacement(target: Target) -> Any:
         made = {
@@ -186,7 +186,7 @@ def install(
         }
         return made[target.name](target.original)
 
-    _VERL.install(replacement, then=_forget)
+    _VERL.install(replacement, then=_forget, recorder=recorder)
 
 
 def _forget() -> None:
