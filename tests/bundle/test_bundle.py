@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 import uuid
 from pathlib import Path
@@ -379,3 +380,18 @@ def test_a_skyrl_tensor_list_round_trips_its_tensors(tmp_path) -> None:
     got = round_trip(tmp_path, {"pixel_values": images}, schema="text").batch["pixel_values"]
     tensors = got.tensors if hasattr(got, "tensors") else got  # SkyRL's class where it imports, else a list
     assert [t.tolist() for t in tensors] == [t.tolist() for t in images.tensors]
+
+
+@pytest.mark.parametrize(("umask", "folder", "files"), [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)])
+def test_a_bundle_is_readable_by_whom_the_umask_shares_with(tmp_path, umask, folder, files) -> None:
+    """Written into a temporary sibling and renamed: that sibling (and safetensors' file, which it
+    writes 0600) must not keep a bundle from the team it is recorded for."""
+    old = os.umask(umask)
+    try:
+        path = ts.record_batch(rows_of("text"), tmp_path / "b", schema="text")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == folder
+    assert {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()} == dict.fromkeys(
+        ("tensors.safetensors", "batch.json", "manifest.json"), files
+    )

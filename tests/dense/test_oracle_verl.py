@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -225,3 +226,29 @@ def test_mrope_with_three_rows_where_the_schema_says_four_is_a_shape_violation()
     assert (None, "position_ids", "shape") in found("vlm_mrope", data)
     with pytest.raises(ts.SchemaError):
         schema.validate_batch(data, layout="verl_dataproto")
+
+
+# -- recorded: verl's own DataProto as a bundle, read back with verl and without ----------------------
+
+
+@pytest.mark.parametrize("with_verl", [True, False], ids=["verl", "no-verl"])
+def test_verls_dataproto_records_bit_exact_and_checks_alike_without_verl(tmp_path, monkeypatch, with_verl):
+    from trajschema.bundle.codec import RecordedDataProto
+
+    data = verl_batch(moe=True)
+    data.batch["rm_scores"][1, 0] = float("nan")  # a defect the recording must keep
+    schema = ts.load_schema("moe_routed")
+    path = ts.record_batch(data, tmp_path / "b", schema=schema, layout="verl_dataproto", trainer="verl")
+    if not with_verl:
+        monkeypatch.setitem(sys.modules, "verl", None)  # as on a laptop without verl: the import fails
+    got = ts.load_bundle(path)
+    assert type(got.batch) is (verl_module("verl").DataProto if with_verl else RecordedDataProto)
+    assert set(got.batch.batch.keys()) == set(data.batch.keys())
+    for name in data.batch.keys():
+        a, b = data.batch[name], got.batch.batch[name]
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+    assert {k: list(v) for k, v in got.batch.non_tensor_batch.items()} == {
+        k: list(v) for k, v in data.non_tensor_batch.items()
+    }
+    expected = [(v.sample, v.field, v.code) for v in schema.batch_violations(data, layout="verl_dataproto")]
+    assert expected and [(v.sample, v.field, v.code) for v in got.violations()] == expected

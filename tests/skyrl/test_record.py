@@ -23,6 +23,7 @@ import pytest
 import tests.skyrl.test_trainer as loop
 import trajschema as ts
 import trajschema.skyrl as sk
+from tests.bundle.examples import hold_to_example
 from tests.skyrl.cluster import Cluster, FixedGenerator, config, patch_cluster, trainer
 from tests.skyrl.test_audit import CASE, _advantage_on_padding, _nan_logprob, audited_step, inject
 from tests.skyrl_support import skyrl_batch, tokens
@@ -219,3 +220,12 @@ def test_trajschema_check_reads_the_recorded_bundle(skyrl, models, monkeypatch, 
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"{ROW}\trollout_logprobs\tpadded" in done.stdout and "in layout 'skyrl'" in done.stdout
+
+
+# -- the example bundle the docs read ----------------------------------------------------------------
+
+
+def test_the_example_bundle_is_what_skyrls_broken_step_records(skyrl, models, monkeypatch, tmp_path):
+    """``examples/bundles/skyrl-step-00000001``: this step's recording (tests/bundle/examples.py)."""
+    audited_step(skyrl, models, monkeypatch, _nan_logprob, record=tmp_path / "b")
+    hold_to_example(tmp_path / "b" / "step-00000001", "skyrl-step-00000001")

@@ -19,6 +19,7 @@ import torch
 
 import trajschema as ts
 import trajschema.verl as tv
+from tests.bundle.examples import hold_to_example
 from tests.verl.step import driven_step, installed_step, step_config, stub_trainer
 from tests.verl.test_verl_audit import (
     DP,
@@ -225,3 +226,12 @@ def test_the_recorded_batch_reads_back_bit_exact(tb, tq, tmp_path):
     for name in ("input_ids", "routed_experts", "advantages"):
         for a, b in zip(stored[name].unbind(), got.batch[name].unbind(), strict=True):
             assert a.dtype == b.dtype and torch.equal(a, b), name
+
+
+# -- the example bundle the docs read ----------------------------------------------------------------
+
+
+def test_the_example_bundle_is_what_verls_broken_step_records(tb, tq, tmp_path):
+    """``examples/bundles/verl-step-00000001``: this step's recording (tests/bundle/examples.py)."""
+    moe_step(tb, tq, tmp_path, after_balance=_nan_score_on_padding, record=tmp_path / "b")
+    hold_to_example(tmp_path / "b" / "step-00000001", "verl-step-00000001")

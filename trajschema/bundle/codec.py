@@ -17,7 +17,8 @@ values), ``nontensor`` (tensordict's ``NonTensorData``), ``nontensor_stack``, ``
 ``packed_batch`` (`DenseBatch`, `PackedBatch`: items and ``metadata``), ``dataclass`` (a
 dataclass's fields, with its class's dotted name: read back as a dict of the fields plus
 ``"__class__"``, the class never imported), ``tensordict``
-(with its batch size), ``dataproto`` (rebuilt where verl imports) and ``training_input``
+(with its batch size), ``dataproto`` (verl's class where verl imports, else a `RecordedDataProto`:
+its ``batch``, ``non_tensor_batch`` and ``meta_info``, which every check reads as it reads verl's), ``training_input``
 (SkyRL's class where it imports, else a `DenseBatch`: a dict with ``metadata``, which every
 check reads as it reads SkyRL's) and ``tensor_list`` (SkyRL's per-row ``TensorList`` of
 images, else a list of its tensors). Anything else is refused with `BundleError` naming its path: a bundle
@@ -36,7 +37,18 @@ import torch
 from trajschema.check import without_fx_note
 from trajschema.core import BundleError, DenseBatch, PackedBatch
 
-__all__ = ["decode", "encode"]
+__all__ = ["RecordedDataProto", "decode", "encode"]
+
+
+@dataclasses.dataclass
+class RecordedDataProto:
+    """A recorded verl ``DataProto`` read where verl does not import: its three parts, which the
+    checks read as they read verl's (recorded again, it is a ``dataproto`` node, as it was)."""
+
+    batch: Any
+    non_tensor_batch: dict[str, Any]
+    meta_info: dict[str, Any]
+
 
 _JSON = (str, int, float, bool, type(None))
 
@@ -135,7 +147,7 @@ def _node(w: _Writer, value: Any, path: str) -> dict[str, Any]:
     kind = type(value).__name__
     if kind in ("NonTensorData", "NonTensorStack"):
         return _nontensor_node(w, value, path)
-    if kind == "DataProto" and hasattr(value, "non_tensor_batch"):
+    if kind in ("DataProto", "RecordedDataProto") and hasattr(value, "non_tensor_batch"):
         return {
             "t": "dataproto",
             "batch": w.node(value.batch, f"{path}.batch"),
@@ -261,8 +273,7 @@ def decode(tensors: Mapping[str, torch.Tensor], tree: Any) -> Any:
     """The batch `encode` gave ``(tensors, tree)`` for.
 
     Raises:
-        BundleError: the tree is malformed or names a tensor the payload lacks, naming the path;
-            a ``dataproto`` / ``training_input`` node where verl / SkyRL does not import.
+        BundleError: the tree is malformed or names a tensor the payload lacks, naming the path.
     """
     try:
         return _Reader(tensors).node(tree, "batch")
@@ -411,15 +422,15 @@ def _numpy(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
 
 def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     if node["t"] == "dataproto":
+        parts = {k: r.node(node.get(k), f"{path}.{k}") for k in ("batch", "non_tensor_batch", "meta_info")}
+        for k in ("non_tensor_batch", "meta_info"):
+            if not isinstance(parts[k], dict):
+                raise BundleError(f"{path}.{k}: a DataProto's {k} must be a dict, found {type(parts[k]).__name__}")
         try:
             from verl import DataProto
-        except ImportError as exc:
-            raise BundleError(f"{path}: the batch is a verl DataProto; reading it back needs verl ({exc})") from None
-        return DataProto(
-            batch=r.node(node.get("batch"), f"{path}.batch"),
-            non_tensor_batch=r.node(node.get("non_tensor_batch"), f"{path}.non_tensor_batch"),
-            meta_info=r.node(node.get("meta_info"), f"{path}.meta_info"),
-        )
+        except ImportError:  # not installed: the parts, which the checks read alike
+            return RecordedDataProto(**parts)
+        return DataProto(**parts)
     if node["t"] == "tensor_list":
         return _tensor_list([r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "items", path))])
     columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)

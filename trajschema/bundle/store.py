@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -128,12 +128,14 @@ def write_bundle(
     tensors, tree = encode({"batch": batch, "tags": None if tags is None else list(tags), "extras": dict(extras or {})})
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=".tsb-", dir=path.parent))
+        work = path.parent / f".tsb-{uuid.uuid4().hex}"
+        work.mkdir()  # not mkdtemp, whose 0700 would keep the bundle from anyone the umask shares with
     except OSError as exc:
         raise BundleError(f"{path}: its folder cannot be made or written to ({exc.strerror or exc})") from None
     try:
         save_file(tensors, str(work / TENSORS))
         _write_json(work / BATCH, tree)
+        os.chmod(work / TENSORS, (work / BATCH).stat().st_mode & 0o777)  # safetensors writes 0600
         manifest = _manifest(work, schema, layout, tags, batch, meta)
         _write_json(work / MANIFEST, manifest)
         if path.exists():
