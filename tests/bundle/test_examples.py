@@ -6,12 +6,11 @@ the command line agreeing. Neither trainer is needed."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tests.bundle.examples import EXAMPLES, found
+from trajschema.cli.app import main
 from trajschema.testing import assert_bundle_valid
 
 VERL = "../../examples/bundles/verl-step-00000001"  # relative to this file, as the fixture reads it
@@ -52,18 +51,10 @@ def test_each_example_holds_only_its_one_defect(trajschema_bundle):
 
 
 @pytest.mark.parametrize(("name", "rows", "padding"), [("verl-step-00000001", 36, 11), ("skyrl-step-00000001", 12, 2)])
-def test_the_command_line_reads_each_example(name, rows, padding):
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "trajschema", *args, str(EXAMPLES / name), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    checked, shown = cli("check"), cli("show")
-    assert checked.returncode == 1 and shown.returncode == 0, checked.stderr + shown.stderr
-    summary = json.loads(shown.stdout)
+def test_the_command_line_reads_each_example(capsys, name, rows, padding):
+    assert main(["show", str(EXAMPLES / name), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert (summary["rows"], summary["padding_rows"]) == (rows, padding)
-    report = json.loads(checked.stdout)
+    assert main(["check", str(EXAMPLES / name), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
     assert (report["totals"]["samples"], report["totals"]["violations"]) == (rows, 1)

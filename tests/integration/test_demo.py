@@ -8,6 +8,7 @@ JSON object saying what the report says).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -115,14 +116,23 @@ def _run_apart(*extra: str) -> DemoRun:
 
 
 @pytest.fixture(scope="module")
-def demo_run(trajschema_tq_session) -> DemoRun:
-    assert trajschema_tq_session.client is not None  # this process's Ray + TransferQueue is up meanwhile
-    return _run_apart()
+def demo_runs(trajschema_tq_session) -> tuple[DemoRun, DemoRun]:
+    """The demo and ``demo --json``, side by side (most of each is waiting on its Ray to start and
+    stop), each with a Ray of its own, while this process's Ray + TransferQueue is up."""
+    assert trajschema_tq_session.client is not None
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        text, as_json = pool.submit(_run_apart), pool.submit(_run_apart, "--json")
+        return text.result(), as_json.result()
 
 
 @pytest.fixture(scope="module")
-def demo_json_run(trajschema_tq_session) -> DemoRun:
-    return _run_apart("--json")
+def demo_run(demo_runs) -> DemoRun:
+    return demo_runs[0]
+
+
+@pytest.fixture(scope="module")
+def demo_json_run(demo_runs) -> DemoRun:
+    return demo_runs[1]
 
 
 def test_demo_exits_0_and_prints_only_its_report(demo_run):
