@@ -9,6 +9,7 @@ import pytest
 from hypothesis import settings
 
 import trajschema as ts
+from tests import early
 from trajschema.testing import verl_sample
 
 SCHEMAS = ts.schema_names()
@@ -96,7 +97,12 @@ def pytest_terminal_summary(terminalreporter):
         )
 
 
+def pytest_collection_finish(session):
+    early.start_selected(session)  # slow subprocesses a module only reads: beside the whole run (tests/early.py)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    early.stop_all(session)
     if os.environ.get("TRAJSCHEMA_REQUIRE_VERL") == "1" and (_verl_skipped or not _verl_ran):
         print(
             f"\nTRAJSCHEMA_REQUIRE_VERL=1 but {len(_verl_skipped)} verl-oracle tests skipped and {len(_verl_ran)} ran:"

@@ -49,6 +49,7 @@ from typing import Any
 
 import pytest
 
+from tests import early
 from tests.verl_support import verl_module
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -295,27 +296,33 @@ class _TransferQueueRun:
         return f.read()
 
     def stop(self) -> None:
-        """Kill the subprocess and Ray's processes with it (they share its process group)."""
+        """Kill the subprocess and Ray's processes with it (they share its process group); close its files."""
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        self.out.close()
+        self.err.close()
 
 
 def _tq_pages() -> list[str]:
     return [p for p, bs in _WITH_BLOCKS.items() if needs_tq(bs) and (_has_verl() or not needs_verl(bs))]
 
 
+def start_early(items: list[pytest.Item]) -> _TransferQueueRun | None:
+    """The TransferQueue pages' subprocess, when any is selected; ``tests/conftest.py`` calls this when
+    collection ends (tests/early.py), so that it runs beside the whole session."""
+    if not (any("tq_results" in getattr(item, "fixturenames", ()) for item in items) and _has_tq() and _tq_pages()):
+        return None
+    return _TransferQueueRun(_tq_pages(), tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _tq_run(request: pytest.FixtureRequest) -> Any:
-    """Start the TransferQueue pages' subprocess before the in-process pages run, when any is selected."""
-    selected = any("tq_results" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if not (selected and _has_tq() and _tq_pages()):
-        yield None
-        return
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        run = _TransferQueueRun(_tq_pages(), out, err)
-        yield run
+    """The subprocess started when collection ended (else now), stopped when the module ends."""
+    run = early.take(request.config, __name__) or start_early(request.session.items)
+    yield run
+    if run is not None:
         run.stop()
 
 
