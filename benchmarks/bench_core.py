@@ -280,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample = make_sample(P, R, layers=args.layers, topk=args.topk, gen=gen, index=0)
     if "1" in parts:
         verify_single(schema, sample)
-        say(f"[1/11] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
+        say(f"[1/12] single sample P={P} R={R}: validators agree on good and bad samples; timing...")
         t = measure(
             {
                 "shapes": lambda: schema.validate(sample, depth="shapes"),
@@ -315,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     op = f"validate_batch(td of {n})"
     td = None
     if "2" in parts:
-        say(f"[2/11] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
+        say(f"[2/12] building {n} samples, P in {plo}..{phi}, R in {rlo}..{rhi} (~{est_gb:.2f} GB of tensors)...")
         samples = [
             make_sample(p, r, layers=args.layers, topk=args.topk, gen=gen, index=i)
             for i, (p, r) in enumerate(zip(ps, rs))
@@ -362,11 +362,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             tq_pack_function()
         except ImportError as e:
             why = f"transfer_queue not importable ({type(e).__name__}: {e})"
-            say(f"[2b/11] skipped: {why}")
+            say(f"[2b/12] skipped: {why}")
             label = f'{op}, depth="shapes", packed by TransferQueue'
             rows.append(Row(label, None, f"jaxtyping+beartype, loop of {n}", None, 50, skipped=why))
         else:
-            say(f"[2b/11] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
+            say(f"[2b/12] building {n} verl_sample samples, packed by TransferQueue's _pack_field_values...")
             vsamples = verl_samples(schema, ps, rs, layers=args.layers, topk=args.topk)
             real_td = tq_pack(vsamples)
             assert real_td["position_ids"].layout == torch.jagged and real_td["position_ids"]._ragged_idx == 2
@@ -400,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # 3. Padding ------------------------------------------------------------------
     if "3" in parts:
-        say(f"[3/11] padding {args.pad_counts} rows like the P={P} R={R} sample...")
+        say(f"[3/12] padding {args.pad_counts} rows like the P={P} R={R} sample...")
         for count in args.pad_counts:
             verify_padding(schema, sample, count)
             t = measure(
@@ -421,12 +421,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if tq_parts:
         if "4" in parts:
             say(
-                f"[4/11] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
+                f"[4/12] put of {args.put_batch} samples and pad_to_multiple {args.pad_counts} rows "
                 "on a local TransferQueue (starts Ray, ~15 s)..."
             )
         if "5" in parts:
             say(
-                f"[5/11] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
+                f"[5/12] trajschema.verl vs verl upsample_batch_to_divisible_size: {list(UPSAMPLE_REAL)} real samples "
                 f"padded to a multiple of {UPSAMPLE_MULTIPLE}, on {'the same' if '4' in parts else 'a'} local "
                 "TransferQueue, then the verl step audit's cost..."
             )
@@ -446,19 +446,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # 6. What @ts.checked adds to a call ---------------------------------------------------
     if "6" in parts:
         say(
-            f"[6/11] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)"
+            f"[6/12] @ts.checked in each mode vs undecorated and direct calls (the P={P} R={R} sample, {BATCH} samples)"
         )
         rows += checked_rows(schema, sample, timing=timing, seed=args.seed, say=say)
 
     # 7. A dense padded SkyRL batch -------------------------------------------------------
     if "7" in parts:
-        say(f"[7/11] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
+        say(f"[7/12] a dense SkyRL batch of {n} rows built by SkyRL's own code: check, per-row loop, convert...")
         rows += dense_rows(timing=timing, n=n, seed=args.seed, say=say)
 
     # 8. SkyRL's pad_training_input_batch, ours against its own ------------------------------
     memory = []
     if "8" in parts:
-        say(f"[8/11] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
+        say(f"[8/12] pad_training_input_batch on a SkyRL VLM batch of {n} rows: trajschema.skyrl vs SkyRL's own...")
         part8, memory = skyrl_rows(timing=timing, n=n, seed=args.seed, say=say)
         rows += part8
 
@@ -469,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bench_packed import packed_rows
 
         say(
-            f"[9/11] packed batches of {n} samples (moe_routed, text): pack_dense vs verl's left_right_2_no_padding, "
+            f"[9/12] packed batches of {n} samples (moe_routed, text): pack_dense vs verl's left_right_2_no_padding, "
             "to_packed/from_packed, the checks vs a read pass..."
         )
         part9, packed_profiles = packed_rows(

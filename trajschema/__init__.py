@@ -24,7 +24,7 @@ from trajschema.core import VERSION
 from trajschema.core import lazy_front as _lazy_front
 
 if TYPE_CHECKING:
-    from trajschema.bundle import Bundle, load_bundle, record_batch
+    from trajschema.bundle import Bundle, RecordedDataProto, load_bundle, record_batch
     from trajschema.contract import (
         PaddingOnlyBatchWarning,
         check_padding_contract,
@@ -117,6 +117,7 @@ __all__ = [
     "PaddingMemoryError",
     "PaddingOnlyBatchWarning",
     "PaddingSizeError",
+    "RecordedDataProto",
     "Schema",
     "SchemaDefinitionError",
     "SchemaError",
@@ -173,7 +174,7 @@ _ROOMS: dict[str, tuple[str, ...]] = {
         "real_mask",
         "select_real",
     ),
-    "trajschema.bundle": ("Bundle", "load_bundle", "record_batch"),
+    "trajschema.bundle": ("Bundle", "RecordedDataProto", "load_bundle", "record_batch"),
     "trajschema.core": (
         "Batch",
         "BundleError",

@@ -233,8 +233,6 @@ def test_mrope_with_three_rows_where_the_schema_says_four_is_a_shape_violation()
 
 @pytest.mark.parametrize("with_verl", [True, False], ids=["verl", "no-verl"])
 def test_verls_dataproto_records_bit_exact_and_checks_alike_without_verl(tmp_path, monkeypatch, with_verl):
-    from trajschema.bundle.codec import RecordedDataProto
-
     data = verl_batch(moe=True)
     data.batch["rm_scores"][1, 0] = float("nan")  # a defect the recording must keep
     schema = ts.load_schema("moe_routed")
@@ -242,7 +240,7 @@ def test_verls_dataproto_records_bit_exact_and_checks_alike_without_verl(tmp_pat
     if not with_verl:
         monkeypatch.setitem(sys.modules, "verl", None)  # as on a laptop without verl: the import fails
     got = ts.load_bundle(path)
-    assert type(got.batch) is (verl_module("verl").DataProto if with_verl else RecordedDataProto)
+    assert type(got.batch) is (verl_module("verl").DataProto if with_verl else ts.RecordedDataProto)
     assert set(got.batch.batch.keys()) == set(data.batch.keys())
     for name in data.batch.keys():
         a, b = data.batch[name], got.batch.batch[name]

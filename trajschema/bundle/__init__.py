@@ -17,6 +17,7 @@ from trajschema.core import lazy_front
 
 if TYPE_CHECKING:
     from trajschema.bundle.bundle import Bundle, load_bundle
+    from trajschema.bundle.codec import RecordedDataProto
     from trajschema.bundle.recorder import REASON_WIDTH, Recorder, broken_reason, record_options
     from trajschema.bundle.store import FORMAT_VERSION, record_batch
 
@@ -24,6 +25,7 @@ __all__ = [
     "FORMAT_VERSION",
     "REASON_WIDTH",
     "Bundle",
+    "RecordedDataProto",
     "Recorder",
     "broken_reason",
     "load_bundle",
@@ -34,6 +36,7 @@ __all__ = [
 #: Where each name lives: it is imported from there when first read (see `trajschema.core.lazy`).
 _ROOMS: dict[str, tuple[str, ...]] = {
     "trajschema.bundle.bundle": ("Bundle", "load_bundle"),
+    "trajschema.bundle.codec": ("RecordedDataProto",),
     "trajschema.bundle.recorder": ("REASON_WIDTH", "Recorder", "broken_reason", "record_options"),
     "trajschema.bundle.store": ("FORMAT_VERSION", "record_batch"),
 }

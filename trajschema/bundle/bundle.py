@@ -27,8 +27,8 @@ class Bundle:
         path: the bundle's directory.
         batch: the batch, as it was recorded (the same containers, every tensor bit-exact).
             A verl ``DataProto`` or SkyRL ``TrainingInputBatch`` is read back as its class
-            where its trainer imports, else as the same parts (a ``RecordedDataProto``, a
-            `DenseBatch`), which every check reads alike.
+            where its trainer imports, else as the same parts (a
+            [`RecordedDataProto`][trajschema.RecordedDataProto], a `DenseBatch`), which every check reads alike.
         schema: the schema recorded with it (rebuilt from its YAML, ancestors included).
         layout: its layout (``None``: a jagged batch).
         tags: the tag dicts recorded with it, or ``None``.

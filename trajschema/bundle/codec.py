@@ -42,8 +42,15 @@ __all__ = ["RecordedDataProto", "decode", "encode"]
 
 @dataclasses.dataclass
 class RecordedDataProto:
-    """A recorded verl ``DataProto`` read where verl does not import: its three parts, which the
-    checks read as they read verl's (recorded again, it is a ``dataproto`` node, as it was)."""
+    """A recorded verl ``DataProto``, as [`load_bundle`][trajschema.load_bundle] reads it where verl
+    does not import: its three parts, which every check reads as it reads verl's (recorded again,
+    it is a ``DataProto`` once more where verl imports).
+
+    Attributes:
+        batch: the tensors (a TensorDict).
+        non_tensor_batch: the non-tensor columns by name (numpy object arrays).
+        meta_info: the batch's ``meta_info``.
+    """
 
     batch: Any
     non_tensor_batch: dict[str, Any]
