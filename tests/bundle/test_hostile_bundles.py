@@ -5,6 +5,7 @@ corrupted payloads read without verification, and the recorder of a live run."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -201,3 +202,34 @@ def test_recording_never_breaks_the_step_with_a_float_step(tmp_path):
     ('Recording never breaks the step it watches')."""
     r = Recorder(tmp_path, keep=2, every=5)
     r.record([], schema=TEXT, step=5.0)  # ValueError: Unknown format code 'd' for object of type 'float'
+
+
+def _dataproto_bundle(bundle: Path, rows: int, uids: list[str]) -> None:
+    """``bundle``'s payloads replaced by a DataProto of ``rows`` rows whose ``uid`` column holds ``uids``."""
+    from safetensors.torch import save_file
+
+    save_file({"t0": torch.zeros(rows, 2, dtype=torch.int64)}, str(bundle / "tensors.safetensors"))
+    node = {
+        "t": "dataproto",
+        "batch": {"t": "tensordict", "batch_size": [rows], "items": {"input_ids": {"t": "tensor", "key": "t0"}}},
+        "non_tensor_batch": {
+            "t": "dict",
+            "items": {
+                "uid": {"t": "numpy_object", "shape": [len(uids)], "values": [{"t": "json", "value": u} for u in uids]}
+            },
+        },
+        "meta_info": {"t": "dict", "items": {}},
+    }
+    (bundle / "batch.json").write_text(json.dumps(_tree(node)))
+
+
+def test_a_dataproto_of_mismatched_parts_reads_without_verl_and_checks_with_a_violation(bundle, monkeypatch):
+    """Without verl nothing asserts the parts agree: the recorded parts come back, and the check says what is wrong."""
+    monkeypatch.setitem(sys.modules, "verl", None)
+    _dataproto_bundle(bundle, 3, ["a", "b"])
+    got = ts.load_bundle(bundle, verify=False)
+    assert isinstance(got.batch, ts.RecordedDataProto) and list(got.batch.non_tensor_batch["uid"]) == ["a", "b"]
+    found = ts.load_schema("text").batch_violations(
+        got.batch, layout=ts.load_layout("verl_dataproto").with_pad_token(0)
+    )
+    assert ("uid", "batch") in {(v.field, v.code) for v in found}  # 2 uids for 3 rows

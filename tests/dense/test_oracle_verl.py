@@ -250,3 +250,15 @@ def test_verls_dataproto_records_bit_exact_and_checks_alike_without_verl(tmp_pat
     }
     expected = [(v.sample, v.field, v.code) for v in schema.batch_violations(data, layout="verl_dataproto")]
     assert expected and [(v.sample, v.field, v.code) for v in got.violations()] == expected
+
+
+def test_a_dataproto_of_mismatched_parts_is_a_bundle_error_naming_verls_refusal(tmp_path):
+    """verl's DataProto asserts each non-tensor column has the batch's rows: a bundle edited so they
+    do not is refused as a BundleError, not verl's AssertionError."""
+    from tests.bundle.test_hostile_bundles import _dataproto_bundle
+
+    path = ts.record_batch([], tmp_path / "b", schema="text")
+    _dataproto_bundle(path, 3, ["a", "b"])
+    refused = r"^batch\.batch: DataProto refuses the recorded parts \(AssertionError: key uid length 2"
+    with pytest.raises(ts.BundleError, match=refused):
+        ts.load_bundle(path, verify=False)

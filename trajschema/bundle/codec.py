@@ -280,7 +280,8 @@ def decode(tensors: Mapping[str, torch.Tensor], tree: Any) -> Any:
     """The batch `encode` gave ``(tensors, tree)`` for.
 
     Raises:
-        BundleError: the tree is malformed or names a tensor the payload lacks, naming the path.
+        BundleError: the tree is malformed, names a tensor the payload lacks, or holds parts
+            verl's or SkyRL's batch class refuses, naming the path.
     """
     try:
         return _Reader(tensors).node(tree, "batch")
@@ -437,7 +438,7 @@ def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
             from verl import DataProto
         except ImportError:  # not installed: the parts, which the checks read alike
             return RecordedDataProto(**parts)
-        return DataProto(**parts)
+        return _rebuilt(DataProto, path, **parts)
     if node["t"] == "tensor_list":
         return _tensor_list([r.node(v, f"{path}[{i}]") for i, v in enumerate(_list(node, "items", path))])
     columns, metadata = r.node(node.get("columns"), path), r.node(node.get("metadata"), path)
@@ -446,6 +447,15 @@ def _trainer_batch(r: _Reader, node: Mapping[str, Any], path: str) -> Any:
     except Exception:  # not installed (ImportError), or below Python 3.12, where pydantic refuses
         # SkyRL 0.3.0's TypedDict (PydanticUserError): a dict with .metadata, which the checks read the same way
         return DenseBatch(columns, metadata=metadata)
-    batch = TrainingInputBatch(columns)
+    batch = _rebuilt(TrainingInputBatch, path, columns)
     batch.metadata = metadata
     return batch
+
+
+def _rebuilt(cls: Any, path: str, *args: Any, **kwargs: Any) -> Any:
+    """A trainer's batch class made from recorded parts; what its constructor refuses (a bundle
+    edited by hand: verl asserts each non-tensor column has the batch's rows) is a `BundleError`."""
+    try:
+        return cls(*args, **kwargs)
+    except Exception as exc:
+        raise BundleError(f"{path}: {cls.__name__} refuses the recorded parts ({type(exc).__name__}: {exc})") from None
