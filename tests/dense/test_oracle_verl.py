@@ -257,6 +257,7 @@ def test_a_dataproto_of_mismatched_parts_is_a_bundle_error_naming_verls_refusal(
     do not is refused as a BundleError, not verl's AssertionError."""
     from tests.bundle.test_hostile_bundles import _dataproto_bundle
 
+    verl_module("verl.protocol")  # skips without verl (fails under TRAJSCHEMA_REQUIRE_VERL=1)
     path = ts.record_batch([], tmp_path / "b", schema="text")
     _dataproto_bundle(path, 3, ["a", "b"])
     refused = r"^batch\.batch: DataProto refuses the recorded parts \(AssertionError: key uid length 2"
