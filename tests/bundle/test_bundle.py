@@ -395,3 +395,27 @@ def test_a_bundle_is_readable_by_whom_the_umask_shares_with(tmp_path, umask, fol
     assert {p.name: p.stat().st_mode & 0o777 for p in path.iterdir()} == dict.fromkeys(
         ("tensors.safetensors", "batch.json", "manifest.json"), files
     )
+
+
+@pytest.mark.parametrize(
+    ("layout", "match"),
+    [
+        ("verl_dataproto", r"^batch: layout 'verl_dataproto' cannot read it: a dense batch must be a mapping"),
+        ("skyrl", r"^batch: layout 'skyrl' cannot read it: a dense batch must be a mapping"),
+        ("thd", r"^batch: layout 'thd' cannot read it: a packed batch is a mapping"),
+    ],
+)
+def test_a_batch_its_layout_cannot_read_is_refused_and_nothing_is_written(tmp_path, layout, match) -> None:
+    """A list of samples given a dense or packed layout: every check of that bundle would raise."""
+    with pytest.raises(TypeError, match=match):
+        ts.record_batch(rows_of("text"), tmp_path / "b", schema="text", layout=layout)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_batch_that_breaks_its_schema_in_its_layout_is_still_recorded(tmp_path) -> None:
+    """Only the form is read before writing: a dense batch with a broken mask is what a bundle is for."""
+    layout = ts.load_layout("verl_dataproto").with_pad_token(0)
+    dense = ts.load_schema("text").to_dense(rows_of("text"), layout=layout)
+    dense["attention_mask"][0, -1] = 7
+    got = ts.load_bundle(ts.record_batch(dense, tmp_path / "b", schema="text", layout=layout))
+    assert [(v.sample, v.field) for v in got.violations()][:1] == [(0, "attention_mask")]

@@ -83,18 +83,35 @@ def record_batch(
     Raises:
         BundleError: ``path`` is taken, or the batch holds a value no bundle holds (a meta
             or sparse tensor, an object that is not data), naming its path in the batch.
-        TypeError / ValueError: a bad argument.
+        TypeError / ValueError: a bad argument; TypeError also for a batch of a form its
+            layout cannot read (a list of samples given a dense layout).
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a directory path (a str or a path), found {type(path).__name__} {path!r}")
     chosen = resolve_schema(schema)
     fitted = None if layout is None else as_any_layout(layout)
+    _readable(batch, fitted)
     meta = _provenance(step, trainer, trainer_version, reason)
     if extras is not None and not isinstance(extras, Mapping):
         raise TypeError(f"extras must be a mapping of name to data or None, found {type(extras).__name__}")
     return write_bundle(
         batch, Path(os.fspath(path)), chosen, fitted, tags, meta, extras=dict(extras or {}), overwrite=overwrite
     )
+
+
+def _readable(batch: Any, layout: Layout | PackedLayout | None) -> None:
+    """Refuse, before anything is written, a batch of a form its layout cannot read (a list of
+    samples given a dense layout): every check of the bundle would raise. Its values are not
+    checked: a batch that breaks its schema is what a bundle is for."""
+    if layout is None:
+        return
+    from trajschema.dense import read_dense
+    from trajschema.packed import read_packed
+
+    try:
+        read_dense(batch) if isinstance(layout, Layout) else read_packed(batch)
+    except TypeError as exc:
+        raise TypeError(f"batch: layout {layout.name!r} cannot read it: {exc}") from None
 
 
 def _provenance(step: Any, trainer: Any, version: Any, reason: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from trajschema.packed.check import PackedCheck, check_packed
 from trajschema.packed.convert import from_packed, to_packed
 from trajschema.packed.nopad import pack_dense
 from trajschema.packed.padding import packed_padding, padding_sizes
+from trajschema.packed.view import read_packed
 
 __all__ = [
     "BoundPacked",
@@ -25,5 +26,6 @@ __all__ = [
     "pack_dense",
     "packed_padding",
     "padding_sizes",
+    "read_packed",
     "to_packed",
 ]
