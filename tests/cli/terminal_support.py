@@ -1,9 +1,11 @@
-"""Running the command line as a terminal of a given width shows it, and reading what it printed.
+"""Running the command line in process, piped or as a terminal of a given width, and reading what it printed.
 
-`in_terminal` runs ``main([...])`` in process with stdout taken for a terminal of
-``columns`` columns (``COLUMNS``, which rich and argparse both read), colour off unless
-asked. The checks name what a user copies from the output: each token must stand whole
-on one line, and nothing may be cut with an ellipsis or run past the width.
+`piped` runs ``main([...])`` with stdout a pipe, as a script reads it; `plain_environment`
+clears what would colour, reshape or redirect that output. `in_terminal` runs it with
+stdout taken for a terminal of ``columns`` columns (``COLUMNS``, which rich and argparse
+both read), colour off unless asked. The checks name what a user copies from the output:
+each token must stand whole on one line, and nothing may be cut with an ellipsis or run
+past the width.
 """
 
 from __future__ import annotations
@@ -17,6 +19,23 @@ from trajschema.cli import output
 from trajschema.cli.app import main
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+#: The variables `plain_environment` clears: colour forcing, debug re-raise, extra schema
+#: directories, the terminal width.
+STYLING = ("FORCE_COLOR", "NO_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS")
+
+
+def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clear `STYLING` for this test (a test sets what it needs after)."""
+    for var in STYLING:
+        monkeypatch.delenv(var, raising=False)
+
+
+def piped(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    """Run ``trajschema *argv`` in process, stdout piped; returns (status, stdout, stderr)."""
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def in_terminal(

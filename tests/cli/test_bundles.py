@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import trajschema as ts
-from tests.cli.terminal_support import in_terminal, layout_problems
+from tests.cli.terminal_support import in_terminal, layout_problems, plain_environment
+from tests.cli.terminal_support import piped as run
 from tests.packed.packed_builders import rows_of, thd
 from trajschema.cli.app import main
 from trajschema.testing import tq_batch
@@ -62,14 +63,7 @@ SHOW_KEYS = {
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch):
-    for var in ("FORCE_COLOR", "NO_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def run(capsys, *argv: Any) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+    plain_environment(monkeypatch)
 
 
 def record(path: Path, name: str = "text", *, layout: str | None = None, broken: bool = False, **kw: Any) -> Path:
@@ -454,7 +448,6 @@ def test_cli_on_a_bundle_with_a_deep_schema_yaml_says_no_unexpected_error(tmp_pa
     from tests.bundle.test_hostile_bundles import _rehashed_manifest_edit
 
     bundle = ts.record_batch([], tmp_path / "b", schema="text")  # its schema YAML nested too deeply to read
-    from trajschema.cli.app import main
 
     _rehashed_manifest_edit(bundle, lambda m: m["schema"]["yaml"].update(text="[" * 5000 + "]" * 5000))
     assert main([command, str(bundle)]) == 2
@@ -465,8 +458,6 @@ def test_cli_on_a_bundle_with_a_deep_schema_yaml_says_no_unexpected_error(tmp_pa
 def test_cli_check_of_a_recorded_2d_nontensor_bundle_says_no_unexpected_error(tmp_path, capsys):
     """check BUNDLE of a bundle record_batch wrote itself: 'unexpected RuntimeError: Received a new batch size ...'."""
     from tensordict import NonTensorData, NonTensorStack, TensorDict
-
-    from trajschema.cli.app import main
 
     s = NonTensorStack(*[NonTensorStack(*[NonTensorData(f"{i}{j}") for j in range(3)]) for i in range(2)])
     path = ts.record_batch(

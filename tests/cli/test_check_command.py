@@ -14,9 +14,9 @@ import pytest
 import torch
 
 import trajschema as ts
-from tests.cli.terminal_support import ANSI, in_terminal, layout_problems
+from tests.cli.terminal_support import ANSI, in_terminal, layout_problems, plain_environment
+from tests.cli.terminal_support import piped as run
 from tests.verl_support import verl_module
-from trajschema.cli.app import main
 from trajschema.cli.check import DEFAULT_MAX_VIOLATIONS
 from trajschema.testing import verl_sample
 
@@ -25,14 +25,7 @@ FREE_DIMS = {"layers": 3, "topk": 2, "experts": 8, "teacher_topk": 2}
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch):
-    for var in ("FORCE_COLOR", "NO_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def run(capsys, *argv: Any) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+    plain_environment(monkeypatch)
 
 
 def sample_of(name: str = "text", p: int = 5, r: int = 3, **kw: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import torch
 from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 
 import trajschema as ts
+from tests.cli.terminal_support import piped as run
 from tests.schema_texts import MOE_ROUTED as _MOE_ROUTED
 from trajschema.cli import app as _cli
 from trajschema.cli import args as _cli_args
@@ -37,12 +38,6 @@ def _plain_environment(monkeypatch):
     """No colour forcing, no debug re-raise, no extra schema directories unless a test sets them."""
     for var in ("FORCE_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS"):
         monkeypatch.delenv(var, raising=False)
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def sample_of(schema: ts.Schema | str, p: int = 5, r: int = 3, **kw: Any) -> dict[str, Any]:

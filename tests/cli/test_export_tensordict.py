@@ -8,7 +8,7 @@ import json
 import pytest
 
 import trajschema as ts
-from trajschema.cli.app import main
+from tests.cli.terminal_support import piped as run
 from trajschema.export import pandera_source, typed_tensordict_source
 
 HAS_TYPED = tuple(int(p) for p in importlib.metadata.version("tensordict").split(".")[:2]) >= (0, 12)
@@ -17,12 +17,6 @@ FORMATS = [
     pytest.param("typed-tensordict", marks=pytest.mark.skipif(not HAS_TYPED, reason="tensordict < 0.12")),
 ]
 SOURCE = {"pandera": pandera_source, "typed-tensordict": typed_tensordict_source}
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -10,8 +10,7 @@ import pytest
 import torch
 
 import trajschema as ts
-from tests.cli.terminal_support import in_terminal, layout_problems, plain
-from trajschema.cli.app import main
+from tests.cli.terminal_support import in_terminal, layout_problems, piped, plain, plain_environment
 from trajschema.cli.output import PIPED, Table, cells, color_wanted
 from trajschema.export import extends, field_rows
 from trajschema.testing import verl_sample
@@ -23,14 +22,7 @@ PLAN = ["plan", "--dp-size", "2", "--batch-size", "353", "--rollout-n", "8", "--
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch):
-    for var in ("FORCE_COLOR", "NO_COLOR", "TRAJSCHEMA_DEBUG", "TRAJSCHEMA_PATH", "COLUMNS"):
-        monkeypatch.delenv(var, raising=False)
-
-
-def piped(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+    plain_environment(monkeypatch)
 
 
 def as_json(capsys, command: str, *argv: str, status: int = 0) -> dict[str, Any]:
